@@ -1,0 +1,52 @@
+#pragma once
+// Architecture hyper-parameters read from GGUF metadata. Differences between
+// architectures are data here (flags, norms, activation), not branches spread
+// through the forward pass.
+#include <cstdint>
+#include <string>
+
+namespace tern {
+
+namespace gguf { class GgufFile; }
+
+enum class RopeStyle : uint8_t { Normal, NeoX };  // Normal: adjacent pairs; NeoX: halves
+enum class Activation : uint8_t { SiLU, GeluTanh };
+
+struct RopeScaling {
+  // Llama-3 style frequency scaling; factor 1 = off.
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int original_context = 8192;
+};
+
+struct ModelConfig {
+  std::string arch;          // "llama", "qwen2", ...
+  std::string name;
+  int n_layers = 0;
+  int d_model = 0;           // embedding length
+  int d_ff = 0;              // feed-forward length
+  int n_heads = 0;
+  int n_kv_heads = 0;
+  int head_dim = 0;          // d_model / n_heads unless given
+  int n_vocab = 0;
+  int n_ctx_train = 0;
+  float norm_eps = 1e-5f;
+  float rope_theta = 10000.0f;
+  int rope_dims = 0;         // rotated dims per head (<= head_dim)
+  RopeStyle rope_style = RopeStyle::Normal;
+  RopeScaling rope_scaling;
+  Activation act = Activation::SiLU;
+  bool qkv_bias = false;     // qwen2
+  bool qk_norm = false;      // qwen3
+  bool tied_embeddings = false;
+  float embed_scale = 1.0f;  // gemma multiplies embeddings by sqrt(d_model)
+
+  int q_dim() const { return n_heads * head_dim; }
+  int kv_dim() const { return n_kv_heads * head_dim; }
+
+  // Reads <arch>.* keys; throws FormatError naming the file and key on bad values.
+  static ModelConfig from_gguf(const gguf::GgufFile& f);
+};
+
+}  // namespace tern

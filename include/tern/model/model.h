@@ -1,0 +1,83 @@
+#pragma once
+// A decoder-only transformer loaded from GGUF: weights repacked into the
+// engine's int4/int8 tiles, the embedding table left in the memory-mapped
+// file, and the forward pass over a batch of sequences.
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "tern/core/aligned.h"
+#include "tern/gguf/gguf.h"
+#include "tern/kernels/packed.h"
+#include "tern/model/batch.h"
+#include "tern/model/config.h"
+
+namespace tern {
+
+class KvCache;
+class TaskPool;
+
+struct LoadOptions {
+  // Force a packed format for every linear weight (default: per-tensor policy).
+  std::optional<kernels::WeightFormat> force_format;
+  // Format for the output head (the policy prefers int8).
+  kernels::WeightFormat head_format = kernels::WeightFormat::Int8Sym;
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm;                 // (d_model)
+  kernels::PackedMatrix wq, wk, wv, wo;         // (q_dim, d), (kv_dim, d), (kv_dim, d), (d, q_dim)
+  std::vector<float> bq, bk, bv;                // qkv_bias: (q_dim), (kv_dim), (kv_dim)
+  std::vector<float> q_norm, k_norm;            // qk_norm: (head_dim)
+  std::vector<float> ffn_norm;                  // (d_model)
+  kernels::PackedMatrix w_gate, w_up, w_down;   // (d_ff, d), (d_ff, d), (d, d_ff)
+};
+
+// Scratch buffers for one forward pass, grown (never shrunk) to the largest
+// batch seen, so steady-state decode allocates nothing.
+struct Workspace {
+  int capacity = 0;                 // tokens
+  AlignedBuffer<float> x, xn;       // (T, d_model)
+  AlignedBuffer<float> q, k, v;     // (T, q_dim), (T, kv_dim), (T, kv_dim)
+  AlignedBuffer<float> attn;        // (T, q_dim)
+  AlignedBuffer<float> gate, up;    // (T, d_ff)
+  AlignedBuffer<float> tmp;         // (T, max(d_model, d_ff))
+  kernels::QuantizedActs qa;
+  std::vector<int> tok_entry, tok_pos;  // (T) which entry, which position
+  void ensure(const ModelConfig& c, int tokens);
+};
+
+class Model {
+ public:
+  // Reads config and repacks weights (progress reported via the callback, 0..1).
+  static std::unique_ptr<Model> load(std::shared_ptr<const gguf::GgufFile> file,
+                                     const LoadOptions& opts, TaskPool& pool,
+                                     const std::function<void(float)>& progress = {});
+
+  const ModelConfig& config() const { return cfg_; }
+  const gguf::GgufFile& file() const { return *file_; }
+  size_t packed_bytes() const;  // resident bytes of repacked weights
+
+  // One forward pass: appends each entry's tokens to its KV and writes the
+  // requested logits into out (resized here).
+  void forward(const Batch& batch, KvCache& kv, StepOutput& out, TaskPool& pool);
+
+ private:
+  Model() = default;
+  void embed(const Batch& batch, float* x) const;
+  void attention_block(int layer, const Batch& batch, KvCache& kv, TaskPool& pool);
+  void ffn_block(int layer, int T, TaskPool& pool);
+  void logits(const Batch& batch, StepOutput& out, TaskPool& pool);
+
+  ModelConfig cfg_;
+  std::shared_ptr<const gguf::GgufFile> file_;
+  const gguf::TensorInfo* embd_ = nullptr;  // (n_vocab, d_model) rows, stays in the mmap
+  std::vector<LayerWeights> layers_;
+  std::vector<float> out_norm_;             // (d_model)
+  std::vector<float> rope_freqs_;           // (rope_dims/2) or empty
+  kernels::PackedMatrix head_;              // (n_vocab, d_model)
+  Workspace ws_;
+};
+
+}  // namespace tern

@@ -1,0 +1,47 @@
+#pragma once
+// Per-request sampling settings, as a user sends them (CLI flags or the
+// OpenAI request body). validate() is the single place their ranges live.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tern {
+
+// SamplingParams::seed value that asks for a fresh random seed.
+inline constexpr uint64_t kRandomSeed = 0xFFFFFFFFFFFFFFFFull;
+
+// Bounds enforced by validate().
+inline constexpr int kMaxRepeatLastN = 65536;  // tokens in the repeat-penalty window
+inline constexpr size_t kMaxStopStrings = 16;
+inline constexpr size_t kMaxStopBytes = 256;  // per stop string
+inline constexpr float kMaxTemperature = 100.0f;
+
+struct SamplingParams {
+  float temperature = 0.8f;  // <= 0: greedy (argmax, ties -> lowest id)
+  int top_k = 40;            // <= 0: off
+  float top_p = 0.95f;       // >= 1: off
+  float min_p = 0.05f;       // <= 0: off
+  // llama.cpp-style: logit > 0 ? logit / p : logit * p, once per distinct token
+  // among the last repeat_last_n tokens of history (prompt and generated).
+  // repeat_last_n: 0 turns it off, -1 means the whole history.
+  float repeat_penalty = 1.0f;
+  int repeat_last_n = 64;
+  // OpenAI-style, over generated tokens only:
+  // logit -= count * frequency_penalty + (count > 0) * presence_penalty.
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  uint64_t seed = kRandomSeed;  // kRandomSeed: random; any other value: deterministic
+  int max_tokens = -1;          // -1: until EOS / end of context
+  std::vector<std::string> stop;  // stop strings (see StopMatcher)
+  bool ignore_eos = false;
+
+  // Checks every range: temperature finite in [0, kMaxTemperature]; top_p in
+  // (0, 1]; min_p in [0, 1]; repeat_penalty finite and > 0; repeat_last_n in
+  // [-1, kMaxRepeatLastN]; frequency/presence penalties in [-2, 2];
+  // max_tokens >= -1; at most kMaxStopStrings stop strings, each non-empty and
+  // at most kMaxStopBytes bytes. top_k and seed accept any value.
+  // Throws InvalidArgument whose message names the offending field.
+  void validate() const;
+};
+
+}  // namespace tern

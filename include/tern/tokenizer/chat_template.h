@@ -1,0 +1,66 @@
+#pragma once
+// Chat templates: turn a conversation into the prompt text a model was trained
+// on. tern does not run Jinja; it recognises the template family from
+// distinctive markers in tokenizer.chat_template and formats natively:
+//
+//   ChatML  "<|im_start|>"        <|im_start|>{role}\n{content}<|im_end|>\n ...
+//                                  (SmolLM2, Qwen2, ...; a default system prompt
+//                                  written into the template is injected when the
+//                                  conversation does not start with a system message)
+//   Llama3  "<|start_header_id|>" <|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>
+//   Gemma   "<start_of_turn>"     <start_of_turn>{user|model}\n{content}<end_of_turn>\n, the
+//                                  system prompt folded into the first user turn
+//   Llama2  "[INST]"              [INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s><s>[INST] ...
+//
+// A missing or unrecognised template falls back to ChatML (with a warning).
+// The output never starts with a BOS token: encode it with
+// Tokenizer::encode(text, /*add_bos=*/true, /*parse_special=*/true), which adds
+// BOS when the vocabulary asks for it (as llama.cpp's chat templates do).
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace tern {
+
+namespace gguf {
+class GgufFile;
+}
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant" (ChatML and Llama3 also take "tool")
+  std::string content;
+};
+
+class ChatTemplate {
+ public:
+  enum class Kind { ChatML, Llama3, Gemma, Llama2 };
+
+  // Reads tokenizer.chat_template (missing -> ChatML, with a warning).
+  static ChatTemplate from_gguf(const gguf::GgufFile& f);
+  static ChatTemplate from_string(std::string_view jinja_source);
+  static ChatTemplate of_kind(Kind kind, std::string default_system_prompt = {});
+
+  Kind kind() const { return kind_; }
+  std::string_view name() const;  // "chatml", "llama3", "gemma", "llama2"
+
+  // Formats the conversation; add_generation_prompt appends the header that
+  // starts the assistant's turn. Throws InvalidArgument for a role the format
+  // cannot express.
+  std::string apply(std::span<const ChatMessage> msgs, bool add_generation_prompt) const;
+
+  // The system prompt the template injects when the conversation has none
+  // ("" if it injects none).
+  std::string default_system_prompt() const { return default_system_; }
+
+ private:
+  ChatTemplate(Kind kind, std::string default_system) : kind_(kind), default_system_(std::move(default_system)) {}
+  std::string apply_chatml(std::span<const ChatMessage> msgs, bool add_generation_prompt) const;
+  std::string apply_llama3(std::span<const ChatMessage> msgs, bool add_generation_prompt) const;
+  std::string apply_gemma(std::span<const ChatMessage> msgs, bool add_generation_prompt) const;
+  std::string apply_llama2(std::span<const ChatMessage> msgs, bool add_generation_prompt) const;
+
+  Kind kind_;
+  std::string default_system_;
+};
+
+}  // namespace tern

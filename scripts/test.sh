@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every test: the C++ unit tests (ctest) and the
+# integration / browser tests against a real server (pytest).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+echo "== unit tests (ctest) =="
+ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 900
+suites=()
+for d in tests/integration tests/e2e; do
+  if ls "$d"/test_*.py >/dev/null 2>&1; then suites+=("$d"); fi
+done
+if [ ${#suites[@]} -gt 0 ]; then
+  echo "== integration tests (pytest) =="
+  .venv/bin/python -m pytest -q "${suites[@]}"
+fi

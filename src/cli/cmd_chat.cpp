@@ -1,0 +1,69 @@
+// tern chat: an interactive chat in the terminal. Each turn re-applies the
+// chat template to the whole conversation.
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "common.h"
+#include "tern/engine/generate.h"
+#include "tern/tokenizer/chat_template.h"
+#include "tern/tokenizer/tokenizer.h"
+
+namespace tern::cli {
+
+void add_chat_command(CLI::App& app) {
+  struct Opts {
+    ModelFlags model;
+    SamplingFlags sampling;
+    std::string system;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("chat", "interactive chat in the terminal (/exit, /reset)");
+  cmd->add_option("--system", o->system, "system message");
+  o->model.add(*cmd);
+  o->sampling.n_predict = 512;
+  o->sampling.add(*cmd);
+  cmd->callback([o] {
+    const SamplingParams sp = o->sampling.params();
+    auto engine = load_engine(o->model, 1);
+    const Tokenizer& tok = engine->tokenizer();
+    std::vector<ChatMessage> msgs;
+    if (!o->system.empty()) msgs.push_back({"system", o->system});
+    const size_t base = msgs.size();
+    std::fprintf(stderr, "chat with %s — /exit to quit, /reset to start over\n",
+                 engine->config().name.c_str());
+    std::string line;
+    for (;;) {
+      std::fputs("> ", stdout);
+      std::fflush(stdout);
+      if (!std::getline(std::cin, line) || line == "/exit" || line == "/quit") break;
+      if (line == "/reset") {
+        msgs.resize(base);
+        continue;
+      }
+      if (line.empty()) continue;
+      msgs.push_back({"user", line});
+      const auto ids = tok.encode(engine->chat_template().apply(msgs, true),
+                                  tok.add_bos_default(), true);
+      if (int(ids.size()) >= engine->n_ctx()) {
+        std::fprintf(stderr, "the conversation no longer fits the context; /reset\n");
+        msgs.pop_back();
+        continue;
+      }
+      GenerateOptions g;
+      g.sampling = sp;
+      g.on_text = [](std::string_view s) {
+        std::fwrite(s.data(), 1, s.size(), stdout);
+        std::fflush(stdout);
+        return true;
+      };
+      const GenerationResult r = generate(*engine, ids, g);
+      std::fputc('\n', stdout);
+      msgs.push_back({"assistant", r.text});
+    }
+  });
+}
+
+}  // namespace tern::cli

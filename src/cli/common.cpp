@@ -1,0 +1,91 @@
+#include "common.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "commands.h"
+#include "tern/core/error.h"
+
+namespace tern::cli {
+
+std::string default_model_path() {
+  if (const char* env = std::getenv("TERN_MODEL")) return env;
+  const std::string name = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  // The binary lives in <repo>/build/; the setup script puts models in <repo>/models/.
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (auto dir = exe.parent_path(); !dir.empty() && dir != dir.root_path();
+         dir = dir.parent_path()) {
+      if (std::filesystem::exists(dir / name)) return (dir / name).string();
+    }
+  }
+  return name;
+}
+
+void ModelFlags::add(CLI::App& cmd) {
+  cmd.add_option("-m,--model", model, "GGUF model file (default: SmolLM2-135M-Instruct Q4_1)");
+  cmd.add_option("-t,--threads", threads, "worker threads (default: one per core)")
+      ->check(CLI::Range(0, 1024));
+  cmd.add_option("-c,--ctx", ctx, "context length per sequence")->check(CLI::Range(16, 1 << 20));
+  cmd.add_option("--weights", weights, "repacked weight format: auto, int4 or int8")
+      ->check(CLI::IsMember({"auto", "int4", "int8"}));
+}
+
+void SamplingFlags::add(CLI::App& cmd) {
+  cmd.add_option("-n,--n-predict", n_predict, "max tokens to generate (-1: until EOS)");
+  cmd.add_option("--temp", temp, "temperature (0: greedy)");
+  cmd.add_option("--top-k", top_k, "top-k (0: off)");
+  cmd.add_option("--top-p", top_p, "top-p (1: off)");
+  cmd.add_option("--min-p", min_p, "min-p (0: off)");
+  cmd.add_option("--repeat-penalty", repeat_penalty, "repetition penalty (1: off)");
+  cmd.add_option("--repeat-last-n", repeat_last_n, "tokens considered by the repetition penalty");
+  cmd.add_option("--frequency-penalty", frequency_penalty, "OpenAI frequency penalty");
+  cmd.add_option("--presence-penalty", presence_penalty, "OpenAI presence penalty");
+  cmd.add_option("-s,--seed", seed, "RNG seed (-1: random)");
+  cmd.add_option("--stop", stop, "stop string (repeatable)");
+}
+
+SamplingParams SamplingFlags::params() const {
+  SamplingParams p;
+  p.max_tokens = n_predict;
+  p.temperature = temp;
+  p.top_k = top_k;
+  p.top_p = top_p;
+  p.min_p = min_p;
+  p.repeat_penalty = repeat_penalty;
+  p.repeat_last_n = repeat_last_n;
+  p.frequency_penalty = frequency_penalty;
+  p.presence_penalty = presence_penalty;
+  p.seed = seed < 0 ? kRandomSeed : uint64_t(seed);
+  p.stop = stop;
+  p.validate();
+  return p;
+}
+
+std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int max_seqs) {
+  EngineOptions o;
+  o.model_path = flags.model.empty() ? default_model_path() : flags.model;
+  o.n_threads = flags.threads;
+  o.n_ctx = flags.ctx;
+  o.max_seqs = max_seqs;
+  if (flags.weights == "int4") o.load.force_format = kernels::WeightFormat::Int4Asym;
+  if (flags.weights == "int8") o.load.force_format = kernels::WeightFormat::Int8Sym;
+  const bool tty = isatty(STDERR_FILENO);
+  std::fprintf(stderr, "loading %s ...", o.model_path.c_str());
+  auto progress = [&](float f) {
+    if (tty) std::fprintf(stderr, "\rloading %s ... %3d%%", o.model_path.c_str(), int(f * 100));
+  };
+  auto e = Engine::load(o, progress);
+  if (tty) {
+    std::fprintf(stderr, "\rloading %s ... done\n", o.model_path.c_str());
+  } else {
+    std::fprintf(stderr, " done\n");
+  }
+  return e;
+}
+
+}  // namespace tern::cli

@@ -1,0 +1,41 @@
+#pragma once
+// Shared pieces of the CLI commands: model loading with a progress line on
+// stderr, and the flags every generating command takes.
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "tern/engine/engine.h"
+#include "tern/sampling/params.h"
+
+namespace tern::cli {
+
+struct ModelFlags {
+  std::string model;  // empty: default model
+  int threads = 0;
+  int ctx = 4096;
+  std::string weights = "auto";  // auto | int4 | int8
+  void add(CLI::App& cmd);
+};
+
+struct SamplingFlags {
+  int n_predict = 128;
+  float temp = 0.8f;
+  int top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  float repeat_penalty = 1.0f;
+  int repeat_last_n = 64;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  int64_t seed = -1;
+  std::vector<std::string> stop;
+  void add(CLI::App& cmd);
+  SamplingParams params() const;  // validated
+};
+
+// Loads the model, printing "loading MODEL ... 100%" on stderr.
+std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int max_seqs = 8);
+
+}  // namespace tern::cli

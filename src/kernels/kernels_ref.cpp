@@ -1,0 +1,125 @@
+// Scalar reference kernels: the oracle every fast kernel is tested against.
+// Written for clarity, in the same block arithmetic the fast kernels use.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "dispatch.h"
+#include "tern/core/half.h"
+
+namespace tern::kernels {
+namespace {
+
+inline float fp16_round(float x) { return fp16_to_f32(f32_to_fp16(x)); }
+
+// Per group of 32: d = amax/127, q = round_half_even(x * 127/amax),
+// d and s = d*sum(q) rounded to fp16 (as llama.cpp's Q8_1 activations).
+void quantize_rows_ref(const float* x, int r0, int r1, int n, QuantizedActs& qa) {
+  const int groups = n / kGroup;
+  for (int r = r0; r < r1; ++r) {
+    for (int g = 0; g < groups; ++g) {
+      const float* xg = x + size_t(r) * n + g * kGroup;
+      int8_t* q = qa.q.data() + size_t(r) * n + g * kGroup;
+      float amax = 0.0f;
+      for (int j = 0; j < kGroup; ++j) amax = std::max(amax, std::fabs(xg[j]));
+      const float d = amax / 127.0f;
+      const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+      int sum = 0;
+      for (int j = 0; j < kGroup; ++j) {
+        const int v = int(std::nearbyint(xg[j] * id));
+        q[j] = int8_t(v);
+        sum += v;
+      }
+      qa.d[size_t(r) * groups + g] = fp16_round(d);
+      qa.s[size_t(r) * groups + g] = fp16_round(d * float(sum));
+    }
+  }
+}
+
+void gemm_tiles_ref(const PackedMatrix& w, const QuantizedActs& x, float* y, int r0, int r1,
+                    int t0, int t1) {
+  const int groups = w.n_groups();
+  for (int r = r0; r < r1; ++r) {
+    const int8_t* xq = x.q.data() + size_t(r) * w.n_in;
+    const float* xd = x.d.data() + size_t(r) * groups;
+    const float* xs = x.s.data() + size_t(r) * groups;
+    for (int t = t0; t < t1; ++t) {
+      const uint8_t* tile = w.tile(t);
+      for (int i = 0; i < kTileRows; ++i) {
+        const int o = t * kTileRows + i;
+        if (o >= w.n_out) break;
+        float acc = 0.0f;
+        for (int g = 0; g < groups; ++g) {
+          const int8_t* a = xq + g * kGroup;
+          int sumi = 0;
+          if (w.format == WeightFormat::Int4Asym) {
+            const auto* b = reinterpret_cast<const Int4Block*>(tile) + g;
+            for (int j = 0; j < 16; ++j) {
+              sumi += int(b->q[i][j] & 0xf) * a[j] + int(b->q[i][j] >> 4) * a[j + 16];
+            }
+            acc += (b->d[i] * xd[g]) * float(sumi) + b->m[i] * xs[g];
+          } else {
+            const auto* b = reinterpret_cast<const Int8Block*>(tile) + g;
+            for (int j = 0; j < kGroup; ++j) sumi += int(b->q[i][j]) * a[j];
+            acc += (b->d[i] * xd[g]) * float(sumi);
+          }
+        }
+        y[size_t(r) * w.n_out + o] = acc;
+      }
+    }
+  }
+}
+
+void rmsnorm_ref(const float* x, const float* weight, float* out, int n, float eps) {
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) sum += double(x[i] * x[i]);
+  const float scale = 1.0f / std::sqrt(float(sum / n) + eps);
+  for (int i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
+}
+
+void swiglu_ref(const float* gate, const float* up, float* out, int n) {
+  for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+void softmax_ref(float* x, int n) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = float(1.0 / sum);
+  for (int i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void attention_f16_ref(const float* q, const uint16_t* k, const uint16_t* v, int n_kv,
+                       int head_dim, int64_t stride, float* out) {
+  float m = -std::numeric_limits<float>::infinity();
+  float l = 0.0f;
+  for (int j = 0; j < head_dim; ++j) out[j] = 0.0f;
+  for (int t = 0; t < n_kv; ++t) {
+    const uint16_t* kt = k + t * stride;
+    const uint16_t* vt = v + t * stride;
+    float s = 0.0f;
+    for (int j = 0; j < head_dim; ++j) s += q[j] * fp16_to_f32(kt[j]);
+    const float m_new = std::max(m, s);
+    const float corr = std::exp(m - m_new);  // 0 on the first step
+    const float p = std::exp(s - m_new);
+    l = l * corr + p;
+    for (int j = 0; j < head_dim; ++j) out[j] = out[j] * corr + p * fp16_to_f32(vt[j]);
+    m = m_new;
+  }
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  for (int j = 0; j < head_dim; ++j) out[j] *= inv;
+}
+
+}  // namespace
+
+const KernelTable& scalar_kernels() {
+  static const KernelTable t{"scalar",        quantize_rows_ref, gemm_tiles_ref, rmsnorm_ref,
+                             swiglu_ref,      softmax_ref,       attention_f16_ref};
+  return t;
+}
+
+}  // namespace tern::kernels

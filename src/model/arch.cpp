@@ -1,0 +1,37 @@
+// The table of supported architectures. Each entry is data: the forward pass
+// reads the flags, it never switches on the name.
+#include "tern/model/arch.h"
+
+#include <array>
+
+namespace tern {
+namespace {
+
+// Llama 1/2/3, SmolLM, TinyLlama, Mistral: RMSNorm, adjacent-pair RoPE, SwiGLU.
+constexpr ArchSpec kLlama{"llama", RopeStyle::Normal, Activation::SiLU, false, false, false};
+// Qwen2 / Qwen2.5: like llama with biases on Q, K, V and NeoX-style RoPE.
+constexpr ArchSpec kQwen2{"qwen2", RopeStyle::NeoX, Activation::SiLU, true, false, false};
+// Qwen3: NeoX RoPE, no QKV bias, RMSNorm on Q and K per head.
+constexpr ArchSpec kQwen3{"qwen3", RopeStyle::NeoX, Activation::SiLU, false, true, false};
+
+constexpr std::array kArchs{&kLlama, &kQwen2, &kQwen3};
+
+}  // namespace
+
+const ArchSpec* find_arch(std::string_view name) {
+  for (const ArchSpec* a : kArchs) {
+    if (a->name == name) return a;
+  }
+  return nullptr;
+}
+
+std::string supported_archs() {
+  std::string s;
+  for (const ArchSpec* a : kArchs) {
+    if (!s.empty()) s += ", ";
+    s += a->name;
+  }
+  return s;
+}
+
+}  // namespace tern

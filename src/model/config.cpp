@@ -1,0 +1,72 @@
+#include "tern/model/config.h"
+
+#include <cmath>
+#include <string>
+
+#include "tern/core/error.h"
+#include "tern/gguf/gguf.h"
+#include "tern/model/arch.h"
+
+namespace tern {
+namespace {
+
+int positive(const gguf::GgufFile& f, const std::string& key, int64_t v, int64_t max) {
+  if (v <= 0 || v > max) {
+    throw FormatError(f.path() + ": metadata " + key + " = " + std::to_string(v) +
+                      " is out of range (1.." + std::to_string(max) + ")");
+  }
+  return int(v);
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
+  ModelConfig c;
+  c.arch = f.get_string("general.architecture");
+  const ArchSpec* spec = find_arch(c.arch);
+  if (!spec) {
+    throw FormatError(f.path() + ": unsupported architecture '" + c.arch +
+                      "' (supported: " + supported_archs() + ")");
+  }
+  const std::string p = c.arch + ".";
+  c.name = f.get_string_or("general.name", c.arch);
+  c.n_layers = positive(f, p + "block_count", f.get_int(p + "block_count"), 1024);
+  c.d_model = positive(f, p + "embedding_length", f.get_int(p + "embedding_length"), 1 << 16);
+  c.d_ff = positive(f, p + "feed_forward_length", f.get_int(p + "feed_forward_length"), 1 << 18);
+  c.n_heads = positive(f, p + "attention.head_count", f.get_int(p + "attention.head_count"), 1024);
+  c.n_kv_heads = positive(f, p + "attention.head_count_kv",
+                          f.get_int_or(p + "attention.head_count_kv", c.n_heads), c.n_heads);
+  if (c.n_heads % c.n_kv_heads != 0) {
+    throw FormatError(f.path() + ": head_count " + std::to_string(c.n_heads) +
+                      " is not a multiple of head_count_kv " + std::to_string(c.n_kv_heads));
+  }
+  const int64_t default_hd = c.d_model / c.n_heads;
+  c.head_dim = positive(f, p + "attention.key_length",
+                        f.get_int_or(p + "attention.key_length", default_hd), 4096);
+  c.n_ctx_train = positive(f, p + "context_length", f.get_int_or(p + "context_length", 2048),
+                           1 << 24);
+  c.norm_eps = f.get_f32_or(p + "attention.layer_norm_rms_epsilon", 1e-5f);
+  c.rope_theta = f.get_f32_or(p + "rope.freq_base", 10000.0f);
+  c.rope_dims = positive(f, p + "rope.dimension_count",
+                         f.get_int_or(p + "rope.dimension_count", c.head_dim), c.head_dim);
+  if (c.rope_dims % 2 != 0) throw FormatError(f.path() + ": odd rope.dimension_count");
+  if (!(c.norm_eps > 0.0f) || !(c.rope_theta > 0.0f)) {
+    throw FormatError(f.path() + ": invalid norm epsilon or rope freq_base");
+  }
+  c.rope_style = spec->rope_style;
+  c.act = spec->act;
+  c.qkv_bias = spec->qkv_bias;
+  c.qk_norm = spec->qk_norm;
+  if (spec->scale_embeddings) c.embed_scale = std::sqrt(float(c.d_model));
+
+  const auto& embd = f.tensor("token_embd.weight");
+  if (embd.dims.size() != 2 || embd.dims[0] != c.d_model) {
+    throw FormatError(f.path() + ": token_embd.weight has the wrong shape for embedding_length " +
+                      std::to_string(c.d_model));
+  }
+  c.n_vocab = int(embd.dims[1]);
+  c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
+  return c;
+}
+
+}  // namespace tern

@@ -1,0 +1,206 @@
+// The forward pass over a batch. Linear layers run once over all T rows of
+// the batch (weights read once per step for every sequence); attention runs
+// per token against its own sequence's KV, causally.
+#include <cmath>
+#include <string>
+
+#include "tern/core/error.h"
+#include "tern/core/half.h"
+#include "tern/core/task_pool.h"
+#include "tern/kernels/dequant.h"
+#include "tern/kernels/ops.h"
+#include "tern/kv/kv_cache.h"
+#include "tern/model/model.h"
+
+namespace tern {
+
+void Workspace::ensure(const ModelConfig& c, int tokens) {
+  if (tokens <= capacity) return;
+  const int cap = std::max(tokens, 16);
+  const size_t T = size_t(cap);
+  x = AlignedBuffer<float>(T * c.d_model);
+  xn = AlignedBuffer<float>(T * c.d_model);
+  q = AlignedBuffer<float>(T * c.q_dim());
+  k = AlignedBuffer<float>(T * c.kv_dim());
+  v = AlignedBuffer<float>(T * c.kv_dim());
+  attn = AlignedBuffer<float>(T * c.q_dim());
+  gate = AlignedBuffer<float>(T * c.d_ff);
+  up = AlignedBuffer<float>(T * c.d_ff);
+  tmp = AlignedBuffer<float>(T * std::max({c.d_model, c.d_ff, c.q_dim()}));
+  tok_entry.assign(T, 0);
+  tok_pos.assign(T, 0);
+  capacity = cap;
+}
+
+void Model::embed(const Batch& batch, float* x) const {
+  const int d = cfg_.d_model;
+  const size_t row_bytes = embd_->row_bytes();
+  int t = 0;
+  for (const BatchEntry& e : batch.entries) {
+    for (int32_t id : e.tokens) {
+      float* xr = x + size_t(t) * d;
+      kernels::dequantize_row(embd_->type, embd_->data + size_t(id) * row_bytes, xr, d);
+      if (cfg_.embed_scale != 1.0f) {
+        for (int i = 0; i < d; ++i) xr[i] *= cfg_.embed_scale;
+      }
+      ++t;
+    }
+  }
+}
+
+void Model::attention_block(int l, const Batch& batch, KvCache& kv, TaskPool& pool) {
+  const LayerWeights& L = layers_[size_t(l)];
+  const ModelConfig& c = cfg_;
+  const int T = batch.total_tokens();
+  const int d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
+  Workspace& w = ws_;
+
+  // xn = rmsnorm(x) * attn_norm; q, k, v = xn @ Wq, Wk, Wv
+  for (int t = 0; t < T; ++t) {
+    kernels::rmsnorm(w.x.data() + size_t(t) * d, L.attn_norm.data(), w.xn.data() + size_t(t) * d,
+                     d, c.norm_eps);
+  }
+  kernels::quantize_activations(w.xn.data(), T, d, w.qa);
+  kernels::matmul(L.wq, w.qa, w.q.data(), pool);
+  kernels::matmul(L.wk, w.qa, w.k.data(), pool);
+  kernels::matmul(L.wv, w.qa, w.v.data(), pool);
+
+  const kernels::RopeParams rope{hd, c.rope_dims, c.rope_theta, c.rope_style == RopeStyle::NeoX,
+                                 rope_freqs_.empty() ? nullptr : rope_freqs_.data()};
+  const float q_scale = 1.0f / std::sqrt(float(hd));
+  for (int t = 0; t < T; ++t) {
+    float* qt = w.q.data() + size_t(t) * qd;
+    float* kt = w.k.data() + size_t(t) * kvd;
+    float* vt = w.v.data() + size_t(t) * kvd;
+    if (c.qkv_bias) {
+      for (int i = 0; i < qd; ++i) qt[i] += L.bq[size_t(i)];
+      for (int i = 0; i < kvd; ++i) kt[i] += L.bk[size_t(i)], vt[i] += L.bv[size_t(i)];
+    }
+    if (c.qk_norm) {
+      for (int h = 0; h < c.n_heads; ++h) {
+        kernels::rmsnorm(qt + h * hd, L.q_norm.data(), qt + h * hd, hd, c.norm_eps);
+      }
+      for (int h = 0; h < c.n_kv_heads; ++h) {
+        kernels::rmsnorm(kt + h * hd, L.k_norm.data(), kt + h * hd, hd, c.norm_eps);
+      }
+    }
+    const int pos = w.tok_pos[size_t(t)];
+    kernels::rope(qt, c.n_heads, pos, rope);
+    kernels::rope(kt, c.n_kv_heads, pos, rope);
+    for (int i = 0; i < qd; ++i) qt[i] *= q_scale;  // Q pre-scaled by 1/sqrt(head_dim)
+    // Append this token's K and V (fp16) to its sequence's cache.
+    const SeqId seq = batch.entries[size_t(w.tok_entry[size_t(t)])].seq;
+    uint16_t* kr = kv.k_row(seq, l, pos);
+    uint16_t* vr = kv.v_row(seq, l, pos);
+    for (int i = 0; i < kvd; ++i) kr[i] = f32_to_fp16(kt[i]), vr[i] = f32_to_fp16(vt[i]);
+  }
+
+  // attn[t] = softmax(q_t . K[0..pos]) V[0..pos], per head; GQA maps query
+  // head h to kv head h / (n_heads / n_kv_heads).
+  const int group = c.n_heads / c.n_kv_heads;
+  pool.run(int64_t(T) * c.n_heads, [&](int64_t task, int) {
+    const int t = int(task / c.n_heads), h = int(task % c.n_heads);
+    const BatchEntry& e = batch.entries[size_t(w.tok_entry[size_t(t)])];
+    const KvView view = kv.view(e.seq, l);
+    const int kvh = h / group;
+    kernels::attention_f16(w.q.data() + size_t(t) * qd + h * hd, view.k + kvh * hd,
+                           view.v + kvh * hd, w.tok_pos[size_t(t)] + 1, hd, view.stride,
+                           w.attn.data() + size_t(t) * qd + h * hd);
+  });
+
+  // x += attn @ Wo
+  kernels::quantize_activations(w.attn.data(), T, qd, w.qa);
+  kernels::matmul(L.wo, w.qa, w.tmp.data(), pool);
+  for (size_t i = 0; i < size_t(T) * d; ++i) w.x[i] += w.tmp[i];
+}
+
+void Model::ffn_block(int l, int T, TaskPool& pool) {
+  const LayerWeights& L = layers_[size_t(l)];
+  const ModelConfig& c = cfg_;
+  const int d = c.d_model, ff = c.d_ff;
+  Workspace& w = ws_;
+  // x += (silu(xn @ Wgate) * (xn @ Wup)) @ Wdown, xn = rmsnorm(x) * ffn_norm
+  for (int t = 0; t < T; ++t) {
+    kernels::rmsnorm(w.x.data() + size_t(t) * d, L.ffn_norm.data(), w.xn.data() + size_t(t) * d,
+                     d, c.norm_eps);
+  }
+  kernels::quantize_activations(w.xn.data(), T, d, w.qa);
+  kernels::matmul(L.w_gate, w.qa, w.gate.data(), pool);
+  kernels::matmul(L.w_up, w.qa, w.up.data(), pool);
+  kernels::swiglu(w.gate.data(), w.up.data(), w.gate.data(), T * ff);
+  kernels::quantize_activations(w.gate.data(), T, ff, w.qa);
+  kernels::matmul(L.w_down, w.qa, w.tmp.data(), pool);
+  for (size_t i = 0; i < size_t(T) * d; ++i) w.x[i] += w.tmp[i];
+}
+
+void Model::logits(const Batch& batch, StepOutput& out, TaskPool& pool) {
+  const int d = cfg_.d_model;
+  Workspace& w = ws_;
+  // Gather the rows that want logits, final-norm them into xn (rows, d).
+  out.n_vocab = cfg_.n_vocab;
+  out.first_row.assign(batch.entries.size(), -1);
+  out.n_rows.assign(batch.entries.size(), 0);
+  int rows = 0, t = 0;
+  for (size_t i = 0; i < batch.entries.size(); ++i) {
+    const BatchEntry& e = batch.entries[i];
+    const int n = int(e.tokens.size());
+    const int first = e.logits == LogitsMode::All ? 0 : n - 1;
+    if (e.logits != LogitsMode::None && n > 0) {
+      out.first_row[i] = rows;
+      out.n_rows[i] = n - first;
+      for (int j = first; j < n; ++j, ++rows) {
+        kernels::rmsnorm(w.x.data() + size_t(t + j) * d, out_norm_.data(),
+                         w.xn.data() + size_t(rows) * d, d, cfg_.norm_eps);
+      }
+    }
+    t += n;
+  }
+  out.logits.resize(size_t(rows) * size_t(cfg_.n_vocab));
+  if (rows == 0) return;
+  kernels::quantize_activations(w.xn.data(), rows, d, w.qa);
+  kernels::matmul(head_, w.qa, out.logits.data(), pool);
+}
+
+void Model::forward(const Batch& batch, KvCache& kv, StepOutput& out, TaskPool& pool) {
+  const int T = batch.total_tokens();
+  // Validate everything before touching any state.
+  for (size_t i = 0; i < batch.entries.size(); ++i) {
+    const BatchEntry& e = batch.entries[i];
+    for (size_t j = 0; j < i; ++j) {
+      if (batch.entries[j].seq == e.seq) throw InvalidArgument("sequence appears twice in a batch");
+    }
+    for (int32_t id : e.tokens) {
+      if (id < 0 || id >= cfg_.n_vocab) {
+        throw InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary (" +
+                              std::to_string(cfg_.n_vocab) + ")");
+      }
+    }
+    const int need = kv.length(e.seq) + int(e.tokens.size());
+    if (need > kv.capacity_tokens()) {
+      throw InvalidArgument("context full: " + std::to_string(need) + " tokens exceed the context of " +
+                            std::to_string(kv.capacity_tokens()));
+    }
+  }
+  ws_.ensure(cfg_, T);
+  int t = 0;
+  for (size_t i = 0; i < batch.entries.size(); ++i) {
+    const BatchEntry& e = batch.entries[i];
+    const int base = kv.length(e.seq);
+    kv.reserve(e.seq, base + int(e.tokens.size()));
+    for (size_t j = 0; j < e.tokens.size(); ++j, ++t) {
+      ws_.tok_entry[size_t(t)] = int(i);
+      ws_.tok_pos[size_t(t)] = base + int(j);
+    }
+  }
+  if (T > 0) {
+    embed(batch, ws_.x.data());
+    for (int l = 0; l < cfg_.n_layers; ++l) {
+      attention_block(l, batch, kv, pool);
+      ffn_block(l, T, pool);
+    }
+  }
+  for (const BatchEntry& e : batch.entries) kv.commit(e.seq, kv.length(e.seq) + int(e.tokens.size()));
+  logits(batch, out, pool);
+}
+
+}  // namespace tern

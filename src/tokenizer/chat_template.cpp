@@ -1,0 +1,188 @@
+// Chat template recognition and native formatting (see chat_template.h).
+#include "tern/tokenizer/chat_template.h"
+
+
+#include "tern/core/error.h"
+#include "tern/core/log.h"
+#include "tern/gguf/gguf_file.h"
+
+namespace tern {
+namespace {
+
+bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+// Leading and trailing ASCII whitespace removed (Jinja's |trim on the texts that matter).
+std::string trim(std::string_view s) {
+  size_t b = 0;
+  size_t e = s.size();
+  while (b < e && is_space(s[b])) ++b;
+  while (e > b && is_space(s[e - 1])) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+// Resolves the escapes a Jinja string literal may contain.
+std::string unescape(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\' || i + 1 == s.size()) {
+      out.push_back(s[i]);
+      continue;
+    }
+    const char c = s[++i];
+    out.push_back(c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c);
+  }
+  return out;
+}
+
+// A ChatML template that writes a fixed system turn, like SmolLM2's
+//   {{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, ...<|im_end|>\n' }}
+// injects that prompt when the conversation has no system message. Returns the
+// first such literal prompt ("" if the template only ever copies the caller's).
+std::string find_default_system_prompt(std::string_view src) {
+  static constexpr std::string_view kHead = "<|im_start|>system";
+  static constexpr std::string_view kEnd = "<|im_end|>";
+  for (size_t at = src.find(kHead); at != std::string_view::npos; at = src.find(kHead, at + 1)) {
+    size_t p = at + kHead.size();
+    if (src.compare(p, 1, "\n") == 0) {
+      p += 1;
+    } else if (src.compare(p, 2, "\\n") == 0) {
+      p += 2;
+    } else {
+      continue;
+    }
+    const size_t end = src.find(kEnd, p);
+    if (end == std::string_view::npos) break;
+    const std::string_view body = src.substr(p, end - p);
+    // Anything that leaves the string literal ('...' + var, {{ }}, {% %}) is not a fixed prompt.
+    if (body.empty() || body.find_first_of("'\"{}%") != std::string_view::npos) continue;
+    return unescape(body);
+  }
+  return {};
+}
+
+void check_role(const ChatMessage& m, std::string_view tmpl, bool allow_tool) {
+  if (m.role == "system" || m.role == "user" || m.role == "assistant" || (allow_tool && m.role == "tool")) return;
+  throw InvalidArgument("chat template '" + std::string(tmpl) + "': unsupported message role '" + m.role + "'");
+}
+
+}  // namespace
+
+ChatTemplate ChatTemplate::from_string(std::string_view src) {
+  if (contains(src, "<|im_start|>")) return ChatTemplate(Kind::ChatML, find_default_system_prompt(src));
+  if (contains(src, "<|start_header_id|>") && contains(src, "<|end_header_id|>")) return ChatTemplate(Kind::Llama3, {});
+  if (contains(src, "<start_of_turn>")) return ChatTemplate(Kind::Gemma, {});
+  if (contains(src, "[INST]")) return ChatTemplate(Kind::Llama2, {});
+  if (src.empty()) {
+    log::get("tokenizer")->warn("no chat template; using ChatML");
+  } else {
+    log::get("tokenizer")->warn("unrecognised chat template ({} bytes); using ChatML", src.size());
+  }
+  return ChatTemplate(Kind::ChatML, {});
+}
+
+ChatTemplate ChatTemplate::from_gguf(const gguf::GgufFile& f) {
+  return from_string(f.get_string_or("tokenizer.chat_template", ""));
+}
+
+ChatTemplate ChatTemplate::of_kind(Kind kind, std::string default_system_prompt) {
+  return ChatTemplate(kind, std::move(default_system_prompt));
+}
+
+std::string_view ChatTemplate::name() const {
+  switch (kind_) {
+    case Kind::ChatML: return "chatml";
+    case Kind::Llama3: return "llama3";
+    case Kind::Gemma: return "gemma";
+    case Kind::Llama2: return "llama2";
+  }
+  return "?";
+}
+
+std::string ChatTemplate::apply(std::span<const ChatMessage> msgs, bool add_generation_prompt) const {
+  switch (kind_) {
+    case Kind::ChatML: return apply_chatml(msgs, add_generation_prompt);
+    case Kind::Llama3: return apply_llama3(msgs, add_generation_prompt);
+    case Kind::Gemma: return apply_gemma(msgs, add_generation_prompt);
+    case Kind::Llama2: return apply_llama2(msgs, add_generation_prompt);
+  }
+  return {};
+}
+
+// Contents verbatim, as the ChatML templates write them.
+std::string ChatTemplate::apply_chatml(std::span<const ChatMessage> msgs, bool add_generation_prompt) const {
+  std::string out;
+  if (!msgs.empty() && msgs[0].role != "system" && !default_system_.empty()) {
+    out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
+  }
+  for (const ChatMessage& m : msgs) {
+    check_role(m, name(), /*allow_tool=*/true);
+    out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  }
+  if (add_generation_prompt) out += "<|im_start|>assistant\n";
+  return out;
+}
+
+// Contents trimmed, as Llama 3's template does (its leading bos_token is left to the tokenizer).
+std::string ChatTemplate::apply_llama3(std::span<const ChatMessage> msgs, bool add_generation_prompt) const {
+  std::string out;
+  for (const ChatMessage& m : msgs) {
+    check_role(m, name(), /*allow_tool=*/true);
+    out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
+  }
+  if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+  return out;
+}
+
+// Gemma has no system role: system text goes in front of the next user turn.
+std::string ChatTemplate::apply_gemma(std::span<const ChatMessage> msgs, bool add_generation_prompt) const {
+  std::string out;
+  std::string system;
+  for (const ChatMessage& m : msgs) {
+    check_role(m, name(), /*allow_tool=*/false);
+    if (m.role == "system") {
+      system += trim(m.content);
+      continue;
+    }
+    const std::string role = m.role == "assistant" ? "model" : m.role;
+    out += "<start_of_turn>" + role + "\n";
+    if (!system.empty() && role != "model") {
+      out += system + "\n\n";
+      system.clear();
+    }
+    out += trim(m.content) + "<end_of_turn>\n";
+  }
+  if (add_generation_prompt) out += "<start_of_turn>model\n";
+  return out;
+}
+
+// Llama 2 chat: the first system message is wrapped in <<SYS>> inside the first
+// user turn; every later user turn starts with <s> (the first BOS is the tokenizer's).
+std::string ChatTemplate::apply_llama2(std::span<const ChatMessage> msgs, bool add_generation_prompt) const {
+  std::string out;
+  std::string system;
+  size_t first = 0;
+  if (!msgs.empty() && msgs[0].role == "system") {
+    system = msgs[0].content;
+    first = 1;
+  }
+  for (size_t i = first; i < msgs.size(); ++i) {
+    const ChatMessage& m = msgs[i];
+    check_role(m, name(), /*allow_tool=*/false);
+    if (m.role == "system") {
+      throw InvalidArgument("chat template 'llama2': a system message may only come first");
+    }
+    std::string content = m.content;
+    if (i == first && !system.empty()) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
+    if (m.role == "user") {
+      out.append(i == first ? "" : "<s>").append("[INST] ").append(trim(content)).append(" [/INST]");
+    } else {
+      out.append(" ").append(trim(content)).append(" </s>");
+    }
+  }
+  (void)add_generation_prompt;  // the assistant's turn starts right after [/INST]
+  return out;
+}
+
+}  // namespace tern

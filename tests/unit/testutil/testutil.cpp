@@ -1,0 +1,37 @@
+#include "testutil.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace tern::test {
+
+std::string source_dir() {
+  if (const char* s = std::getenv("TERN_SOURCE_DIR")) return s;
+#ifdef TERN_SOURCE_DIR
+  return TERN_SOURCE_DIR;
+#else
+  return ".";
+#endif
+}
+
+std::string fixture_path(const std::string& name) { return source_dir() + "/tests/fixtures/" + name; }
+
+std::string default_model_path() {
+  if (const char* s = std::getenv("TERN_MODEL")) return s;
+  return source_dir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+bool file_exists(const std::string& path) { return std::filesystem::exists(path); }
+
+std::string temp_path(const std::string& name) {
+  static const std::string dir = [] {
+    auto d = std::filesystem::temp_directory_path() / ("tern-test-" + std::to_string(getpid()));
+    std::filesystem::create_directories(d);
+    return d.string();
+  }();
+  return dir + "/" + name;
+}
+
+}  // namespace tern::test

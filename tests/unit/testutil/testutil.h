@@ -1,0 +1,14 @@
+#pragma once
+// Helpers shared by unit tests: where the source tree, fixtures and default
+// model live. Tests that need the real model skip (GTEST_SKIP) when it is absent.
+#include <string>
+
+namespace tern::test {
+
+std::string source_dir();
+std::string fixture_path(const std::string& name);  // tests/fixtures/<name>
+std::string default_model_path();                   // models/SmolLM2-135M-Instruct.Q4_1.gguf
+bool file_exists(const std::string& path);
+std::string temp_path(const std::string& name);  // a fresh path in a per-process temp dir
+
+}  // namespace tern::test

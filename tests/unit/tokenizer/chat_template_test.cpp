@@ -1,0 +1,181 @@
+#include "tern/tokenizer/chat_template.h"
+
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tern/core/error.h"
+#include "tern/core/log.h"
+#include "tern/gguf/gguf_file.h"
+#include "tern/tokenizer/tokenizer.h"
+#include "testutil.h"
+
+namespace tern {
+namespace {
+
+using nlohmann::json;
+using Msgs = std::vector<ChatMessage>;
+
+// SmolLM2-135M-Instruct's tokenizer.chat_template, verbatim.
+const std::string kSmolLM2Template =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+
+const std::string kSmolSystem = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+
+const json& chat_golden() {
+  static const json j = [] {
+    std::ifstream in(test::fixture_path("tokenizer_golden.json"));
+    if (!in) throw std::runtime_error("missing fixture tokenizer_golden.json");
+    return json::parse(in).at("chat");
+  }();
+  return j;
+}
+
+TEST(ChatTemplate, SmolLM2InjectsItsDefaultSystemPrompt) {
+  const ChatTemplate t = ChatTemplate::from_string(kSmolLM2Template);
+  EXPECT_EQ(t.kind(), ChatTemplate::Kind::ChatML);
+  EXPECT_EQ(t.name(), "chatml");
+  EXPECT_EQ(t.default_system_prompt(), kSmolSystem);
+  const Msgs user_only = {{"user", "Hello!"}};
+  EXPECT_EQ(t.apply(user_only, true),
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+            "<|im_start|>user\nHello!<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  EXPECT_EQ(t.apply(user_only, false),
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+            "<|im_start|>user\nHello!<|im_end|>\n");
+}
+
+TEST(ChatTemplate, SmolLM2KeepsTheCallersSystemPrompt) {
+  const ChatTemplate t = ChatTemplate::from_string(kSmolLM2Template);
+  const Msgs conv = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", " two  spaces \n"}};
+  EXPECT_EQ(t.apply(conv, true),
+            "<|im_start|>system\nBe brief.<|im_end|>\n"
+            "<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\nHello.<|im_end|>\n"
+            "<|im_start|>user\n two  spaces \n<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  // No messages: the template's loop never runs, so no system prompt either.
+  EXPECT_EQ(t.apply(Msgs{}, true), "<|im_start|>assistant\n");
+  EXPECT_EQ(t.apply(Msgs{}, false), "");
+}
+
+TEST(ChatTemplate, MatchesJinjaRenderingOfRealTemplates) {
+  const json& golden = chat_golden();
+  size_t checked = 0;
+  for (const json& c : golden.at("cases")) {
+    const std::string name = c.at("template").get<std::string>();
+    const ChatTemplate t = ChatTemplate::from_string(golden.at("templates").at(name).get<std::string>());
+    Msgs msgs;
+    for (const json& m : c.at("messages")) msgs.push_back({m.at("role"), m.at("content")});
+    EXPECT_EQ(t.apply(msgs, c.at("add_generation_prompt").get<bool>()), c.at("expected").get<std::string>())
+        << name << " / " << c.at("conversation");
+    ++checked;
+  }
+  EXPECT_GE(checked, 30u);
+  EXPECT_EQ(ChatTemplate::from_string(golden.at("templates").at("smollm2").get<std::string>()).default_system_prompt(),
+            kSmolSystem);
+  EXPECT_EQ(ChatTemplate::from_string(golden.at("templates").at("qwen2").get<std::string>()).default_system_prompt(),
+            "You are a helpful assistant.");
+}
+
+TEST(ChatTemplate, RecognisesFamilies) {
+  const json& templates = chat_golden().at("templates");
+  EXPECT_EQ(ChatTemplate::from_string(templates.at("llama3").get<std::string>()).kind(), ChatTemplate::Kind::Llama3);
+  EXPECT_EQ(ChatTemplate::from_string(templates.at("gemma").get<std::string>()).kind(), ChatTemplate::Kind::Gemma);
+  EXPECT_EQ(ChatTemplate::from_string(templates.at("llama2").get<std::string>()).kind(), ChatTemplate::Kind::Llama2);
+  EXPECT_EQ(ChatTemplate::from_string(templates.at("qwen2").get<std::string>()).kind(), ChatTemplate::Kind::ChatML);
+  EXPECT_EQ(ChatTemplate::from_string(templates.at("llama3").get<std::string>()).name(), "llama3");
+  EXPECT_EQ(ChatTemplate::from_string(templates.at("gemma").get<std::string>()).name(), "gemma");
+  EXPECT_EQ(ChatTemplate::from_string(templates.at("llama2").get<std::string>()).name(), "llama2");
+  // A ChatML template that only copies the caller's system message injects nothing.
+  EXPECT_EQ(ChatTemplate::from_string("{{'<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>'}}")
+                .default_system_prompt(),
+            "");
+}
+
+TEST(ChatTemplate, Llama3TrimsContent) {
+  const ChatTemplate t = ChatTemplate::of_kind(ChatTemplate::Kind::Llama3);
+  const Msgs conv = {{"system", "  Be brief.\n"}, {"user", "Hi"}};
+  EXPECT_EQ(t.apply(conv, true),
+            "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+TEST(ChatTemplate, GemmaMapsAssistantToModelAndFoldsSystem) {
+  const ChatTemplate t = ChatTemplate::of_kind(ChatTemplate::Kind::Gemma);
+  const Msgs conv = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}};
+  EXPECT_EQ(t.apply(conv, true),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
+            "<start_of_turn>model\nHello.<end_of_turn>\n"
+            "<start_of_turn>user\nBye<end_of_turn>\n"
+            "<start_of_turn>model\n");
+  const std::string no_prompt = t.apply(conv, false);
+  EXPECT_TRUE(no_prompt.ends_with("<start_of_turn>user\nBye<end_of_turn>\n")) << no_prompt;
+  EXPECT_EQ(t.default_system_prompt(), "");
+}
+
+TEST(ChatTemplate, Llama2WrapsSystemInFirstTurn) {
+  const ChatTemplate t = ChatTemplate::of_kind(ChatTemplate::Kind::Llama2);
+  const Msgs conv = {{"system", "Sys"}, {"user", "Hi"}, {"assistant", "Yo"}, {"user", "Again"}};
+  EXPECT_EQ(t.apply(conv, true), "[INST] <<SYS>>\nSys\n<</SYS>>\n\nHi [/INST] Yo </s><s>[INST] Again [/INST]");
+  const Msgs late_system = {{"user", "Hi"}, {"system", "Sys"}};
+  EXPECT_THROW(t.apply(late_system, true), InvalidArgument);
+}
+
+TEST(ChatTemplate, RejectsUnknownRoles) {
+  const Msgs bad = {{"wizard", "abracadabra"}};
+  for (auto kind : {ChatTemplate::Kind::ChatML, ChatTemplate::Kind::Llama3, ChatTemplate::Kind::Gemma,
+                    ChatTemplate::Kind::Llama2}) {
+    EXPECT_THROW(ChatTemplate::of_kind(kind).apply(bad, true), InvalidArgument);
+  }
+  const Msgs tool = {{"tool", "42"}};
+  EXPECT_NO_THROW(ChatTemplate::of_kind(ChatTemplate::Kind::ChatML).apply(tool, true));
+  EXPECT_THROW(ChatTemplate::of_kind(ChatTemplate::Kind::Gemma).apply(tool, true), InvalidArgument);
+}
+
+TEST(ChatTemplate, UnknownTemplateFallsBackToChatMLWithWarning) {
+  auto logger = log::get("tokenizer");
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(8);
+  logger->sinks().push_back(sink);
+  const ChatTemplate t = ChatTemplate::from_string("{% for m in messages %}{{ m.content }}{% endfor %}");
+  const ChatTemplate missing = ChatTemplate::from_string("");
+  logger->sinks().pop_back();
+
+  EXPECT_EQ(t.kind(), ChatTemplate::Kind::ChatML);
+  EXPECT_EQ(t.default_system_prompt(), "");
+  EXPECT_EQ(t.apply(Msgs{{"user", "hi"}}, true), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(missing.kind(), ChatTemplate::Kind::ChatML);
+  const auto lines = sink->last_formatted();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_NE(lines[0].find("unrecognised chat template"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("warn"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[1].find("no chat template"), std::string::npos) << lines[1];
+}
+
+TEST(ChatTemplate, DefaultModelTemplate) {
+  const std::string model = test::default_model_path();
+  if (!test::file_exists(model)) GTEST_SKIP() << "default model not found: " << model;
+  const gguf::GgufFile f = gguf::GgufFile::open(model);
+  EXPECT_EQ(f.get_string("tokenizer.chat_template"), kSmolLM2Template);
+  const ChatTemplate t = ChatTemplate::from_gguf(f);
+  EXPECT_EQ(t.kind(), ChatTemplate::Kind::ChatML);
+  EXPECT_EQ(t.default_system_prompt(), kSmolSystem);
+  // The prompt tokenizes with the chat markers as single control tokens.
+  const Tokenizer tok = Tokenizer::from_gguf(f);
+  const auto ids = tok.encode(t.apply(Msgs{{"user", "Hi"}}, true), tok.add_bos_default(), true);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids.front(), *tok.token_id("<|im_start|>"));
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), *tok.token_id("<|im_start|>")), 3);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), *tok.token_id("<|im_end|>")), 2);
+}
+
+}  // namespace
+}  // namespace tern
