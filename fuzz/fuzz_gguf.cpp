@@ -41,9 +41,16 @@ double touch_metadata(const GgufFile& f) {
     const MetaValue& v = f.value(k);
     try {
       switch (v.type) {
-        case ValueType::STRING: sum += double(f.get_string(k).size()); break;
-        case ValueType::F32: case ValueType::F64: sum += double(f.get_f32(k)); break;
-        case ValueType::BOOL: sum += f.get_bool(k); break;
+        case ValueType::STRING:
+          sum += double(f.get_string(k).size());
+          break;
+        case ValueType::F32:
+        case ValueType::F64:
+          sum += double(f.get_f32(k));
+          break;
+        case ValueType::BOOL:
+          sum += f.get_bool(k);
+          break;
         case ValueType::ARRAY: {
           check(f.array_length(k) == v.count);
           if (v.elem_type == ValueType::STRING) {
@@ -55,7 +62,9 @@ double touch_metadata(const GgufFile& f) {
           }
           break;
         }
-        default: sum += double(f.get_u32_or(k, 0)) + double(f.get_int(k)); break;
+        default:
+          sum += double(f.get_u32_or(k, 0)) + double(f.get_int(k));
+          break;
       }
     } catch (const tern::FormatError&) {
       sum += 1;

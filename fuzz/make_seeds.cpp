@@ -26,7 +26,8 @@ std::vector<float> wave(size_t n) {
 void save(const std::string& dir, const std::string& name, const std::vector<uint8_t>& bytes) {
   const std::string path = dir + "/" + name;
   std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) throw tern::IoError(path + ": write failed");
+  if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size())
+    throw tern::IoError(path + ": write failed");
   std::fclose(f);
   std::printf("%s (%zu bytes)\n", path.c_str(), bytes.size());
 }
@@ -35,14 +36,24 @@ void save(const std::string& dir, const std::string& name, const std::vector<uin
 std::vector<uint8_t> metadata_seed() {
   GgufWriter w;
   w.set_string("general.architecture", "llama");
-  w.set_u8("u8", 1); w.set_i8("i8", -1); w.set_u16("u16", 2); w.set_i16("i16", -2);
-  w.set_u32("llama.block_count", 2); w.set_i32("i32", -3); w.set_u64("u64", 4); w.set_i64("i64", -4);
-  w.set_f32("f32", 0.5f); w.set_f64("f64", 0.25); w.set_bool("bool", true);
+  w.set_u8("u8", 1);
+  w.set_i8("i8", -1);
+  w.set_u16("u16", 2);
+  w.set_i16("i16", -2);
+  w.set_u32("llama.block_count", 2);
+  w.set_i32("i32", -3);
+  w.set_u64("u64", 4);
+  w.set_i64("i64", -4);
+  w.set_f32("f32", 0.5f);
+  w.set_f64("f64", 0.25);
+  w.set_bool("bool", true);
   w.set_string_array("tokenizer.ggml.tokens", {"<s>", "a", ""});
   w.set_i32_array("tokenizer.ggml.token_type", {3, 1, 1});
   w.set_f32_array("tokenizer.ggml.scores", {0.0f, -1.0f, -2.0f});
-  w.set_array<uint8_t>("u8a", {1, 2}); w.set_array<double>("f64a", {1.0});
-  w.set_array<bool>("boola", {true, false}); w.set_array<int64_t>("i64a", {-1});
+  w.set_array<uint8_t>("u8a", {1, 2});
+  w.set_array<double>("f64a", {1.0});
+  w.set_array<bool>("boola", {true, false});
+  w.set_array<int64_t>("i64a", {-1});
   const auto v = wave(64);
   w.add_tensor_f32("token_embd.weight", {32, 2}, v, DType::Q8_0);
   w.add_tensor_f32("blk.0.attn_q.weight", {64}, v, DType::Q4_1);
@@ -80,13 +91,29 @@ std::vector<uint8_t> float_types_seed() {
 // Hand-made: a v2 header and an array of arrays (the writer does not nest).
 std::vector<uint8_t> nested_seed() {
   std::vector<uint8_t> b;
-  auto put32 = [&](uint32_t x) { b.insert(b.end(), reinterpret_cast<uint8_t*>(&x), reinterpret_cast<uint8_t*>(&x) + 4); };
-  auto put64 = [&](uint64_t x) { b.insert(b.end(), reinterpret_cast<uint8_t*>(&x), reinterpret_cast<uint8_t*>(&x) + 8); };
-  put32(0x46554747); put32(2); put64(0); put64(1);
-  put64(1); b.push_back('n');
-  put32(9); put32(9); put64(2);               // ARRAY of 2 ARRAYs
-  put32(4); put64(1); put32(7);              //   [u32 7]
-  put32(8); put64(1); put64(2); b.push_back('h'); b.push_back('i');  //   ["hi"]
+  auto put32 = [&](uint32_t x) {
+    b.insert(b.end(), reinterpret_cast<uint8_t*>(&x), reinterpret_cast<uint8_t*>(&x) + 4);
+  };
+  auto put64 = [&](uint64_t x) {
+    b.insert(b.end(), reinterpret_cast<uint8_t*>(&x), reinterpret_cast<uint8_t*>(&x) + 8);
+  };
+  put32(0x46554747);
+  put32(2);
+  put64(0);
+  put64(1);
+  put64(1);
+  b.push_back('n');
+  put32(9);
+  put32(9);
+  put64(2);  // ARRAY of 2 ARRAYs
+  put32(4);
+  put64(1);
+  put32(7);  //   [u32 7]
+  put32(8);
+  put64(1);
+  put64(2);
+  b.push_back('h');
+  b.push_back('i');  //   ["hi"]
   return b;
 }
 

@@ -18,7 +18,8 @@ std::string quoted(std::string_view s);
 
 class ByteReader {
  public:
-  ByteReader(std::span<const uint8_t> bytes, const std::string& name) : bytes_(bytes), name_(name) {}
+  ByteReader(std::span<const uint8_t> bytes, const std::string& name)
+      : bytes_(bytes), name_(name) {}
 
   size_t pos() const { return pos_; }
   size_t size() const { return bytes_.size(); }

@@ -1,13 +1,14 @@
 // GgufFile accessors: typed metadata getters and tensor lookup. The parser
 // (parser.cpp) has already validated every value, so decoding here only
 // checks types and ranges, never bounds.
+#include "tern/gguf/gguf_file.h"
+
 #include <bit>
 #include <cstring>
 #include <limits>
 
 #include "byte_reader.h"
 #include "tern/core/error.h"
-#include "tern/gguf/gguf_file.h"
 
 namespace tern::gguf {
 namespace {
@@ -18,14 +19,23 @@ bool is_unsigned_int(ValueType t) {
 bool is_signed_int(ValueType t) {
   return t == ValueType::I8 || t == ValueType::I16 || t == ValueType::I32 || t == ValueType::I64;
 }
-bool is_int(ValueType t) { return is_unsigned_int(t) || is_signed_int(t); }
+bool is_int(ValueType t) {
+  return is_unsigned_int(t) || is_signed_int(t);
+}
 
 size_t int_size(ValueType t) {
   switch (t) {
-    case ValueType::U8: case ValueType::I8: return 1;
-    case ValueType::U16: case ValueType::I16: return 2;
-    case ValueType::U32: case ValueType::I32: return 4;
-    default: return 8;
+    case ValueType::U8:
+    case ValueType::I8:
+      return 1;
+    case ValueType::U16:
+    case ValueType::I16:
+      return 2;
+    case ValueType::U32:
+    case ValueType::I32:
+      return 4;
+    default:
+      return 8;
   }
 }
 
@@ -62,19 +72,32 @@ std::string describe(const MetaValue& v) {
 
 std::string_view value_type_name(ValueType t) {
   switch (t) {
-    case ValueType::U8: return "u8";
-    case ValueType::I8: return "i8";
-    case ValueType::U16: return "u16";
-    case ValueType::I16: return "i16";
-    case ValueType::U32: return "u32";
-    case ValueType::I32: return "i32";
-    case ValueType::F32: return "f32";
-    case ValueType::BOOL: return "bool";
-    case ValueType::STRING: return "string";
-    case ValueType::ARRAY: return "array";
-    case ValueType::U64: return "u64";
-    case ValueType::I64: return "i64";
-    case ValueType::F64: return "f64";
+    case ValueType::U8:
+      return "u8";
+    case ValueType::I8:
+      return "i8";
+    case ValueType::U16:
+      return "u16";
+    case ValueType::I16:
+      return "i16";
+    case ValueType::U32:
+      return "u32";
+    case ValueType::I32:
+      return "i32";
+    case ValueType::F32:
+      return "f32";
+    case ValueType::BOOL:
+      return "bool";
+    case ValueType::STRING:
+      return "string";
+    case ValueType::ARRAY:
+      return "array";
+    case ValueType::U64:
+      return "u64";
+    case ValueType::I64:
+      return "i64";
+    case ValueType::F64:
+      return "f64";
   }
   return "?";
 }
@@ -91,13 +114,17 @@ int64_t TensorInfo::n_rows() const {
   return n;
 }
 
-size_t TensorInfo::row_bytes() const { return dims.empty() ? 0 : dtype_row_bytes(type, size_t(dims[0])); }
+size_t TensorInfo::row_bytes() const {
+  return dims.empty() ? 0 : dtype_row_bytes(type, size_t(dims[0]));
+}
 
 void GgufFile::fail_key(std::string_view key, std::string_view what) const {
   throw FormatError(path_ + ": metadata " + quoted(key) + " " + std::string(what));
 }
 
-bool GgufFile::has(std::string_view key) const { return key_index_.count(key) != 0; }
+bool GgufFile::has(std::string_view key) const {
+  return key_index_.count(key) != 0;
+}
 
 const MetaValue& GgufFile::value(std::string_view key) const {
   auto it = key_index_.find(key);
@@ -105,7 +132,9 @@ const MetaValue& GgufFile::value(std::string_view key) const {
   return entries_[it->second].value;
 }
 
-ValueType GgufFile::type_of(std::string_view key) const { return value(key).type; }
+ValueType GgufFile::type_of(std::string_view key) const {
+  return value(key).type;
+}
 
 std::vector<std::string> GgufFile::keys() const {
   std::vector<std::string> out;
@@ -116,7 +145,8 @@ std::vector<std::string> GgufFile::keys() const {
 
 const MetaValue& GgufFile::expect(std::string_view key, ValueType t) const {
   const MetaValue& v = value(key);
-  if (v.type != t) fail_key(key, "is " + describe(v) + ", expected " + std::string(value_type_name(t)));
+  if (v.type != t)
+    fail_key(key, "is " + describe(v) + ", expected " + std::string(value_type_name(t)));
   return v;
 }
 
@@ -155,7 +185,9 @@ int64_t GgufFile::get_int(std::string_view key) const {
   }
   return int64_t(iv.bits);
 }
-int64_t GgufFile::get_int_or(std::string_view key, int64_t def) const { return has(key) ? get_int(key) : def; }
+int64_t GgufFile::get_int_or(std::string_view key, int64_t def) const {
+  return has(key) ? get_int(key) : def;
+}
 
 float GgufFile::get_f32(std::string_view key) const {
   const MetaValue& v = value(key);
@@ -164,16 +196,25 @@ float GgufFile::get_f32(std::string_view key) const {
   }
   return float(std::bit_cast<double>(v.bits));
 }
-float GgufFile::get_f32_or(std::string_view key, float def) const { return has(key) ? get_f32(key) : def; }
+float GgufFile::get_f32_or(std::string_view key, float def) const {
+  return has(key) ? get_f32(key) : def;
+}
 
-bool GgufFile::get_bool(std::string_view key) const { return expect(key, ValueType::BOOL).bits != 0; }
-bool GgufFile::get_bool_or(std::string_view key, bool def) const { return has(key) ? get_bool(key) : def; }
+bool GgufFile::get_bool(std::string_view key) const {
+  return expect(key, ValueType::BOOL).bits != 0;
+}
+bool GgufFile::get_bool_or(std::string_view key, bool def) const {
+  return has(key) ? get_bool(key) : def;
+}
 
-size_t GgufFile::array_length(std::string_view key) const { return size_t(expect_array(key).count); }
+size_t GgufFile::array_length(std::string_view key) const {
+  return size_t(expect_array(key).count);
+}
 
 std::vector<std::string> GgufFile::get_string_array(std::string_view key) const {
   const MetaValue& v = expect_array(key);
-  if (v.elem_type != ValueType::STRING) fail_key(key, "is " + describe(v) + ", expected array of string");
+  if (v.elem_type != ValueType::STRING)
+    fail_key(key, "is " + describe(v) + ", expected array of string");
   std::vector<std::string> out;
   out.reserve(size_t(v.count));
   const uint8_t* p = v.payload.data();
@@ -195,7 +236,8 @@ std::vector<int32_t> GgufFile::get_i32_array(std::string_view key) const {
     const IntValue iv = load_int(v.elem_type, v.payload.data() + i * sz);
     const bool fits = iv.negative ? int64_t(iv.bits) >= std::numeric_limits<int32_t>::min()
                                   : iv.bits <= uint64_t(std::numeric_limits<int32_t>::max());
-    if (!fits) fail_key(key, "element " + std::to_string(i) + " = " + int_text(iv) + " does not fit in i32");
+    if (!fits)
+      fail_key(key, "element " + std::to_string(i) + " = " + int_text(iv) + " does not fit in i32");
     out[i] = int32_t(int64_t(iv.bits));
   }
   return out;

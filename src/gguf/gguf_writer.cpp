@@ -40,21 +40,35 @@ std::vector<uint8_t> scalar(ValueType t, T v) {
 // The GGUF value type for a C++ scalar type.
 template <typename T>
 constexpr ValueType value_type_of() {
-  if constexpr (std::is_same_v<T, bool>) return ValueType::BOOL;
-  else if constexpr (std::is_same_v<T, uint8_t>) return ValueType::U8;
-  else if constexpr (std::is_same_v<T, int8_t>) return ValueType::I8;
-  else if constexpr (std::is_same_v<T, uint16_t>) return ValueType::U16;
-  else if constexpr (std::is_same_v<T, int16_t>) return ValueType::I16;
-  else if constexpr (std::is_same_v<T, uint32_t>) return ValueType::U32;
-  else if constexpr (std::is_same_v<T, int32_t>) return ValueType::I32;
-  else if constexpr (std::is_same_v<T, uint64_t>) return ValueType::U64;
-  else if constexpr (std::is_same_v<T, int64_t>) return ValueType::I64;
-  else if constexpr (std::is_same_v<T, float>) return ValueType::F32;
-  else if constexpr (std::is_same_v<T, double>) return ValueType::F64;
-  else static_assert(sizeof(T) == 0, "not a GGUF scalar type");
+  if constexpr (std::is_same_v<T, bool>)
+    return ValueType::BOOL;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return ValueType::U8;
+  else if constexpr (std::is_same_v<T, int8_t>)
+    return ValueType::I8;
+  else if constexpr (std::is_same_v<T, uint16_t>)
+    return ValueType::U16;
+  else if constexpr (std::is_same_v<T, int16_t>)
+    return ValueType::I16;
+  else if constexpr (std::is_same_v<T, uint32_t>)
+    return ValueType::U32;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return ValueType::I32;
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return ValueType::U64;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return ValueType::I64;
+  else if constexpr (std::is_same_v<T, float>)
+    return ValueType::F32;
+  else if constexpr (std::is_same_v<T, double>)
+    return ValueType::F64;
+  else
+    static_assert(sizeof(T) == 0, "not a GGUF scalar type");
 }
 
-size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+size_t align_up(size_t n, size_t a) {
+  return (n + a - 1) / a * a;
+}
 
 }  // namespace
 
@@ -69,16 +83,36 @@ void GgufWriter::set_encoded(std::string key, std::vector<uint8_t> encoded) {
   kvs_.push_back({std::move(key), std::move(encoded)});
 }
 
-void GgufWriter::set_u8(std::string key, uint8_t v) { set_encoded(std::move(key), scalar(ValueType::U8, v)); }
-void GgufWriter::set_i8(std::string key, int8_t v) { set_encoded(std::move(key), scalar(ValueType::I8, v)); }
-void GgufWriter::set_u16(std::string key, uint16_t v) { set_encoded(std::move(key), scalar(ValueType::U16, v)); }
-void GgufWriter::set_i16(std::string key, int16_t v) { set_encoded(std::move(key), scalar(ValueType::I16, v)); }
-void GgufWriter::set_u32(std::string key, uint32_t v) { set_encoded(std::move(key), scalar(ValueType::U32, v)); }
-void GgufWriter::set_i32(std::string key, int32_t v) { set_encoded(std::move(key), scalar(ValueType::I32, v)); }
-void GgufWriter::set_u64(std::string key, uint64_t v) { set_encoded(std::move(key), scalar(ValueType::U64, v)); }
-void GgufWriter::set_i64(std::string key, int64_t v) { set_encoded(std::move(key), scalar(ValueType::I64, v)); }
-void GgufWriter::set_f32(std::string key, float v) { set_encoded(std::move(key), scalar(ValueType::F32, v)); }
-void GgufWriter::set_f64(std::string key, double v) { set_encoded(std::move(key), scalar(ValueType::F64, v)); }
+void GgufWriter::set_u8(std::string key, uint8_t v) {
+  set_encoded(std::move(key), scalar(ValueType::U8, v));
+}
+void GgufWriter::set_i8(std::string key, int8_t v) {
+  set_encoded(std::move(key), scalar(ValueType::I8, v));
+}
+void GgufWriter::set_u16(std::string key, uint16_t v) {
+  set_encoded(std::move(key), scalar(ValueType::U16, v));
+}
+void GgufWriter::set_i16(std::string key, int16_t v) {
+  set_encoded(std::move(key), scalar(ValueType::I16, v));
+}
+void GgufWriter::set_u32(std::string key, uint32_t v) {
+  set_encoded(std::move(key), scalar(ValueType::U32, v));
+}
+void GgufWriter::set_i32(std::string key, int32_t v) {
+  set_encoded(std::move(key), scalar(ValueType::I32, v));
+}
+void GgufWriter::set_u64(std::string key, uint64_t v) {
+  set_encoded(std::move(key), scalar(ValueType::U64, v));
+}
+void GgufWriter::set_i64(std::string key, int64_t v) {
+  set_encoded(std::move(key), scalar(ValueType::I64, v));
+}
+void GgufWriter::set_f32(std::string key, float v) {
+  set_encoded(std::move(key), scalar(ValueType::F32, v));
+}
+void GgufWriter::set_f64(std::string key, double v) {
+  set_encoded(std::move(key), scalar(ValueType::F64, v));
+}
 void GgufWriter::set_bool(std::string key, bool v) {
   set_encoded(std::move(key), scalar(ValueType::BOOL, uint8_t(v ? 1 : 0)));
 }
@@ -89,7 +123,8 @@ void GgufWriter::set_string(std::string key, std::string v) {
   set_encoded(std::move(key), std::move(out));
 }
 
-void GgufWriter::set_array_raw(std::string key, ValueType elem, uint64_t count, const void* data, size_t elem_size) {
+void GgufWriter::set_array_raw(std::string key, ValueType elem, uint64_t count, const void* data,
+                               size_t elem_size) {
   std::vector<uint8_t> out;
   put<uint32_t>(out, uint32_t(ValueType::ARRAY));
   put<uint32_t>(out, uint32_t(elem));
@@ -128,10 +163,15 @@ void GgufWriter::set_string_array(std::string key, const std::vector<std::string
   for (const std::string& s : v) put_string(out, s);
   set_encoded(std::move(key), std::move(out));
 }
-void GgufWriter::set_i32_array(std::string key, const std::vector<int32_t>& v) { set_array(std::move(key), v); }
-void GgufWriter::set_f32_array(std::string key, const std::vector<float>& v) { set_array(std::move(key), v); }
+void GgufWriter::set_i32_array(std::string key, const std::vector<int32_t>& v) {
+  set_array(std::move(key), v);
+}
+void GgufWriter::set_f32_array(std::string key, const std::vector<float>& v) {
+  set_array(std::move(key), v);
+}
 
-void GgufWriter::add_tensor(std::string name, DType type, std::vector<int64_t> dims, std::vector<uint8_t> data) {
+void GgufWriter::add_tensor(std::string name, DType type, std::vector<int64_t> dims,
+                            std::vector<uint8_t> data) {
   const std::string tn = "GgufWriter: tensor '" + name + "'";
   for (const Tensor& t : tensors_) {
     if (t.name == name) throw InvalidArgument(tn + " added twice");
@@ -142,7 +182,8 @@ void GgufWriter::add_tensor(std::string name, DType type, std::vector<int64_t> d
   if (!traits) throw InvalidArgument(tn + " has an unknown type");
   int64_t n = 1;
   for (int64_t d : dims) {
-    if (d <= 0 || __builtin_mul_overflow(n, d, &n)) throw InvalidArgument(tn + " has invalid dimensions");
+    if (d <= 0 || __builtin_mul_overflow(n, d, &n))
+      throw InvalidArgument(tn + " has invalid dimensions");
   }
   if (dims[0] % traits->block_elems != 0) {
     throw InvalidArgument(tn + ": row length is not a multiple of the block size");
@@ -155,19 +196,21 @@ void GgufWriter::add_tensor(std::string name, DType type, std::vector<int64_t> d
   tensors_.push_back({std::move(name), type, std::move(dims), std::move(data)});
 }
 
-void GgufWriter::add_tensor_f32(std::string name, std::vector<int64_t> dims, std::span<const float> values,
-                                DType store_as) {
+void GgufWriter::add_tensor_f32(std::string name, std::vector<int64_t> dims,
+                                std::span<const float> values, DType store_as) {
   if (!kernels::can_quantize(store_as)) {
     throw InvalidArgument("GgufWriter: cannot encode tensor '" + name + "' as " +
                           std::string(dtype_name(store_as)));
   }
   int64_t n = 1;
   for (int64_t d : dims) {
-    if (d <= 0 || __builtin_mul_overflow(n, d, &n)) throw InvalidArgument("GgufWriter: tensor '" + name + "' has invalid dimensions");
+    if (d <= 0 || __builtin_mul_overflow(n, d, &n))
+      throw InvalidArgument("GgufWriter: tensor '" + name + "' has invalid dimensions");
   }
   const DTypeTraits tr = dtype_traits(store_as);
   if (dims.empty() || size_t(n) != values.size() || dims[0] % tr.block_elems != 0) {
-    throw InvalidArgument("GgufWriter: tensor '" + name + "' dims do not match its values or block size");
+    throw InvalidArgument("GgufWriter: tensor '" + name +
+                          "' dims do not match its values or block size");
   }
   std::vector<uint8_t> data(size_t(n / tr.block_elems) * tr.block_bytes);
   kernels::quantize_row_ref(store_as, values.data(), data.data(), n);
@@ -219,7 +262,8 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
   out.resize(align_up(out.size(), align), 0);
   for (const Tensor& t : tensors_) {
     out.insert(out.end(), t.data.begin(), t.data.end());
-    out.resize(align_up(out.size(), align), 0);  // the data section starts aligned, so this aligns offsets
+    out.resize(align_up(out.size(), align),
+               0);  // the data section starts aligned, so this aligns offsets
   }
   return out;
 }
@@ -231,7 +275,8 @@ void GgufWriter::write(const std::string& path) const {
   const size_t n = std::fwrite(bytes.data(), 1, bytes.size(), f);
   const bool ok = n == bytes.size() && std::fflush(f) == 0;
   const int err = errno;
-  if (std::fclose(f) != 0 || !ok) throw IoError(path + ": write failed: " + std::strerror(ok ? errno : err));
+  if (std::fclose(f) != 0 || !ok)
+    throw IoError(path + ": write failed: " + std::strerror(ok ? errno : err));
 }
 
 }  // namespace tern::gguf

@@ -16,21 +16,35 @@ constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian u32
 constexpr size_t kMaxKeyBytes = 65535;   // spec: keys are at most 2^16 - 1 bytes
 constexpr size_t kMaxNameBytes = 64;     // spec: tensor names are at most 64 bytes
 constexpr uint32_t kMaxDims = 4;
-constexpr int kMaxArrayDepth = 4;        // ARRAY of ARRAY of ... at most this deep
+constexpr int kMaxArrayDepth = 4;  // ARRAY of ARRAY of ... at most this deep
 // Smallest possible encodings, used to bound counts by the remaining bytes.
-constexpr uint64_t kMinKvBytes = 8 + 4 + 1;           // key len, type, 1-byte value
+constexpr uint64_t kMinKvBytes = 8 + 4 + 1;              // key len, type, 1-byte value
 constexpr uint64_t kMinTensorBytes = 8 + 4 + 8 + 4 + 8;  // name len, n_dims, 1 dim, type, offset
 
-bool known_value_type(uint32_t t) { return t <= uint32_t(ValueType::F64); }
+bool known_value_type(uint32_t t) {
+  return t <= uint32_t(ValueType::F64);
+}
 
 // Encoded size of a scalar value type, 0 for STRING/ARRAY.
 uint64_t scalar_size(ValueType t) {
   switch (t) {
-    case ValueType::U8: case ValueType::I8: case ValueType::BOOL: return 1;
-    case ValueType::U16: case ValueType::I16: return 2;
-    case ValueType::U32: case ValueType::I32: case ValueType::F32: return 4;
-    case ValueType::U64: case ValueType::I64: case ValueType::F64: return 8;
-    default: return 0;
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::BOOL:
+      return 1;
+    case ValueType::U16:
+    case ValueType::I16:
+      return 2;
+    case ValueType::U32:
+    case ValueType::I32:
+    case ValueType::F32:
+      return 4;
+    case ValueType::U64:
+    case ValueType::I64:
+    case ValueType::F64:
+      return 8;
+    default:
+      return 0;
   }
 }
 
@@ -80,7 +94,8 @@ class Parser {
 
  private:
   void read_header() {
-    if (r_.size() < 4) r_.fail("too small to be a GGUF file (" + std::to_string(r_.size()) + " bytes)");
+    if (r_.size() < 4)
+      r_.fail("too small to be a GGUF file (" + std::to_string(r_.size()) + " bytes)");
     if (r_.read<uint32_t>("magic") != kMagic) {
       r_.fail_at(0, "not a GGUF file (magic is " + magic_text(f_.bytes_) + ", expected 'GGUF')");
     }
@@ -117,7 +132,8 @@ class Parser {
     }
     const uint32_t raw = r_.read<uint32_t>("value type of metadata " + quoted(key));
     if (!known_value_type(raw)) {
-      r_.fail_at(r_.pos() - 4, "metadata " + quoted(key) + " has unknown value type " + std::to_string(raw));
+      r_.fail_at(r_.pos() - 4,
+                 "metadata " + quoted(key) + " has unknown value type " + std::to_string(raw));
     }
     MetaValue v = read_value(ValueType(raw), key, 0);
     if (!f_.key_index_.emplace(key, f_.entries_.size()).second) {
@@ -131,24 +147,50 @@ class Parser {
     v.type = t;
     const std::string what = "value of metadata " + quoted(key);
     switch (t) {
-      case ValueType::U8: v.bits = r_.read<uint8_t>(what); break;
-      case ValueType::I8: v.bits = uint64_t(int64_t(r_.read<int8_t>(what))); break;
-      case ValueType::U16: v.bits = r_.read<uint16_t>(what); break;
-      case ValueType::I16: v.bits = uint64_t(int64_t(r_.read<int16_t>(what))); break;
-      case ValueType::U32: v.bits = r_.read<uint32_t>(what); break;
-      case ValueType::I32: v.bits = uint64_t(int64_t(r_.read<int32_t>(what))); break;
-      case ValueType::U64: v.bits = r_.read<uint64_t>(what); break;
-      case ValueType::I64: v.bits = uint64_t(r_.read<int64_t>(what)); break;
-      case ValueType::F32: v.bits = std::bit_cast<uint64_t>(double(r_.read<float>(what))); break;
-      case ValueType::F64: v.bits = std::bit_cast<uint64_t>(r_.read<double>(what)); break;
+      case ValueType::U8:
+        v.bits = r_.read<uint8_t>(what);
+        break;
+      case ValueType::I8:
+        v.bits = uint64_t(int64_t(r_.read<int8_t>(what)));
+        break;
+      case ValueType::U16:
+        v.bits = r_.read<uint16_t>(what);
+        break;
+      case ValueType::I16:
+        v.bits = uint64_t(int64_t(r_.read<int16_t>(what)));
+        break;
+      case ValueType::U32:
+        v.bits = r_.read<uint32_t>(what);
+        break;
+      case ValueType::I32:
+        v.bits = uint64_t(int64_t(r_.read<int32_t>(what)));
+        break;
+      case ValueType::U64:
+        v.bits = r_.read<uint64_t>(what);
+        break;
+      case ValueType::I64:
+        v.bits = uint64_t(r_.read<int64_t>(what));
+        break;
+      case ValueType::F32:
+        v.bits = std::bit_cast<uint64_t>(double(r_.read<float>(what)));
+        break;
+      case ValueType::F64:
+        v.bits = std::bit_cast<uint64_t>(r_.read<double>(what));
+        break;
       case ValueType::BOOL: {
         const uint8_t b = r_.read<uint8_t>(what);
-        if (b > 1) r_.fail_at(r_.pos() - 1, "metadata " + quoted(key) + " has invalid bool byte " + std::to_string(b));
+        if (b > 1)
+          r_.fail_at(r_.pos() - 1,
+                     "metadata " + quoted(key) + " has invalid bool byte " + std::to_string(b));
         v.bits = b;
         break;
       }
-      case ValueType::STRING: v.str = r_.read_string(what); break;
-      case ValueType::ARRAY: read_array(v, key, depth); break;
+      case ValueType::STRING:
+        v.str = r_.read_string(what);
+        break;
+      case ValueType::ARRAY:
+        read_array(v, key, depth);
+        break;
     }
     return v;
   }
@@ -157,7 +199,8 @@ class Parser {
   void read_array(MetaValue& v, std::string_view key, int depth) {
     const std::string name = "array " + quoted(key);
     if (depth >= kMaxArrayDepth) {
-      r_.fail("metadata " + quoted(key) + " nests arrays deeper than " + std::to_string(kMaxArrayDepth));
+      r_.fail("metadata " + quoted(key) + " nests arrays deeper than " +
+              std::to_string(kMaxArrayDepth));
     }
     const uint32_t raw = r_.read<uint32_t>("element type of " + name);
     if (!known_value_type(raw)) {
@@ -166,15 +209,17 @@ class Parser {
     const auto et = ValueType(raw);
     const uint64_t count = r_.read<uint64_t>("length of " + name);
     if (count > r_.remaining() / min_elem_size(et)) {
-      r_.fail_at(r_.pos() - 8, "truncated: " + name + " claims " + std::to_string(count) + " elements but only " +
-                                   std::to_string(r_.remaining()) + " bytes remain");
+      r_.fail_at(r_.pos() - 8, "truncated: " + name + " claims " + std::to_string(count) +
+                                   " elements but only " + std::to_string(r_.remaining()) +
+                                   " bytes remain");
     }
     const size_t start = r_.pos();
     if (const uint64_t sz = scalar_size(et)) {
       auto elems = r_.take(count * sz, name);
       if (et == ValueType::BOOL) {
         for (size_t j = 0; j < elems.size(); ++j) {
-          if (elems[j] > 1) r_.fail_at(start + j, name + " has invalid bool byte " + std::to_string(elems[j]));
+          if (elems[j] > 1)
+            r_.fail_at(start + j, name + " has invalid bool byte " + std::to_string(elems[j]));
         }
       }
     } else if (et == ValueType::STRING) {
@@ -192,14 +237,16 @@ class Parser {
     auto it = f_.key_index_.find("general.alignment");
     if (it == f_.key_index_.end()) return;
     const MetaValue& v = f_.entries_[it->second].value;
-    const bool is_int = scalar_size(v.type) != 0 && v.type != ValueType::F32 && v.type != ValueType::F64 &&
-                        v.type != ValueType::BOOL;
-    const bool is_signed = v.type == ValueType::I8 || v.type == ValueType::I16 || v.type == ValueType::I32 ||
-                           v.type == ValueType::I64;
-    if (!is_int) r_.fail("general.alignment must be an integer, not " + std::string(value_type_name(v.type)));
-    if ((is_signed && int64_t(v.bits) <= 0) || v.bits == 0 || v.bits > std::numeric_limits<uint32_t>::max() ||
-        !std::has_single_bit(v.bits)) {
-      r_.fail("general.alignment " + std::to_string(int64_t(v.bits)) + " is not a power of two in [1, 2^31]");
+    const bool is_int = scalar_size(v.type) != 0 && v.type != ValueType::F32 &&
+                        v.type != ValueType::F64 && v.type != ValueType::BOOL;
+    const bool is_signed = v.type == ValueType::I8 || v.type == ValueType::I16 ||
+                           v.type == ValueType::I32 || v.type == ValueType::I64;
+    if (!is_int)
+      r_.fail("general.alignment must be an integer, not " + std::string(value_type_name(v.type)));
+    if ((is_signed && int64_t(v.bits) <= 0) || v.bits == 0 ||
+        v.bits > std::numeric_limits<uint32_t>::max() || !std::has_single_bit(v.bits)) {
+      r_.fail("general.alignment " + std::to_string(int64_t(v.bits)) +
+              " is not a power of two in [1, 2^31]");
     }
     f_.alignment_ = size_t(v.bits);
   }
@@ -211,7 +258,8 @@ class Parser {
     if (name.size() > kMaxNameBytes) r_.fail_at(at, tn + " has a name longer than 64 bytes");
     const uint32_t n_dims = r_.read<uint32_t>("dimension count of " + tn);
     if (n_dims < 1 || n_dims > kMaxDims) {
-      r_.fail_at(r_.pos() - 4, tn + " has " + std::to_string(n_dims) + " dimensions (must be 1 to 4)");
+      r_.fail_at(r_.pos() - 4,
+                 tn + " has " + std::to_string(n_dims) + " dimensions (must be 1 to 4)");
     }
     TensorInfo t;
     t.name = std::string(name);
@@ -219,7 +267,8 @@ class Parser {
     for (uint32_t d = 0; d < n_dims; ++d) {
       const uint64_t dim = r_.read<uint64_t>("dimensions of " + tn);
       if (dim == 0 || dim > uint64_t(std::numeric_limits<int64_t>::max())) {
-        r_.fail_at(r_.pos() - 8, tn + " has invalid dimension " + std::to_string(d) + " = " + std::to_string(dim));
+        r_.fail_at(r_.pos() - 8, tn + " has invalid dimension " + std::to_string(d) + " = " +
+                                     std::to_string(dim));
       }
       if (__builtin_mul_overflow(n_elements, int64_t(dim), &n_elements)) {
         r_.fail_at(r_.pos() - 8, tn + " has too many elements (overflow)");
@@ -231,12 +280,14 @@ class Parser {
     if (!traits) r_.fail_at(r_.pos() - 4, tn + " has unknown type " + std::to_string(raw_type));
     t.type = DType(raw_type);
     if (t.dims[0] % traits->block_elems != 0) {
-      r_.fail_at(at, tn + " has row length " + std::to_string(t.dims[0]) + ", not a multiple of the " +
-                         std::string(traits->name) + " block size " + std::to_string(traits->block_elems));
+      r_.fail_at(at, tn + " has row length " + std::to_string(t.dims[0]) +
+                         ", not a multiple of the " + std::string(traits->name) + " block size " +
+                         std::to_string(traits->block_elems));
     }
     const uint64_t n_rows = uint64_t(n_elements / t.dims[0]);
     uint64_t row_bytes = 0, nbytes = 0;
-    if (__builtin_mul_overflow(uint64_t(t.dims[0]) / traits->block_elems, traits->block_bytes, &row_bytes) ||
+    if (__builtin_mul_overflow(uint64_t(t.dims[0]) / traits->block_elems, traits->block_bytes,
+                               &row_bytes) ||
         __builtin_mul_overflow(n_rows, row_bytes, &nbytes) || nbytes > f_.bytes_.size()) {
       r_.fail_at(at, tn + " needs more bytes than the file holds");
     }
@@ -262,12 +313,13 @@ class Parser {
     for (TensorInfo& t : f_.tensors_) {
       const std::string tn = "tensor " + quoted(t.name);
       if (t.offset % a != 0) {
-        r_.fail(tn + " data offset " + std::to_string(t.offset) + " is not a multiple of the alignment " +
-                std::to_string(a));
+        r_.fail(tn + " data offset " + std::to_string(t.offset) +
+                " is not a multiple of the alignment " + std::to_string(a));
       }
       if (t.offset > data_size || t.nbytes > data_size - t.offset) {
-        r_.fail("truncated: " + tn + " data [" + std::to_string(t.offset) + ", +" + std::to_string(t.nbytes) +
-                ") runs past the end of the data section (" + std::to_string(data_size) + " bytes)");
+        r_.fail("truncated: " + tn + " data [" + std::to_string(t.offset) + ", +" +
+                std::to_string(t.nbytes) + ") runs past the end of the data section (" +
+                std::to_string(data_size) + " bytes)");
       }
       t.data = f_.bytes_.data() + f_.data_offset_ + size_t(t.offset);
     }
@@ -284,8 +336,8 @@ GgufFile GgufFile::from_memory(std::span<const uint8_t> bytes, std::string name)
   f.bytes_ = bytes;
   f.path_ = std::move(name);
   Parser(f).parse();
-  log::get("gguf")->debug("{}: GGUF v{}, {} metadata keys, {} tensors, alignment {}", f.path_, f.version_,
-                          f.entries_.size(), f.tensors_.size(), f.alignment_);
+  log::get("gguf")->debug("{}: GGUF v{}, {} metadata keys, {} tensors, alignment {}", f.path_,
+                          f.version_, f.entries_.size(), f.tensors_.size(), f.alignment_);
   return f;
 }
 

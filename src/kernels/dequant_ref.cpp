@@ -189,18 +189,41 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
   const int64_t nb = n / qk;
   const auto* p = static_cast<const uint8_t*>(src);
   switch (type) {
-    case DType::F32: std::memcpy(dst, p, size_t(n) * sizeof(float)); break;
-    case DType::F16: dequant_f16(p, dst, n); break;
-    case DType::BF16: dequant_bf16(p, dst, n); break;
-    case DType::Q8_0: dequant_q8_0(reinterpret_cast<const block::Q8_0*>(p), dst, nb); break;
-    case DType::Q4_0: dequant_q4_0(reinterpret_cast<const block::Q4_0*>(p), dst, nb); break;
-    case DType::Q4_1: dequant_q4_1(reinterpret_cast<const block::Q4_1*>(p), dst, nb); break;
-    case DType::Q5_0: dequant_q5_0(reinterpret_cast<const block::Q5_0*>(p), dst, nb); break;
-    case DType::Q5_1: dequant_q5_1(reinterpret_cast<const block::Q5_1*>(p), dst, nb); break;
-    case DType::Q4_K: dequant_q4_k(reinterpret_cast<const block::Q4_K*>(p), dst, nb); break;
-    case DType::Q5_K: dequant_q5_k(reinterpret_cast<const block::Q5_K*>(p), dst, nb); break;
-    case DType::Q6_K: dequant_q6_k(reinterpret_cast<const block::Q6_K*>(p), dst, nb); break;
-    default: break;  // unreachable: can_dequantize() checked above
+    case DType::F32:
+      std::memcpy(dst, p, size_t(n) * sizeof(float));
+      break;
+    case DType::F16:
+      dequant_f16(p, dst, n);
+      break;
+    case DType::BF16:
+      dequant_bf16(p, dst, n);
+      break;
+    case DType::Q8_0:
+      dequant_q8_0(reinterpret_cast<const block::Q8_0*>(p), dst, nb);
+      break;
+    case DType::Q4_0:
+      dequant_q4_0(reinterpret_cast<const block::Q4_0*>(p), dst, nb);
+      break;
+    case DType::Q4_1:
+      dequant_q4_1(reinterpret_cast<const block::Q4_1*>(p), dst, nb);
+      break;
+    case DType::Q5_0:
+      dequant_q5_0(reinterpret_cast<const block::Q5_0*>(p), dst, nb);
+      break;
+    case DType::Q5_1:
+      dequant_q5_1(reinterpret_cast<const block::Q5_1*>(p), dst, nb);
+      break;
+    case DType::Q4_K:
+      dequant_q4_k(reinterpret_cast<const block::Q4_K*>(p), dst, nb);
+      break;
+    case DType::Q5_K:
+      dequant_q5_k(reinterpret_cast<const block::Q5_K*>(p), dst, nb);
+      break;
+    case DType::Q6_K:
+      dequant_q6_k(reinterpret_cast<const block::Q6_K*>(p), dst, nb);
+      break;
+    default:
+      break;  // unreachable: can_dequantize() checked above
   }
 }
 

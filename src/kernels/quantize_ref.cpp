@@ -135,7 +135,9 @@ void quantize_row_ref(DType type, const float* src, void* dst, int64_t n) {
   const int64_t nb = n / qk;
   auto* p = static_cast<uint8_t*>(dst);
   switch (type) {
-    case DType::F32: std::memcpy(p, src, size_t(n) * sizeof(float)); break;
+    case DType::F32:
+      std::memcpy(p, src, size_t(n) * sizeof(float));
+      break;
     case DType::F16:
       for (int64_t i = 0; i < n; ++i) store_f16(p + 2 * i, src[i]);
       break;
@@ -145,12 +147,23 @@ void quantize_row_ref(DType type, const float* src, void* dst, int64_t n) {
         std::memcpy(p + 2 * i, &h, 2);
       }
       break;
-    case DType::Q8_0: quant_q8_0(src, reinterpret_cast<block::Q8_0*>(p), nb); break;
-    case DType::Q4_0: quant_q4_0(src, reinterpret_cast<block::Q4_0*>(p), nb); break;
-    case DType::Q4_1: quant_q4_1(src, reinterpret_cast<block::Q4_1*>(p), nb); break;
-    case DType::Q5_0: quant_q5_0(src, reinterpret_cast<block::Q5_0*>(p), nb); break;
-    case DType::Q5_1: quant_q5_1(src, reinterpret_cast<block::Q5_1*>(p), nb); break;
-    default: break;  // unreachable: can_quantize() checked above
+    case DType::Q8_0:
+      quant_q8_0(src, reinterpret_cast<block::Q8_0*>(p), nb);
+      break;
+    case DType::Q4_0:
+      quant_q4_0(src, reinterpret_cast<block::Q4_0*>(p), nb);
+      break;
+    case DType::Q4_1:
+      quant_q4_1(src, reinterpret_cast<block::Q4_1*>(p), nb);
+      break;
+    case DType::Q5_0:
+      quant_q5_0(src, reinterpret_cast<block::Q5_0*>(p), nb);
+      break;
+    case DType::Q5_1:
+      quant_q5_1(src, reinterpret_cast<block::Q5_1*>(p), nb);
+      break;
+    default:
+      break;  // unreachable: can_quantize() checked above
   }
 }
 

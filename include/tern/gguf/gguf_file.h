@@ -27,8 +27,19 @@
 namespace tern::gguf {
 
 enum class ValueType : uint32_t {
-  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6,
-  BOOL = 7, STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+  U8 = 0,
+  I8 = 1,
+  U16 = 2,
+  I16 = 3,
+  U32 = 4,
+  I32 = 5,
+  F32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  U64 = 10,
+  I64 = 11,
+  F64 = 12,
 };
 
 std::string_view value_type_name(ValueType t);  // "u32", "string", ... ("?" if unknown)
@@ -37,19 +48,19 @@ std::string_view value_type_name(ValueType t);  // "u32", "string", ... ("?" if 
 // views into the file bytes (valid while the GgufFile lives).
 struct MetaValue {
   ValueType type = ValueType::U8;
-  uint64_t bits = 0;                  // integer/bool: value (signed ones sign-extended); F32/F64: as double bits
-  std::string_view str;               // STRING
+  uint64_t bits = 0;     // integer/bool: value (signed ones sign-extended); F32/F64: as double bits
+  std::string_view str;  // STRING
   ValueType elem_type = ValueType::U8;  // ARRAY
-  uint64_t count = 0;                 // ARRAY: number of elements
-  std::span<const uint8_t> payload;   // ARRAY: the encoded elements
+  uint64_t count = 0;                   // ARRAY: number of elements
+  std::span<const uint8_t> payload;     // ARRAY: the encoded elements
 };
 
 struct TensorInfo {
   std::string name;
   DType type = DType::F32;
-  std::vector<int64_t> dims;  // dims[0] = row length (fastest varying), 1..4 dims
-  uint64_t offset = 0;        // relative to the data section, multiple of the alignment
-  size_t nbytes = 0;          // n_rows() * row_bytes()
+  std::vector<int64_t> dims;      // dims[0] = row length (fastest varying), 1..4 dims
+  uint64_t offset = 0;            // relative to the data section, multiple of the alignment
+  size_t nbytes = 0;              // n_rows() * row_bytes()
   const uint8_t* data = nullptr;  // points into the mapping, nbytes readable
 
   int64_t n_elements() const;
@@ -78,9 +89,9 @@ class GgufFile {
 
   // --- metadata ---
   bool has(std::string_view key) const;
-  ValueType type_of(std::string_view key) const;  // throws FormatError if missing
+  ValueType type_of(std::string_view key) const;       // throws FormatError if missing
   const MetaValue& value(std::string_view key) const;  // throws FormatError if missing
-  std::vector<std::string> keys() const;  // in file order
+  std::vector<std::string> keys() const;               // in file order
 
   // Typed getters throw FormatError naming the file and key when the key is
   // missing or holds another type; the *_or variants return `def` when the
@@ -97,9 +108,10 @@ class GgufFile {
   bool get_bool_or(std::string_view key, bool def) const;
 
   std::vector<std::string> get_string_array(std::string_view key) const;  // ARRAY of STRING
-  std::vector<int32_t> get_i32_array(std::string_view key) const;  // ARRAY of integers that fit in i32
-  std::vector<float> get_f32_array(std::string_view key) const;    // ARRAY of F32 or F64
-  size_t array_length(std::string_view key) const;                 // throws if not an ARRAY
+  std::vector<int32_t> get_i32_array(
+      std::string_view key) const;  // ARRAY of integers that fit in i32
+  std::vector<float> get_f32_array(std::string_view key) const;  // ARRAY of F32 or F64
+  size_t array_length(std::string_view key) const;               // throws if not an ARRAY
 
   // --- tensors ---
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
@@ -130,7 +142,8 @@ class GgufFile {
   std::vector<Entry> entries_;                              // file order
   std::unordered_map<std::string_view, size_t> key_index_;  // key -> entries_ index
   std::vector<TensorInfo> tensors_;                         // file order
-  std::unordered_map<std::string_view, size_t> tensor_index_;  // name (view into bytes_) -> tensors_ index
+  std::unordered_map<std::string_view, size_t>
+      tensor_index_;  // name (view into bytes_) -> tensors_ index
 };
 
 }  // namespace tern::gguf

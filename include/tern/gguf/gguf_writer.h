@@ -39,7 +39,8 @@ class GgufWriter {
 
   // `data` is already encoded in `type`: n_rows * row_bytes bytes. Throws
   // InvalidArgument on a duplicate name, bad dims or a size mismatch.
-  void add_tensor(std::string name, DType type, std::vector<int64_t> dims, std::vector<uint8_t> data);
+  void add_tensor(std::string name, DType type, std::vector<int64_t> dims,
+                  std::vector<uint8_t> data);
   // values: float[n_elements], encoded as `store_as` with kernels::quantize_row_ref.
   void add_tensor_f32(std::string name, std::vector<int64_t> dims, std::span<const float> values,
                       DType store_as);
@@ -59,7 +60,8 @@ class GgufWriter {
     std::vector<uint8_t> data;
   };
   void set_encoded(std::string key, std::vector<uint8_t> encoded);
-  void set_array_raw(std::string key, ValueType elem, uint64_t count, const void* data, size_t elem_size);
+  void set_array_raw(std::string key, ValueType elem, uint64_t count, const void* data,
+                     size_t elem_size);
   size_t alignment() const;
 
   std::vector<Kv> kvs_;

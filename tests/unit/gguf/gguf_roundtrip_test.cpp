@@ -27,7 +27,8 @@ void expect_format_error(F&& f, std::initializer_list<std::string_view> parts) {
     f();
     ADD_FAILURE() << "no FormatError";
   } catch (const FormatError& e) {
-    for (std::string_view p : parts) EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
+    for (std::string_view p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << e.what();
   }
 }
 
@@ -52,8 +53,8 @@ TEST(GgufRoundTrip, ScalarMetadata) {
 
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.alignment(), 32u);
-  EXPECT_EQ(f.keys(), (std::vector<std::string>{"u8", "i8", "u16", "i16", "u32", "i32", "u64", "i64", "f32",
-                                                "f64", "t", "f", "s", "empty"}));
+  EXPECT_EQ(f.keys(), (std::vector<std::string>{"u8", "i8", "u16", "i16", "u32", "i32", "u64",
+                                                "i64", "f32", "f64", "t", "f", "s", "empty"}));
   EXPECT_EQ(f.type_of("u8"), ValueType::U8);
   EXPECT_EQ(f.type_of("i16"), ValueType::I16);
   EXPECT_EQ(f.type_of("u64"), ValueType::U64);
@@ -97,29 +98,34 @@ TEST(GgufRoundTrip, GetterErrorsNameFileKeyAndProblem) {
   w.set_i32_array("arr", {1});
   const auto bytes = w.to_bytes();
   const GgufFile f = parse(bytes, "my.gguf");
-  expect_format_error([&] { f.get_u32("missing.key"); }, {"my.gguf", "missing metadata key", "missing.key"});
+  expect_format_error([&] { f.get_u32("missing.key"); },
+                      {"my.gguf", "missing metadata key", "missing.key"});
   expect_format_error([&] { f.type_of("missing.key"); }, {"my.gguf", "missing.key"});
   expect_format_error([&] { f.get_u32("neg"); }, {"my.gguf", "'neg'", "-1", "does not fit in u32"});
   expect_format_error([&] { f.get_u32("big"); }, {"'big'", "1099511627776", "u32"});
   expect_format_error([&] { f.get_int("huge"); }, {"'huge'", "i64"});
-  expect_format_error([&] { f.get_u32("s"); }, {"my.gguf", "'s'", "is string", "expected an integer"});
+  expect_format_error([&] { f.get_u32("s"); },
+                      {"my.gguf", "'s'", "is string", "expected an integer"});
   expect_format_error([&] { f.get_string("neg"); }, {"'neg'", "is i32", "expected string"});
   expect_format_error([&] { f.get_f32("neg"); }, {"'neg'", "expected a float"});
   expect_format_error([&] { f.get_bool("neg"); }, {"'neg'", "expected bool"});
-  expect_format_error([&] { f.get_string_array("arr"); }, {"'arr'", "array of i32", "expected array of string"});
+  expect_format_error([&] { f.get_string_array("arr"); },
+                      {"'arr'", "array of i32", "expected array of string"});
   expect_format_error([&] { f.get_f32_array("arr"); }, {"array of i32", "expected array of f32"});
   expect_format_error([&] { f.array_length("s"); }, {"'s'", "expected an array"});
   // The *_or variants still reject a wrong type.
   expect_format_error([&] { f.get_string_or("neg", "d"); }, {"'neg'", "expected string"});
   expect_format_error([&] { f.get_u32_or("s", 1); }, {"'s'"});
-  expect_format_error([&] { f.tensor("blk.0.attn_q.weight"); }, {"my.gguf", "missing tensor 'blk.0.attn_q.weight'"});
+  expect_format_error([&] { f.tensor("blk.0.attn_q.weight"); },
+                      {"my.gguf", "missing tensor 'blk.0.attn_q.weight'"});
   EXPECT_EQ(f.find_tensor("blk.0.attn_q.weight"), nullptr);
 }
 
 TEST(GgufRoundTrip, ArraysOfEveryType) {
   GgufWriter w;
   w.set_string_array("strs", {"hello", "", std::string("a\0b", 3), "\xe2\x96\x81the"});
-  w.set_i32_array("i32s", {1, -2, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()});
+  w.set_i32_array(
+      "i32s", {1, -2, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()});
   w.set_f32_array("f32s", {0.5f, -1.25f, 1e30f});
   w.set_array<uint8_t>("u8s", {0, 255});
   w.set_array<int8_t>("i8s", {-128, 127});
@@ -137,26 +143,36 @@ TEST(GgufRoundTrip, ArraysOfEveryType) {
 
   EXPECT_EQ(f.get_string_array("strs"),
             (std::vector<std::string>{"hello", "", std::string("a\0b", 3), "\xe2\x96\x81the"}));
-  EXPECT_EQ(f.get_i32_array("i32s"), (std::vector<int32_t>{1, -2, std::numeric_limits<int32_t>::max(),
-                                                            std::numeric_limits<int32_t>::min()}));
+  EXPECT_EQ(f.get_i32_array("i32s"),
+            (std::vector<int32_t>{1, -2, std::numeric_limits<int32_t>::max(),
+                                  std::numeric_limits<int32_t>::min()}));
   EXPECT_EQ(f.get_f32_array("f32s"), (std::vector<float>{0.5f, -1.25f, 1e30f}));
   EXPECT_EQ(f.get_i32_array("u8s"), (std::vector<int32_t>{0, 255}));
   EXPECT_EQ(f.get_i32_array("i8s"), (std::vector<int32_t>{-128, 127}));
   EXPECT_EQ(f.get_i32_array("u16s"), (std::vector<int32_t>{65535}));
   EXPECT_EQ(f.get_i32_array("i16s"), (std::vector<int32_t>{-32768, 5}));
   EXPECT_EQ(f.get_i32_array("u32s"), (std::vector<int32_t>{7, 2147483647}));
-  expect_format_error([&] { f.get_i32_array("u32s_big"); }, {"'u32s_big'", "element 0", "2147483648", "i32"});
+  expect_format_error([&] { f.get_i32_array("u32s_big"); },
+                      {"'u32s_big'", "element 0", "2147483648", "i32"});
   EXPECT_EQ(f.get_i32_array("u64s"), (std::vector<int32_t>{3}));
   expect_format_error([&] { f.get_i32_array("i64s"); }, {"element 1", "1099511627776"});
   EXPECT_EQ(f.get_f32_array("f64s"), (std::vector<float>{0.25f, -2.0f}));
   EXPECT_TRUE(f.get_f32_array("empty").empty());
 
-  for (auto [key, et, n] : std::vector<std::tuple<std::string, ValueType, size_t>>{
-           {"strs", ValueType::STRING, 4}, {"u8s", ValueType::U8, 2}, {"i8s", ValueType::I8, 2},
-           {"u16s", ValueType::U16, 1}, {"i16s", ValueType::I16, 2}, {"u32s", ValueType::U32, 2},
-           {"i32s", ValueType::I32, 4}, {"u64s", ValueType::U64, 1}, {"i64s", ValueType::I64, 2},
-           {"f32s", ValueType::F32, 3}, {"f64s", ValueType::F64, 2}, {"bools", ValueType::BOOL, 3},
-           {"empty", ValueType::F32, 0}}) {
+  for (auto [key, et, n] :
+       std::vector<std::tuple<std::string, ValueType, size_t>>{{"strs", ValueType::STRING, 4},
+                                                               {"u8s", ValueType::U8, 2},
+                                                               {"i8s", ValueType::I8, 2},
+                                                               {"u16s", ValueType::U16, 1},
+                                                               {"i16s", ValueType::I16, 2},
+                                                               {"u32s", ValueType::U32, 2},
+                                                               {"i32s", ValueType::I32, 4},
+                                                               {"u64s", ValueType::U64, 1},
+                                                               {"i64s", ValueType::I64, 2},
+                                                               {"f32s", ValueType::F32, 3},
+                                                               {"f64s", ValueType::F64, 2},
+                                                               {"bools", ValueType::BOOL, 3},
+                                                               {"empty", ValueType::F32, 0}}) {
     EXPECT_EQ(f.type_of(key), ValueType::ARRAY) << key;
     EXPECT_EQ(f.value(key).elem_type, et) << key;
     EXPECT_EQ(f.array_length(key), n) << key;
@@ -213,7 +229,7 @@ TEST(GgufRoundTrip, FloatTensorsEncodedWithTheReferenceQuantizers) {
   std::vector<float> v(64 * 3);
   for (size_t i = 0; i < v.size(); ++i) v[i] = std::cos(0.37f * float(i)) * 3.0f;
   GgufWriter w;
-  const std::vector<DType> types{DType::F32, DType::F16, DType::BF16, DType::Q8_0,
+  const std::vector<DType> types{DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
                                  DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1};
   for (DType t : types) w.add_tensor_f32(std::string(dtype_name(t)), {64, 3}, v, t);
   const auto bytes = w.to_bytes();
@@ -226,20 +242,26 @@ TEST(GgufRoundTrip, FloatTensorsEncodedWithTheReferenceQuantizers) {
     EXPECT_EQ(std::vector<uint8_t>(ti.data, ti.data + ti.nbytes), q) << dtype_name(t);
     std::vector<float> y(v.size());
     kernels::dequantize_row(t, ti.data, y.data(), int64_t(y.size()));
-    for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], v[i], 0.45f) << dtype_name(t) << " " << i;
+    for (size_t i = 0; i < y.size(); ++i)
+      EXPECT_NEAR(y[i], v[i], 0.45f) << dtype_name(t) << " " << i;
   }
   EXPECT_THROW(w.add_tensor_f32("k", {256}, std::vector<float>(256), DType::Q4_K), InvalidArgument);
-  EXPECT_THROW(w.add_tensor_f32("short", {64}, std::vector<float>(63), DType::F32), InvalidArgument);
+  EXPECT_THROW(w.add_tensor_f32("short", {64}, std::vector<float>(63), DType::F32),
+               InvalidArgument);
 }
 
 TEST(GgufRoundTrip, WriterRejectsBadTensors) {
   GgufWriter w;
   w.add_tensor("a", DType::F32, {2}, std::vector<uint8_t>(8));
-  EXPECT_THROW(w.add_tensor("a", DType::F32, {2}, std::vector<uint8_t>(8)), InvalidArgument);  // duplicate
-  EXPECT_THROW(w.add_tensor("b", DType::F32, {2}, std::vector<uint8_t>(7)), InvalidArgument);  // size
-  EXPECT_THROW(w.add_tensor("c", DType::Q4_0, {16}, std::vector<uint8_t>(9)), InvalidArgument);  // block
+  EXPECT_THROW(w.add_tensor("a", DType::F32, {2}, std::vector<uint8_t>(8)),
+               InvalidArgument);  // duplicate
+  EXPECT_THROW(w.add_tensor("b", DType::F32, {2}, std::vector<uint8_t>(7)),
+               InvalidArgument);  // size
+  EXPECT_THROW(w.add_tensor("c", DType::Q4_0, {16}, std::vector<uint8_t>(9)),
+               InvalidArgument);  // block
   EXPECT_THROW(w.add_tensor("d", DType::F32, {}, {}), InvalidArgument);
-  EXPECT_THROW(w.add_tensor("e", DType::F32, {1, 1, 1, 1, 1}, std::vector<uint8_t>(4)), InvalidArgument);
+  EXPECT_THROW(w.add_tensor("e", DType::F32, {1, 1, 1, 1, 1}, std::vector<uint8_t>(4)),
+               InvalidArgument);
   EXPECT_THROW(w.add_tensor("f", DType::F32, {0}, {}), InvalidArgument);
   EXPECT_THROW(w.add_tensor("g", DType(4), {1}, std::vector<uint8_t>(4)), InvalidArgument);
 }

@@ -38,9 +38,12 @@ struct Bytes {
     return u32(0x46554747).u32(version).u64(n_tensors).u64(n_kv);
   }
   // A key with a u32 value.
-  Bytes& kv_u32(std::string_view key, uint32_t v) { return str(key).u32(uint32_t(ValueType::U32)).u32(v); }
+  Bytes& kv_u32(std::string_view key, uint32_t v) {
+    return str(key).u32(uint32_t(ValueType::U32)).u32(v);
+  }
   // A tensor info entry.
-  Bytes& tensor(std::string_view name, const std::vector<uint64_t>& dims, DType type, uint64_t offset) {
+  Bytes& tensor(std::string_view name, const std::vector<uint64_t>& dims, DType type,
+                uint64_t offset) {
     str(name).u32(uint32_t(dims.size()));
     for (uint64_t d : dims) u64(d);
     return u32(uint32_t(type)).u64(offset);
@@ -92,9 +95,16 @@ inline double touch_all(const GgufFile& f) {
     try {
       const MetaValue& v = f.value(k);
       switch (v.type) {
-        case ValueType::STRING: sum += double(f.get_string(k).size()); break;
-        case ValueType::F32: case ValueType::F64: sum += double(f.get_f32(k)); break;
-        case ValueType::BOOL: sum += f.get_bool(k); break;
+        case ValueType::STRING:
+          sum += double(f.get_string(k).size());
+          break;
+        case ValueType::F32:
+        case ValueType::F64:
+          sum += double(f.get_f32(k));
+          break;
+        case ValueType::BOOL:
+          sum += f.get_bool(k);
+          break;
         case ValueType::ARRAY:
           sum += double(f.array_length(k));
           if (v.elem_type == ValueType::STRING) {
@@ -105,7 +115,9 @@ inline double touch_all(const GgufFile& f) {
             for (int32_t x : f.get_i32_array(k)) sum += x;
           }
           break;
-        default: sum += double(f.get_int(k)); break;
+        default:
+          sum += double(f.get_int(k));
+          break;
       }
     } catch (const FormatError&) {
       sum += 1;

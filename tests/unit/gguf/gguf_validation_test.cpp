@@ -53,31 +53,38 @@ TEST(GgufValidation, Versions) {
 }
 
 TEST(GgufValidation, AbsurdCounts) {
-  expect_rejected(Bytes().header(0, uint64_t(1) << 60).b, "metadata count 1152921504606846976 is impossible");
+  expect_rejected(Bytes().header(0, uint64_t(1) << 60).b,
+                  "metadata count 1152921504606846976 is impossible");
   expect_rejected(Bytes().header(~uint64_t(0), 0).b, "tensor count");
   // Counts that would fit only if entries were smaller than the minimum.
   expect_rejected(Bytes().header(0, 2).kv_u32("a", 1).b, "metadata count 2 is impossible");
-  expect_rejected(Bytes().header(2, 0).tensor("a", {1}, DType::F32, 0).b, "tensor count 2 is impossible");
+  expect_rejected(Bytes().header(2, 0).tensor("a", {1}, DType::F32, 0).b,
+                  "tensor count 2 is impossible");
 }
 
 TEST(GgufValidation, TruncatedStrings) {
   // Key length runs past the end.
-  expect_rejected(Bytes().header(0, 1).u64(1000).u32(4).u8(0).b, "key of metadata entry 0 has length 1000");
+  expect_rejected(Bytes().header(0, 1).u64(1000).u32(4).u8(0).b,
+                  "key of metadata entry 0 has length 1000");
   // String value length runs past the end.
-  expect_rejected(Bytes().header(0, 1).str("k").u32(uint32_t(ValueType::STRING)).u64(~uint64_t(0)).b,
-                  "value of metadata 'k' has length 18446744073709551615");
+  expect_rejected(
+      Bytes().header(0, 1).str("k").u32(uint32_t(ValueType::STRING)).u64(~uint64_t(0)).b,
+      "value of metadata 'k' has length 18446744073709551615");
   // Tensor name length runs past the end (after a valid header).
   auto b = Bytes().header(1, 0).u64(1ull << 62).u32(1).u64(1).u32(0).u64(0).b;
   expect_rejected(b, "name of tensor 0 has length");
 }
 
 TEST(GgufValidation, Keys) {
-  expect_rejected(Bytes().header(0, 2).kv_u32("a", 1).kv_u32("a", 2).b, "duplicate metadata key 'a'");
+  expect_rejected(Bytes().header(0, 2).kv_u32("a", 1).kv_u32("a", 2).b,
+                  "duplicate metadata key 'a'");
   expect_rejected(Bytes().header(0, 1).kv_u32("", 1).b, "metadata entry 0 has an empty key");
   std::string long_key(70000, 'k');
   expect_rejected(Bytes().header(0, 1).kv_u32(long_key, 1).b, "longer than 65535 bytes");
-  expect_rejected(Bytes().header(0, 1).str("k").u32(13).u32(0).b, "metadata 'k' has unknown value type 13");
-  expect_rejected(Bytes().header(0, 1).str("k\x01").u32(99).u32(0).b, "'k\\x01' has unknown value type 99");
+  expect_rejected(Bytes().header(0, 1).str("k").u32(13).u32(0).b,
+                  "metadata 'k' has unknown value type 13");
+  expect_rejected(Bytes().header(0, 1).str("k\x01").u32(99).u32(0).b,
+                  "'k\\x01' has unknown value type 99");
   expect_rejected(Bytes().header(0, 1).str("k").u32(uint32_t(ValueType::BOOL)).u8(2).u32(0).b,
                   "metadata 'k' has invalid bool byte 2");
   // A value cut short.
@@ -88,16 +95,34 @@ TEST(GgufValidation, Keys) {
 TEST(GgufValidation, Arrays) {
   const uint32_t kArr = uint32_t(ValueType::ARRAY);
   // Length bounded by the remaining bytes: 2^40 u32s cannot follow.
-  expect_rejected(Bytes().header(0, 1).str("a").u32(kArr).u32(uint32_t(ValueType::U32)).u64(1ull << 40).u64(0).b,
+  expect_rejected(Bytes()
+                      .header(0, 1)
+                      .str("a")
+                      .u32(kArr)
+                      .u32(uint32_t(ValueType::U32))
+                      .u64(1ull << 40)
+                      .u64(0)
+                      .b,
                   "array 'a' claims 1099511627776 elements");
   // Even a "cheap" element type is bounded: strings take at least 8 bytes each.
-  expect_rejected(Bytes().header(0, 1).str("a").u32(kArr).u32(uint32_t(ValueType::STRING)).u64(3).zeros(20).b,
-                  "array 'a' claims 3 elements");
-  expect_rejected(Bytes().header(0, 1).str("a").u32(kArr).u32(77).u64(0).b, "array 'a' has unknown element type 77");
-  expect_rejected(Bytes().header(0, 1).str("a").u32(kArr).u32(uint32_t(ValueType::BOOL)).u64(2).u8(1).u8(5).b,
-                  "array 'a' has invalid bool byte 5");
+  expect_rejected(
+      Bytes().header(0, 1).str("a").u32(kArr).u32(uint32_t(ValueType::STRING)).u64(3).zeros(20).b,
+      "array 'a' claims 3 elements");
+  expect_rejected(Bytes().header(0, 1).str("a").u32(kArr).u32(77).u64(0).b,
+                  "array 'a' has unknown element type 77");
+  expect_rejected(
+      Bytes().header(0, 1).str("a").u32(kArr).u32(uint32_t(ValueType::BOOL)).u64(2).u8(1).u8(5).b,
+      "array 'a' has invalid bool byte 5");
   // A string inside an array running past the end.
-  expect_rejected(Bytes().header(0, 1).str("a").u32(kArr).u32(uint32_t(ValueType::STRING)).u64(1).u64(9).u8('x').b,
+  expect_rejected(Bytes()
+                      .header(0, 1)
+                      .str("a")
+                      .u32(kArr)
+                      .u32(uint32_t(ValueType::STRING))
+                      .u64(1)
+                      .u64(9)
+                      .u8('x')
+                      .b,
                   "string in array 'a' has length 9");
 
   // Nested arrays: depth 4 (outermost included) parses, depth 5 is rejected.
@@ -133,8 +158,9 @@ TEST(GgufValidation, Alignment) {
                   "general.alignment 48 is not a power of two");
   expect_rejected(with_alignment([](Bytes& b) { b.u32(uint32_t(ValueType::U32)).u32(0); }),
                   "general.alignment 0 is not a power of two");
-  expect_rejected(with_alignment([](Bytes& b) { b.u32(uint32_t(ValueType::I32)).u32(uint32_t(-64)); }),
-                  "general.alignment -64");
+  expect_rejected(
+      with_alignment([](Bytes& b) { b.u32(uint32_t(ValueType::I32)).u32(uint32_t(-64)); }),
+      "general.alignment -64");
   expect_rejected(with_alignment([](Bytes& b) { b.u32(uint32_t(ValueType::U64)).u64(1ull << 33); }),
                   "is not a power of two");
   expect_rejected(with_alignment([](Bytes& b) { b.u32(uint32_t(ValueType::STRING)).str("32"); }),
@@ -146,27 +172,41 @@ TEST(GgufValidation, Alignment) {
 TEST(GgufValidation, TensorInfos) {
   expect_rejected(one_tensor({4}, DType(4), 0, 16), "tensor 'w' has unknown type 4");
   expect_rejected(one_tensor({4}, DType(31), 0, 16), "unknown type 31");
-  expect_rejected(one_tensor({1, 1, 1, 1, 1}, DType::F32, 0, 4), "tensor 'w' has 5 dimensions (must be 1 to 4)");
+  expect_rejected(one_tensor({1, 1, 1, 1, 1}, DType::F32, 0, 4),
+                  "tensor 'w' has 5 dimensions (must be 1 to 4)");
   expect_rejected(one_tensor({}, DType::F32, 0, 4), "has 0 dimensions");
   expect_rejected(one_tensor({4, 0}, DType::F32, 0, 16), "tensor 'w' has invalid dimension 1 = 0");
-  expect_rejected(one_tensor({1ull << 63}, DType::F32, 0, 16), "invalid dimension 0 = 9223372036854775808");
-  expect_rejected(one_tensor({1ull << 32, 1ull << 32}, DType::F32, 0, 16), "too many elements (overflow)");
-  expect_rejected(one_tensor({1ull << 40}, DType::F32, 0, 16), "needs more bytes than the file holds");
+  expect_rejected(one_tensor({1ull << 63}, DType::F32, 0, 16),
+                  "invalid dimension 0 = 9223372036854775808");
+  expect_rejected(one_tensor({1ull << 32, 1ull << 32}, DType::F32, 0, 16),
+                  "too many elements (overflow)");
+  expect_rejected(one_tensor({1ull << 40}, DType::F32, 0, 16),
+                  "needs more bytes than the file holds");
   // 2^61 elements of 8 bytes: the byte count wraps to 0 in 64 bits unless checked.
-  expect_rejected(one_tensor({1ull << 61}, DType::F64, 0, 16), "needs more bytes than the file holds");
-  expect_rejected(one_tensor({1ull << 58, 8}, DType::I64, 0, 16), "needs more bytes than the file holds");
+  expect_rejected(one_tensor({1ull << 61}, DType::F64, 0, 16),
+                  "needs more bytes than the file holds");
+  expect_rejected(one_tensor({1ull << 58, 8}, DType::I64, 0, 16),
+                  "needs more bytes than the file holds");
   expect_rejected(one_tensor({33}, DType::Q4_0, 0, 64),
                   "tensor 'w' has row length 33, not a multiple of the Q4_0 block size 32");
-  expect_rejected(one_tensor({4}, DType::F32, 0, 16, std::string(65, 'n')), "has a name longer than 64 bytes");
+  expect_rejected(one_tensor({4}, DType::F32, 0, 16, std::string(65, 'n')),
+                  "has a name longer than 64 bytes");
   Bytes dup;
-  dup.header(2, 0).tensor("w", {4}, DType::F32, 0).tensor("w", {4}, DType::F32, 32).pad_to(32).zeros(64);
+  dup.header(2, 0)
+      .tensor("w", {4}, DType::F32, 0)
+      .tensor("w", {4}, DType::F32, 32)
+      .pad_to(32)
+      .zeros(64);
   expect_rejected(dup.b, "duplicate tensor name 'w'");
 }
 
 TEST(GgufValidation, TensorData) {
-  expect_rejected(one_tensor({4}, DType::F32, 4, 32), "tensor 'w' data offset 4 is not a multiple of the alignment 32");
-  expect_rejected(one_tensor({4}, DType::F32, 32, 40), "tensor 'w' data [32, +16) runs past the end");
-  expect_rejected(one_tensor({4}, DType::F32, 0, 15), "runs past the end of the data section (15 bytes)");
+  expect_rejected(one_tensor({4}, DType::F32, 4, 32),
+                  "tensor 'w' data offset 4 is not a multiple of the alignment 32");
+  expect_rejected(one_tensor({4}, DType::F32, 32, 40),
+                  "tensor 'w' data [32, +16) runs past the end");
+  expect_rejected(one_tensor({4}, DType::F32, 0, 15),
+                  "runs past the end of the data section (15 bytes)");
   expect_rejected(one_tensor({4}, DType::F32, ~uint64_t(0) / 32 * 32, 16), "runs past the end");
   // Tensors declared but the file ends before the (aligned) data section.
   auto b = Bytes().header(1, 0).tensor("w", {4}, DType::F32, 0).b;
