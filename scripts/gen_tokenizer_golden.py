@@ -113,6 +113,7 @@ CASES: list[tuple[str, str | bytes]] = [
     ("zero_width", "zero\u200bwidth\u200cjoiner\u200d!"),
     ("bom", "\ufeffBOM at start"),
     ("control_chars", "bell\x07 esc\x1b[0m del\x7f nul\x00end"),
+    ("unmapped_controls", "a\x04b\x06c\x13\x14\x16\x1dd"),  # SmolLM2 has no tokens for these bytes
     ("line_separators", "a\u2028b\u2029c\x85d"),
     ("fullwidth", "ＦＵＬＬｗｉｄｔｈ　１２３"),
     ("special_chatml", "<|im_start|>user\nhi<|im_end|>"),
@@ -259,6 +260,195 @@ def chat_cases(smollm_template: str) -> dict:
     for name, src in OTHER_TEMPLATES.items():
         cases += render_chat(name, src)
     return {"templates": {"smollm2": smollm_template, **OTHER_TEMPLATES}, "cases": cases}
+
+# ---------------------------------------------------------------- synthetic vocabularies
+
+GGUF_U32, GGUF_I32, GGUF_F32, GGUF_BOOL, GGUF_STRING, GGUF_ARRAY = 4, 5, 6, 7, 8, 9
+
+
+def gguf_bytes(kvs: list[tuple[str, int | tuple[int, int], object]]) -> bytes:
+    """A GGUF v3 file with metadata only; a tuple type (GGUF_ARRAY, elem) is an array."""
+    def s(v: str | bytes) -> bytes:
+        b = v.encode() if isinstance(v, str) else v
+        return struct.pack("<Q", len(b)) + b
+
+    def scalar(t: int, v: object) -> bytes:
+        return {GGUF_U32: lambda: struct.pack("<I", v), GGUF_I32: lambda: struct.pack("<i", v),
+                GGUF_F32: lambda: struct.pack("<f", v), GGUF_BOOL: lambda: struct.pack("<?", v),
+                GGUF_STRING: lambda: s(v)}[t]()
+
+    out = b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs))
+    for key, t, v in kvs:
+        out += s(key)
+        if isinstance(t, tuple):
+            out += struct.pack("<IIQ", GGUF_ARRAY, t[1], len(v)) + b"".join(scalar(t[1], x) for x in v)
+        else:
+            out += struct.pack("<I", t) + scalar(t, v)
+    return out + b"\0" * ((-len(out)) % 32)
+
+
+def load_vocab_only(kvs: list) -> llama_cpp.Llama:
+    arch = [("general.architecture", GGUF_STRING, "llama"), ("llama.context_length", GGUF_U32, 512),
+            ("llama.embedding_length", GGUF_U32, 64), ("llama.block_count", GGUF_U32, 1),
+            ("llama.feed_forward_length", GGUF_U32, 128), ("llama.attention.head_count", GGUF_U32, 4),
+            ("llama.attention.layer_norm_rms_epsilon", GGUF_F32, 1e-5)]
+    with tempfile.NamedTemporaryFile(suffix=".gguf") as f:
+        f.write(gguf_bytes(arch + kvs))
+        f.flush()
+        return llama_cpp.Llama(model_path=f.name, vocab_only=True, verbose=False)
+
+
+def gpt2_byte_map() -> dict[int, str]:
+    keep = list(range(0x21, 0x7F)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    extra = [b for b in range(256) if b not in keep]
+    m = {b: chr(b) for b in keep}
+    m.update({b: chr(256 + i) for i, b in enumerate(extra)})
+    return m
+
+
+def repair_utf8(data: bytes) -> bytes:
+    """llama.cpp's lenient UTF-8 decoding: each byte that starts no sequence becomes U+FFFD."""
+    out, i = bytearray(), 0
+
+    def cont(j: int) -> bool:
+        return j < len(data) and data[j] & 0xC0 == 0x80
+
+    while i < len(data):
+        b = data[i]
+        n = 1 if b < 0x80 else 2 if b & 0xE0 == 0xC0 else 3 if b & 0xF0 == 0xE0 else 4 if b & 0xF8 == 0xF0 else 0
+        if n and all(cont(i + k) for k in range(1, n)):
+            out += data[i:i + n]
+            i += n
+        else:
+            out += "\ufffd".encode()
+            i += 1
+    return bytes(out)
+
+
+PRE_TOKENIZERS = ["default", "gpt-2", "smollm", "llama-bpe", "qwen2"]
+
+PRE_CASES: list[str | bytes] = [
+    "",
+    "Hello world! It's 2024, isn't it?",
+    "I'M HERE, WE'LL GO. they'Re 'll",
+    "  leading and   multiple spaces  ",
+    "tabs\tand\nnewlines\r\n\n  indent",
+    "x = 12345678 + 3.14159;",
+    "\uff11\uff12 \u0663\u0664\u0665 \u00bd \u00b2 \u216b 7",
+    "emoji \U0001f44d\U0001f3fd and \U0001f1fa\U0001f1f8!",
+    "\u4e2d\u6587\u5b57\u7b26English\u6df7\u5408",
+    "na\u00efve cafe\u0301 e\u0301\u0301x",
+    "$100 + <tag>=^~| (x) [y] {z}",
+    "a\u00a0b\u2003c\u3000d \u2028e",
+    "line1\n\n\nline2   \n   ",
+    "'s 'S 're 'RE 'll 'LL ' s",
+    "\tx \ty\n z\r",
+    "...!!!???\n\n--",
+    "def f(x):\n    return x**2\n",
+    b"ab\xffcd \xe2\x82 x\x80",
+    "\u0645\u0631\u062d\u0628\u0627 \u0661\u0662\u0663 hi",
+    "\u0928\u092e\u0938\u094d\u0924\u0947 123",
+    "1,000,000.50 and 0.001",
+    "   ",
+    "\n",
+    "A\u200dB \u00ad\u0600x",
+]
+
+
+def pre_tokenizer_words(pre: str, text: bytes) -> list[str]:
+    """llama.cpp's words for `text` under pre-tokenizer `pre` (see the module docstring)."""
+    enc = gpt2_byte_map()
+    repaired = repair_utf8(text)
+
+    def spell(b: bytes) -> str:
+        return "".join(enc[x] for x in b)
+
+    n = len(repaired)
+    subs = sorted({repaired[a:b] for a in range(n) for b in range(a + 1, n + 1)})
+    tokens = [spell(b) for b in subs] or ["x"]
+    merges = sorted({spell(repaired[a:b]) + " " + spell(repaired[b:c])
+                     for a in range(n) for b in range(a + 1, n) for c in range(b + 1, n + 1)})
+    llm = load_vocab_only([
+        ("tokenizer.ggml.model", GGUF_STRING, "gpt2"), ("tokenizer.ggml.pre", GGUF_STRING, pre),
+        ("tokenizer.ggml.tokens", (GGUF_ARRAY, GGUF_STRING), tokens),
+        ("tokenizer.ggml.token_type", (GGUF_ARRAY, GGUF_I32), [1] * len(tokens)),
+        ("tokenizer.ggml.merges", (GGUF_ARRAY, GGUF_STRING), merges),
+        ("tokenizer.ggml.bos_token_id", GGUF_U32, 0), ("tokenizer.ggml.eos_token_id", GGUF_U32, 0),
+        ("tokenizer.ggml.add_bos_token", GGUF_BOOL, False)])
+    ids = llm.tokenize(text, add_bos=False, special=False)
+    words = [subs[i].decode("utf-8") for i in ids]
+    assert "".join(words).encode() == repaired, (pre, text, words)
+    return words
+
+
+def pre_tokenizer_cases() -> list[dict]:
+    rng = random.Random(99)
+    alphabet = list("aZ09 \t\n\r.,'!?-_$+<=>^~|") + ["\u00e9", "\u4e2d", "\u0661", "\u00b2", "\u00a0", "\u3000",
+                                                     "\u0301", "\U0001f600", "'s", "'RE", "  ", "\r\n"]
+    texts = list(PRE_CASES) + ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 24))) for _ in range(16)]
+    out = []
+    for text in texts:
+        data = text if isinstance(text, bytes) else text.encode("utf-8")
+        for pre in PRE_TOKENIZERS:
+            out.append({"pre": pre, **text_field("text", data), "words": pre_tokenizer_words(pre, data)})
+    return out
+
+
+SPM_PIECES = ["\u2581", "\u2581\u2581", "\u2581\u2581\u2581\u2581", "\u2581t", "\u2581th", "\u2581the", "he", "ll",
+              "llo", "\u2581h", "\u2581he", "\u2581hello", "\u2581w", "wor", "or", "ld", "orld", "\u2581world",
+              "in", "ing", "\u2581a", "an", "and", "\u2581and", "er", "\u2581is", "is", "es", "\u2581H", "He",
+              "\u2581He", "Hel", "ello", "\u2581Hello", "\u2581\u4e2d", "\u4e2d\u6587", "\u2581\u00e9", "t\u00e9",
+              "<s>x", "\u2581<", "\u2581new", "ne", "ew", "\u2581line"]
+
+
+def spm_vocab() -> dict:
+    """<unk> <s> </s>, 256 byte tokens, a user-defined <tool>, then scored pieces."""
+    rng = random.Random(7)
+    chars = sorted(set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,!?'\"()<>/-_:;"
+                       "\u00e9\u4e2d\u6587"))
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + ["<tool>"]
+    types = [2, 3, 3] + [6] * 256 + [4]
+    scores = [0.0] * len(tokens)
+    for piece in chars + SPM_PIECES:
+        if piece in tokens:
+            continue
+        tokens.append(piece)
+        types.append(1)
+        # several pieces share a score so that ties (leftmost first) matter
+        scores.append(-float(rng.choice([1, 2, 3, 4])) if len(piece) > 1 else -10.0 - rng.random())
+    return {"tokens": tokens, "scores": scores, "token_types": types}
+
+
+SPM_CASES = ["", " ", "Hello world", "hello  world", " leading", "trailing ", "the and the is",
+             "\u00e9t\u00e9 \u4e2d\u6587 ok", "emoji \U0001f600 here", "<s>hello</s>", "<tool>call<tool> x",
+             "new\nline\ttab", "unknown \u0416 char", "HeHello<s>x", "a<unk>b"]
+
+
+def spm_cases() -> dict:
+    vocab = spm_vocab()
+    out = {"vocab": vocab, "cases": []}
+    for add_space_prefix in (True, False):
+        llm = load_vocab_only([
+            ("tokenizer.ggml.model", GGUF_STRING, "llama"),
+            ("tokenizer.ggml.tokens", (GGUF_ARRAY, GGUF_STRING), vocab["tokens"]),
+            ("tokenizer.ggml.scores", (GGUF_ARRAY, GGUF_F32), vocab["scores"]),
+            ("tokenizer.ggml.token_type", (GGUF_ARRAY, GGUF_I32), vocab["token_types"]),
+            ("tokenizer.ggml.add_space_prefix", GGUF_BOOL, add_space_prefix)])
+        lvocab = llama_cpp.llama_model_get_vocab(llm.model)
+        for text in SPM_CASES:
+            for add_bos, parse_special in ((False, False), (True, True), (False, True)):
+                ids = llm.tokenize(text.encode(), add_bos=add_bos, special=parse_special)
+                case = {"text": text, "add_space_prefix": add_space_prefix, "add_bos": add_bos,
+                        "parse_special": parse_special, "ids": ids}
+                for field, special in (("detok", False), ("detok_special", True)):
+                    arr = (llama_cpp.llama_token * max(1, len(ids)))(*ids)
+                    buf = ctypes.create_string_buffer(64 + 16 * len(ids))
+                    n = llama_cpp.llama_detokenize(lvocab, arr, len(ids), buf, len(buf), False, special)
+                    assert n >= 0
+                    case.update(text_field(field, buf.raw[:n]))
+                out["cases"].append(case)
+    return out
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

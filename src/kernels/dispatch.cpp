@@ -1,7 +1,9 @@
-// Kernel dispatch (chosen once from CPUID; TERN_KERNELS=scalar forces the
-// reference path) and the work splitting shared by every ISA.
+// Kernel dispatch (chosen once from CPUID; TERN_KERNELS forces a table) and
+// the work splitting shared by every ISA.
 #include "dispatch.h"
 
+#include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
@@ -17,9 +19,19 @@ const KernelTable& active_kernels() {
     const char* force = std::getenv("TERN_KERNELS");
     const std::string_view want = force ? force : "";
     const auto& cpu = cpu_features();
-    const KernelTable* avx2 = avx2_kernels();
+    const bool has_avx2 = cpu.avx2 && cpu.fma && cpu.f16c;
+    const KernelTable* avx2 = has_avx2 ? avx2_kernels() : nullptr;
+    const KernelTable* vnni = has_avx2 && cpu.avxvnni ? avxvnni_kernels() : nullptr;
     const KernelTable* pick = &scalar_kernels();
-    if (want != "scalar" && avx2 && cpu.avx2 && cpu.fma && cpu.f16c) pick = avx2;
+    if (want.empty()) {
+      pick = vnni ? vnni : avx2 ? avx2 : pick;
+    } else if (want == "avxvnni" && vnni) {
+      pick = vnni;
+    } else if (want == "avx2" && avx2) {
+      pick = avx2;
+    } else if (want != "scalar") {
+      log::get("kernels")->warn("TERN_KERNELS={}: not available here, using scalar kernels", want);
+    }
     log::get("kernels")->debug("using {} kernels", pick->isa);
     return *pick;
   }();
@@ -28,31 +40,73 @@ const KernelTable& active_kernels() {
 
 const char* kernel_isa() { return active_kernels().isa; }
 
-void quantize_activations(const float* x, int rows, int n, QuantizedActs& qa) {
+void quantize_activations(const float* x, int rows, int n, QuantizedActs& qa, TaskPool& pool) {
   qa.resize(rows, n);
-  active_kernels().quantize_rows(x, 0, rows, n, qa);
+  const KernelTable& k = active_kernels();
+  // About 16K values a task: small batches stay on the calling thread.
+  const int grain = std::max(1, 16384 / std::max(1, n));
+  if (rows <= grain) {
+    k.quantize_rows(x, 0, rows, n, qa);
+    return;
+  }
+  pool.parallel_for(rows, grain, [&](int64_t r0, int64_t r1, int) {
+    k.quantize_rows(x, int(r0), int(r1), n, qa);
+  });
+}
+
+namespace {
+
+// Rows of activations a matmul task handles together. Each tile is applied to
+// all of them while it sits in L1, so more rows means fewer weight reads; but
+// the task's int8 activations (rows x n_in bytes) are re-read for every tile
+// and should stay in L1 (48 KB on current cores) too. Batches up to 16 rows
+// (batched decode) are never split: every weight is read once per step.
+int row_chunk_for(int rows, int n_in) {
+  if (rows <= 16) return rows;
+  const int fit = std::clamp(32768 / n_in / 4 * 4, 4, 64);
+  if (rows <= fit) return rows;
+  const int chunks = (rows + fit - 1) / fit;        // as few chunks as fit in L1,
+  return ((rows + chunks - 1) / chunks + 3) / 4 * 4;  // evened out, in whole micro-kernels
+}
+
+}  // namespace
+
+void matmul(std::initializer_list<MatmulOut> outs, const QuantizedActs& x, TaskPool& pool) {
+  constexpr int kMaxOuts = 4;
+  assert(outs.size() >= 1 && outs.size() <= kMaxOuts);
+  const KernelTable& k = active_kernels();
+  const MatmulOut* out = outs.begin();
+  const int n_outs = int(outs.size());
+  const int rows = x.rows;
+  int total_tiles = 0;
+  for (const MatmulOut& o : outs) {
+    assert(o.w->n_in == x.n_in);
+    total_tiles += o.w->n_tiles();
+  }
+  // Tasks: (row chunk) x (chunk of tiles of one output). About 8 tasks a
+  // worker, so the shared counter in the pool balances the tail.
+  const int row_chunk = row_chunk_for(rows, x.n_in);
+  const int row_tasks = (rows + row_chunk - 1) / row_chunk;
+  const int want_tasks = pool.size() == 1 ? 1 : pool.size() * 8;
+  const int tile_chunk = std::max(1, total_tiles * row_tasks / want_tasks);
+  int first[kMaxOuts + 1] = {0};  // first tile task of each output
+  for (int i = 0; i < n_outs; ++i) {
+    first[i + 1] = first[i] + (out[i].w->n_tiles() + tile_chunk - 1) / tile_chunk;
+  }
+  const int tile_tasks = first[n_outs];
+  pool.run(int64_t(tile_tasks) * row_tasks, [&](int64_t task, int) {
+    const int tt = int(task % tile_tasks), rt = int(task / tile_tasks);
+    int i = 0;
+    while (tt >= first[i + 1]) ++i;
+    const PackedMatrix& w = *out[i].w;
+    const int t0 = (tt - first[i]) * tile_chunk, t1 = std::min(w.n_tiles(), t0 + tile_chunk);
+    const int r0 = rt * row_chunk, r1 = std::min(rows, r0 + row_chunk);
+    k.gemm_tiles(w, x, out[i].y, r0, r1, t0, t1);
+  });
 }
 
 void matmul(const PackedMatrix& w, const QuantizedActs& x, float* y, TaskPool& pool) {
-  const KernelTable& k = active_kernels();
-  const int tiles = w.n_tiles();
-  const int rows = x.rows;
-  // Each task covers a chunk of output tiles for a chunk of rows. Rows are
-  // chunked so that one weight tile is read once for many rows (batched
-  // decode / prefill), tiles so that every worker gets several tasks and the
-  // shared counter in the pool balances the tail.
-  const int row_chunk = rows <= 16 ? rows : 16;
-  const int row_tasks = (rows + row_chunk - 1) / row_chunk;
-  const int want_tasks = pool.size() * 8;
-  int tile_chunk = std::max(1, tiles * row_tasks / std::max(1, want_tasks));
-  tile_chunk = std::min(tile_chunk, tiles);
-  const int tile_tasks = (tiles + tile_chunk - 1) / tile_chunk;
-  pool.run(int64_t(tile_tasks) * row_tasks, [&](int64_t task, int) {
-    const int tt = int(task % tile_tasks), rt = int(task / tile_tasks);
-    const int t0 = tt * tile_chunk, t1 = std::min(tiles, t0 + tile_chunk);
-    const int r0 = rt * row_chunk, r1 = std::min(rows, r0 + row_chunk);
-    k.gemm_tiles(w, x, y, r0, r1, t0, t1);
-  });
+  matmul({MatmulOut{&w, y}}, x, pool);
 }
 
 void rmsnorm(const float* x, const float* weight, float* out, int n, float eps) {
@@ -66,26 +120,39 @@ void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int n_k
                    int64_t stride, float* out) {
   active_kernels().attention_f16(q, k, v, n_kv, head_dim, stride, out);
 }
+void f32_to_f16(const float* x, uint16_t* out, int n) { active_kernels().f32_to_f16(x, out, n); }
 
-// RoPE is cheap (a few hundred multiplies per token) and its angle schedule
-// must match llama.cpp's exactly, so it has a single portable implementation.
-void rope(float* x, int n_heads, int pos, const RopeParams& p) {
-  const float theta_scale = std::pow(p.theta_base, -2.0f / float(p.rope_dims));
+// RoPE is cheap once the angles are known, and its angle schedule must match
+// llama.cpp's exactly (theta *= theta_scale, libm cos/sin), so it has a single
+// portable implementation; the cos/sin of a position are computed once for
+// all heads of q and k.
+void rope(float* q, int n_q, float* k, int n_k, int pos, const RopeParams& p) {
+  constexpr int kMaxPairs = 256;
   const int half = p.rope_dims / 2;
-  for (int h = 0; h < n_heads; ++h) {
-    float* xh = x + h * p.head_dim;
-    float theta = float(pos);
-    for (int i = 0; i < half; ++i) {
-      const float th = p.freq_factors ? theta / p.freq_factors[i] : theta;
-      const float c = std::cos(th), s = std::sin(th);
-      const int a = p.neox ? i : 2 * i;
-      const int b = p.neox ? i + half : 2 * i + 1;
-      const float x0 = xh[a], x1 = xh[b];
-      xh[a] = x0 * c - x1 * s;
-      xh[b] = x0 * s + x1 * c;
-      theta *= theta_scale;
-    }
+  assert(half <= kMaxPairs);
+  float cs[kMaxPairs], sn[kMaxPairs];
+  const float theta_scale = std::pow(p.theta_base, -2.0f / float(p.rope_dims));
+  float theta = float(pos);
+  for (int i = 0; i < half; ++i) {
+    const float th = p.freq_factors ? theta / p.freq_factors[i] : theta;
+    cs[i] = std::cos(th);
+    sn[i] = std::sin(th);
+    theta *= theta_scale;
   }
+  auto rotate = [&](float* x, int n_heads) {
+    for (int h = 0; h < n_heads; ++h) {
+      float* xh = x + h * p.head_dim;
+      for (int i = 0; i < half; ++i) {
+        const int a = p.neox ? i : 2 * i;
+        const int b = p.neox ? i + half : 2 * i + 1;
+        const float x0 = xh[a], x1 = xh[b];
+        xh[a] = x0 * cs[i] - x1 * sn[i];
+        xh[b] = x0 * sn[i] + x1 * cs[i];
+      }
+    }
+  };
+  rotate(q, n_q);
+  if (k) rotate(k, n_k);
 }
 
 }  // namespace tern::kernels
@@ -93,5 +160,10 @@ void rope(float* x, int n_heads, int pos, const RopeParams& p) {
 #ifndef TERN_HAVE_AVX2
 namespace tern::kernels {
 const KernelTable* avx2_kernels() { return nullptr; }
+}  // namespace tern::kernels
+#endif
+#ifndef TERN_HAVE_AVXVNNI
+namespace tern::kernels {
+const KernelTable* avxvnni_kernels() { return nullptr; }
 }  // namespace tern::kernels
 #endif

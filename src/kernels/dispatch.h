@@ -21,13 +21,18 @@ struct KernelTable {
   void (*softmax)(float* x, int n);
   void (*attention_f16)(const float* q, const uint16_t* k, const uint16_t* v, int n_kv,
                         int head_dim, int64_t stride, float* out);
+  void (*f32_to_f16)(const float* x, uint16_t* out, int n);
 };
 
 const KernelTable& scalar_kernels();
-// Returns nullptr when the binary was built without the AVX2 file.
-const KernelTable* avx2_kernels();
+// Each returns nullptr when the binary was built without that ISA's file;
+// the caller checks the CPU supports it (see active_kernels()).
+const KernelTable* avx2_kernels();     // AVX2 + FMA + F16C
+const KernelTable* avxvnni_kernels();  // the AVX2 table with AVX-VNNI dot products
 
-// The table in use (chosen once from CPUID and TERN_KERNELS).
+// The table in use: the best one the CPU supports, chosen once from CPUID;
+// TERN_KERNELS=scalar|avx2|avxvnni asks for a specific one (falling back to
+// scalar when the CPU or the build lacks it).
 const KernelTable& active_kernels();
 
 }  // namespace tern::kernels

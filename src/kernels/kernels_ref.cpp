@@ -10,10 +10,10 @@
 namespace tern::kernels {
 namespace {
 
-inline float fp16_round(float x) { return fp16_to_f32(f32_to_fp16(x)); }
 
 // Per group of 32: d = amax/127, q = round_half_even(x * 127/amax),
-// d and s = d*sum(q) rounded to fp16 (as llama.cpp's Q8_1 activations).
+// d and s = d*sum(q) kept in f32 (llama.cpp rounds both to fp16; with Q4_1 the
+// min term m*s nearly cancels the scale term, so that rounding costs accuracy).
 void quantize_rows_ref(const float* x, int r0, int r1, int n, QuantizedActs& qa) {
   const int groups = n / kGroup;
   for (int r = r0; r < r1; ++r) {
@@ -30,12 +30,17 @@ void quantize_rows_ref(const float* x, int r0, int r1, int n, QuantizedActs& qa)
         q[j] = int8_t(v);
         sum += v;
       }
-      qa.d[size_t(r) * groups + g] = fp16_round(d);
-      qa.s[size_t(r) * groups + g] = fp16_round(d * float(sum));
+      qa.d[size_t(r) * groups + g] = d;
+      qa.s[size_t(r) * groups + g] = d * float(sum);
     }
   }
 }
 
+// Per output: acc = sum over groups g, in order, of
+//   fma(d_w*d_x, sumi, acc) then (int4) fma(m_w, s_x, acc)
+// with sumi the exact integer dot product of the group. The fast kernels keep
+// one output per SIMD lane and walk the groups in the same order with the same
+// fused multiply-adds, so their results are bit-identical to these.
 void gemm_tiles_ref(const PackedMatrix& w, const QuantizedActs& x, float* y, int r0, int r1,
                     int t0, int t1) {
   const int groups = w.n_groups();
@@ -53,15 +58,14 @@ void gemm_tiles_ref(const PackedMatrix& w, const QuantizedActs& x, float* y, int
           const int8_t* a = xq + g * kGroup;
           int sumi = 0;
           if (w.format == WeightFormat::Int4Asym) {
-            const auto* b = reinterpret_cast<const Int4Block*>(tile) + g;
-            for (int j = 0; j < 16; ++j) {
-              sumi += int(b->q[i][j] & 0xf) * a[j] + int(b->q[i][j] >> 4) * a[j + 16];
-            }
-            acc += (b->d[i] * xd[g]) * float(sumi) + b->m[i] * xs[g];
+            const auto& b = reinterpret_cast<const Int4Block*>(tile)[g];
+            for (int k = 0; k < kGroup; ++k) sumi += int4_code(b, i, k) * a[k];
+            acc = std::fma(fp16_to_f32(b.d[i]) * xd[g], float(sumi), acc);
+            acc = std::fma(fp16_to_f32(b.m[i]), xs[g], acc);
           } else {
-            const auto* b = reinterpret_cast<const Int8Block*>(tile) + g;
-            for (int j = 0; j < kGroup; ++j) sumi += int(b->q[i][j]) * a[j];
-            acc += (b->d[i] * xd[g]) * float(sumi);
+            const auto& b = reinterpret_cast<const Int8Block*>(tile)[g];
+            for (int k = 0; k < kGroup; ++k) sumi += int8_value(b, i, k) * a[k];
+            acc = std::fma(fp16_to_f32(b.d[i]) * xd[g], float(sumi), acc);
           }
         }
         y[size_t(r) * w.n_out + o] = acc;
@@ -114,11 +118,16 @@ void attention_f16_ref(const float* q, const uint16_t* k, const uint16_t* v, int
   for (int j = 0; j < head_dim; ++j) out[j] *= inv;
 }
 
+void f32_to_f16_ref(const float* x, uint16_t* out, int n) {
+  for (int i = 0; i < n; ++i) out[i] = f32_to_fp16(x[i]);
+}
+
 }  // namespace
 
 const KernelTable& scalar_kernels() {
-  static const KernelTable t{"scalar",        quantize_rows_ref, gemm_tiles_ref, rmsnorm_ref,
-                             swiglu_ref,      softmax_ref,       attention_f16_ref};
+  static const KernelTable t{"scalar",      quantize_rows_ref, gemm_tiles_ref,
+                             rmsnorm_ref,   swiglu_ref,        softmax_ref,
+                             attention_f16_ref, f32_to_f16_ref};
   return t;
 }
 

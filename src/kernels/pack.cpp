@@ -28,26 +28,34 @@ struct Q8_0Src {
 };
 static_assert(sizeof(Q4_1Src) == 20 && sizeof(Q4_0Src) == 18 && sizeof(Q8_0Src) == 34);
 
-// Quantize one group of 32 floats to int4 asymmetric (round to nearest).
-void quant_group_int4(const float* x, float& d, float& m, uint8_t* q) {
+// Quantize one group of 32 floats to int4 asymmetric (round to nearest). The
+// scale and minimum are rounded to fp16 first and the codes computed from the
+// rounded values, so the stored (d, m, q) reconstruct x as well as fp16 allows.
+void quant_group_int4(const float* x, uint16_t& d16, uint16_t& m16, int* q) {
   float lo = x[0], hi = x[0];
   for (int j = 1; j < kGroup; ++j) lo = std::min(lo, x[j]), hi = std::max(hi, x[j]);
-  d = (hi - lo) / 15.0f;
-  m = lo;
+  d16 = f32_to_fp16((hi - lo) / 15.0f);
+  m16 = f32_to_fp16(lo);
+  const float d = fp16_to_f32(d16), m = fp16_to_f32(m16);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  for (int j = 0; j < kGroup / 2; ++j) {
-    const int a = std::clamp(int(std::lround((x[j] - lo) * id)), 0, 15);
-    const int b = std::clamp(int(std::lround((x[j + 16] - lo) * id)), 0, 15);
-    q[j] = uint8_t(a | (b << 4));
-  }
+  for (int j = 0; j < kGroup; ++j) q[j] = std::clamp(int(std::lround((x[j] - m) * id)), 0, 15);
 }
 
-void quant_group_int8(const float* x, float& d, int8_t* q) {
+void quant_group_int8(const float* x, uint16_t& d16, int* q) {
   float amax = 0.0f;
   for (int j = 0; j < kGroup; ++j) amax = std::max(amax, std::fabs(x[j]));
-  d = amax / 127.0f;
+  d16 = f32_to_fp16(amax / 127.0f);
+  const float d = fp16_to_f32(d16);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  for (int j = 0; j < kGroup; ++j) q[j] = int8_t(std::clamp(std::lround(x[j] * id), -127L, 127L));
+  for (int j = 0; j < kGroup; ++j) q[j] = int(std::clamp(std::lround(x[j] * id), -127L, 127L));
+}
+
+// Store the 32 codes of row i of a block in the interleaved layout (packed.h).
+void put_int4_row(Int4Block& b, int i, const int* q) {
+  for (int k = 0; k < 16; ++k) b.q[k / 4][i][k % 4] = uint8_t(q[k] | (q[k + 16] << 4));
+}
+void put_int8_row(Int8Block& b, int i, const int* q) {
+  for (int k = 0; k < kGroup; ++k) b.q[k / 4][i][k % 4] = int8_t(q[k]);
 }
 
 }  // namespace
@@ -86,35 +94,40 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
                         (src_type == DType::Q4_1 || src_type == DType::Q4_0);
     const bool exact8 = fmt == WeightFormat::Int8Sym && src_type == DType::Q8_0;
     if (!exact4 && !exact8) dequantize_row(src_type, srow, row.data(), n_in);
+    int q[kGroup];
     for (int g = 0; g < groups; ++g) {
       if (fmt == WeightFormat::Int4Asym) {
-        auto* b = reinterpret_cast<Int4Block*>(tile) + g;
-        if (src_type == DType::Q4_1) {
-          Q4_1Src s;
-          std::memcpy(&s, srow + size_t(g) * sizeof(Q4_1Src), sizeof s);
-          b->d[i] = fp16_to_f32(s.d);
-          b->m[i] = fp16_to_f32(s.m);
-          std::memcpy(b->q[i], s.qs, 16);
-        } else if (src_type == DType::Q4_0) {
-          // d*(q-8) == d*q + (-8d): exact in f32.
-          Q4_0Src s;
-          std::memcpy(&s, srow + size_t(g) * sizeof(Q4_0Src), sizeof s);
-          b->d[i] = fp16_to_f32(s.d);
-          b->m[i] = -8.0f * b->d[i];
-          std::memcpy(b->q[i], s.qs, 16);
+        auto& b = reinterpret_cast<Int4Block*>(tile)[g];
+        if (exact4) {
+          // Q4_1 and Q4_0 share the nibble order (low = element j, high = j+16).
+          const uint8_t* sb = srow + size_t(g) * (src_type == DType::Q4_1 ? sizeof(Q4_1Src)
+                                                                            : sizeof(Q4_0Src));
+          uint16_t d16, m16;
+          std::memcpy(&d16, sb, 2);
+          if (src_type == DType::Q4_1) {
+            std::memcpy(&m16, sb + 2, 2);
+          } else {
+            m16 = f32_to_fp16(-8.0f * fp16_to_f32(d16));  // d*(q-8) == d*q + (-8d), exact
+          }
+          const uint8_t* qs = sb + (src_type == DType::Q4_1 ? 4 : 2);
+          for (int j = 0; j < 16; ++j) q[j] = qs[j] & 0xf, q[j + 16] = qs[j] >> 4;
+          b.d[i] = d16;
+          b.m[i] = m16;
         } else {
-          quant_group_int4(row.data() + g * kGroup, b->d[i], b->m[i], b->q[i]);
+          quant_group_int4(row.data() + g * kGroup, b.d[i], b.m[i], q);
         }
+        put_int4_row(b, i, q);
       } else {
-        auto* b = reinterpret_cast<Int8Block*>(tile) + g;
+        auto& b = reinterpret_cast<Int8Block*>(tile)[g];
         if (exact8) {
           Q8_0Src s;
           std::memcpy(&s, srow + size_t(g) * sizeof(Q8_0Src), sizeof s);
-          b->d[i] = fp16_to_f32(s.d);
-          std::memcpy(b->q[i], s.qs, 32);
+          b.d[i] = s.d;
+          for (int j = 0; j < kGroup; ++j) q[j] = s.qs[j];
         } else {
-          quant_group_int8(row.data() + g * kGroup, b->d[i], b->q[i]);
+          quant_group_int8(row.data() + g * kGroup, b.d[i], q);
         }
+        put_int8_row(b, i, q);
       }
     }
   }
@@ -127,14 +140,13 @@ void unpack_row(const PackedMatrix& w, int r, float* dst) {
   for (int g = 0; g < w.n_groups(); ++g) {
     float* out = dst + g * kGroup;
     if (w.format == WeightFormat::Int4Asym) {
-      const auto* b = reinterpret_cast<const Int4Block*>(tile) + g;
-      for (int j = 0; j < 16; ++j) {
-        out[j] = b->d[i] * float(b->q[i][j] & 0xf) + b->m[i];
-        out[j + 16] = b->d[i] * float(b->q[i][j] >> 4) + b->m[i];
-      }
+      const auto& b = reinterpret_cast<const Int4Block*>(tile)[g];
+      const float d = fp16_to_f32(b.d[i]), m = fp16_to_f32(b.m[i]);
+      for (int k = 0; k < kGroup; ++k) out[k] = d * float(int4_code(b, i, k)) + m;
     } else {
-      const auto* b = reinterpret_cast<const Int8Block*>(tile) + g;
-      for (int j = 0; j < kGroup; ++j) out[j] = b->d[i] * float(b->q[i][j]);
+      const auto& b = reinterpret_cast<const Int8Block*>(tile)[g];
+      const float d = fp16_to_f32(b.d[i]);
+      for (int k = 0; k < kGroup; ++k) out[k] = d * float(int8_value(b, i, k));
     }
   }
 }

@@ -13,6 +13,32 @@
 #include "tern/model/model.h"
 
 namespace tern {
+namespace {
+
+// fn(t) for every token t of the batch: on the pool when the batch is big
+// enough to pay for a dispatch (prefill), inline for decode-sized batches.
+template <typename F>
+void for_each_token(TaskPool& pool, int T, F&& fn) {
+  constexpr int kGrain = 16;
+  if (T < 2 * kGrain) {
+    for (int t = 0; t < T; ++t) fn(t);
+    return;
+  }
+  pool.parallel_for(T, kGrain, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) fn(int(t));
+  });
+}
+
+// x (T, d) += y (T, d)
+void add_rows(float* x, const float* y, int T, int d, TaskPool& pool) {
+  for_each_token(pool, T, [&](int t) {
+    float* xr = x + size_t(t) * d;
+    const float* yr = y + size_t(t) * d;
+    for (int i = 0; i < d; ++i) xr[i] += yr[i];
+  });
+}
+
+}  // namespace
 
 void Workspace::ensure(const ModelConfig& c, int tokens) {
   if (tokens <= capacity) return;
@@ -56,19 +82,17 @@ void Model::attention_block(int l, const Batch& batch, KvCache& kv, TaskPool& po
   Workspace& w = ws_;
 
   // xn = rmsnorm(x) * attn_norm; q, k, v = xn @ Wq, Wk, Wv
-  for (int t = 0; t < T; ++t) {
+  for_each_token(pool, T, [&](int t) {
     kernels::rmsnorm(w.x.data() + size_t(t) * d, L.attn_norm.data(), w.xn.data() + size_t(t) * d,
                      d, c.norm_eps);
-  }
-  kernels::quantize_activations(w.xn.data(), T, d, w.qa);
-  kernels::matmul(L.wq, w.qa, w.q.data(), pool);
-  kernels::matmul(L.wk, w.qa, w.k.data(), pool);
-  kernels::matmul(L.wv, w.qa, w.v.data(), pool);
+  });
+  kernels::quantize_activations(w.xn.data(), T, d, w.qa, pool);
+  kernels::matmul({{&L.wq, w.q.data()}, {&L.wk, w.k.data()}, {&L.wv, w.v.data()}}, w.qa, pool);
 
   const kernels::RopeParams rope{hd, c.rope_dims, c.rope_theta, c.rope_style == RopeStyle::NeoX,
                                  rope_freqs_.empty() ? nullptr : rope_freqs_.data()};
   const float q_scale = 1.0f / std::sqrt(float(hd));
-  for (int t = 0; t < T; ++t) {
+  for_each_token(pool, T, [&](int t) {
     float* qt = w.q.data() + size_t(t) * qd;
     float* kt = w.k.data() + size_t(t) * kvd;
     float* vt = w.v.data() + size_t(t) * kvd;
@@ -84,15 +108,15 @@ void Model::attention_block(int l, const Batch& batch, KvCache& kv, TaskPool& po
         kernels::rmsnorm(kt + h * hd, L.k_norm.data(), kt + h * hd, hd, c.norm_eps);
       }
     }
-    const int pos = w.tok_pos[size_t(t)];
-    kernels::rope(qt, c.n_heads, pos, rope);
-    kernels::rope(kt, c.n_kv_heads, pos, rope);
+    kernels::rope(qt, c.n_heads, kt, c.n_kv_heads, w.tok_pos[size_t(t)], rope);
     for (int i = 0; i < qd; ++i) qt[i] *= q_scale;  // Q pre-scaled by 1/sqrt(head_dim)
-    // Append this token's K and V (fp16) to its sequence's cache.
+  });
+  // Append each token's K and V (fp16) to its sequence's cache.
+  for (int t = 0; t < T; ++t) {
     const SeqId seq = batch.entries[size_t(w.tok_entry[size_t(t)])].seq;
-    uint16_t* kr = kv.k_row(seq, l, pos);
-    uint16_t* vr = kv.v_row(seq, l, pos);
-    for (int i = 0; i < kvd; ++i) kr[i] = f32_to_fp16(kt[i]), vr[i] = f32_to_fp16(vt[i]);
+    const int pos = w.tok_pos[size_t(t)];
+    kernels::f32_to_f16(w.k.data() + size_t(t) * kvd, kv.k_row(seq, l, pos), kvd);
+    kernels::f32_to_f16(w.v.data() + size_t(t) * kvd, kv.v_row(seq, l, pos), kvd);
   }
 
   // attn[t] = softmax(q_t . K[0..pos]) V[0..pos], per head; GQA maps query
@@ -109,9 +133,9 @@ void Model::attention_block(int l, const Batch& batch, KvCache& kv, TaskPool& po
   });
 
   // x += attn @ Wo
-  kernels::quantize_activations(w.attn.data(), T, qd, w.qa);
+  kernels::quantize_activations(w.attn.data(), T, qd, w.qa, pool);
   kernels::matmul(L.wo, w.qa, w.tmp.data(), pool);
-  for (size_t i = 0; i < size_t(T) * d; ++i) w.x[i] += w.tmp[i];
+  add_rows(w.x.data(), w.tmp.data(), T, d, pool);
 }
 
 void Model::ffn_block(int l, int T, TaskPool& pool) {
@@ -120,17 +144,19 @@ void Model::ffn_block(int l, int T, TaskPool& pool) {
   const int d = c.d_model, ff = c.d_ff;
   Workspace& w = ws_;
   // x += (silu(xn @ Wgate) * (xn @ Wup)) @ Wdown, xn = rmsnorm(x) * ffn_norm
-  for (int t = 0; t < T; ++t) {
+  for_each_token(pool, T, [&](int t) {
     kernels::rmsnorm(w.x.data() + size_t(t) * d, L.ffn_norm.data(), w.xn.data() + size_t(t) * d,
                      d, c.norm_eps);
-  }
-  kernels::quantize_activations(w.xn.data(), T, d, w.qa);
-  kernels::matmul(L.w_gate, w.qa, w.gate.data(), pool);
-  kernels::matmul(L.w_up, w.qa, w.up.data(), pool);
-  kernels::swiglu(w.gate.data(), w.up.data(), w.gate.data(), T * ff);
-  kernels::quantize_activations(w.gate.data(), T, ff, w.qa);
+  });
+  kernels::quantize_activations(w.xn.data(), T, d, w.qa, pool);
+  kernels::matmul({{&L.w_gate, w.gate.data()}, {&L.w_up, w.up.data()}}, w.qa, pool);
+  for_each_token(pool, T, [&](int t) {
+    const size_t o = size_t(t) * ff;
+    kernels::swiglu(w.gate.data() + o, w.up.data() + o, w.gate.data() + o, ff);
+  });
+  kernels::quantize_activations(w.gate.data(), T, ff, w.qa, pool);
   kernels::matmul(L.w_down, w.qa, w.tmp.data(), pool);
-  for (size_t i = 0; i < size_t(T) * d; ++i) w.x[i] += w.tmp[i];
+  add_rows(w.x.data(), w.tmp.data(), T, d, pool);
 }
 
 void Model::logits(const Batch& batch, StepOutput& out, TaskPool& pool) {
@@ -157,7 +183,7 @@ void Model::logits(const Batch& batch, StepOutput& out, TaskPool& pool) {
   }
   out.logits.resize(size_t(rows) * size_t(cfg_.n_vocab));
   if (rows == 0) return;
-  kernels::quantize_activations(w.xn.data(), rows, d, w.qa);
+  kernels::quantize_activations(w.xn.data(), rows, d, w.qa, pool);
   kernels::matmul(head_, w.qa, out.logits.data(), pool);
 }
 

@@ -22,7 +22,8 @@ constexpr std::array<uint16_t, 256> make_byte_to_cp() {
   std::array<uint16_t, 256> map{};
   uint16_t next = 256;
   for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+    const bool printable =
+        (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
     map[b] = printable ? static_cast<uint16_t>(b) : next++;
   }
   return map;
@@ -64,8 +65,8 @@ class WordMerger {
 
   void run(std::vector<int32_t>& out) {
     for (uint32_t off = 0; off < word_.size();) {
-      const auto n = static_cast<uint32_t>(
-          std::min<size_t>(unicode::utf8_len(static_cast<uint8_t>(word_[off])), word_.size() - off));
+      const auto n = static_cast<uint32_t>(std::min<size_t>(
+          unicode::utf8_len(static_cast<uint8_t>(word_[off])), word_.size() - off));
       const int idx = static_cast<int>(symbols_.size());
       symbols_.push_back({idx - 1, off + n == word_.size() ? -1 : idx + 1, off, n});
       off += n;

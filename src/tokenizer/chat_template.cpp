@@ -1,7 +1,6 @@
 // Chat template recognition and native formatting (see chat_template.h).
 #include "tern/tokenizer/chat_template.h"
 
-
 #include "tern/core/error.h"
 #include "tern/core/log.h"
 #include "tern/gguf/gguf_file.h"
@@ -9,9 +8,13 @@
 namespace tern {
 namespace {
 
-bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
+bool contains(std::string_view s, std::string_view what) {
+  return s.find(what) != std::string_view::npos;
+}
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 // Leading and trailing ASCII whitespace removed (Jinja's |trim on the texts that matter).
 std::string trim(std::string_view s) {
@@ -63,15 +66,20 @@ std::string find_default_system_prompt(std::string_view src) {
 }
 
 void check_role(const ChatMessage& m, std::string_view tmpl, bool allow_tool) {
-  if (m.role == "system" || m.role == "user" || m.role == "assistant" || (allow_tool && m.role == "tool")) return;
-  throw InvalidArgument("chat template '" + std::string(tmpl) + "': unsupported message role '" + m.role + "'");
+  if (m.role == "system" || m.role == "user" || m.role == "assistant" ||
+      (allow_tool && m.role == "tool"))
+    return;
+  throw InvalidArgument("chat template '" + std::string(tmpl) + "': unsupported message role '" +
+                        m.role + "'");
 }
 
 }  // namespace
 
 ChatTemplate ChatTemplate::from_string(std::string_view src) {
-  if (contains(src, "<|im_start|>")) return ChatTemplate(Kind::ChatML, find_default_system_prompt(src));
-  if (contains(src, "<|start_header_id|>") && contains(src, "<|end_header_id|>")) return ChatTemplate(Kind::Llama3, {});
+  if (contains(src, "<|im_start|>"))
+    return ChatTemplate(Kind::ChatML, find_default_system_prompt(src));
+  if (contains(src, "<|start_header_id|>") && contains(src, "<|end_header_id|>"))
+    return ChatTemplate(Kind::Llama3, {});
   if (contains(src, "<start_of_turn>")) return ChatTemplate(Kind::Gemma, {});
   if (contains(src, "[INST]")) return ChatTemplate(Kind::Llama2, {});
   if (src.empty()) {
@@ -92,26 +100,36 @@ ChatTemplate ChatTemplate::of_kind(Kind kind, std::string default_system_prompt)
 
 std::string_view ChatTemplate::name() const {
   switch (kind_) {
-    case Kind::ChatML: return "chatml";
-    case Kind::Llama3: return "llama3";
-    case Kind::Gemma: return "gemma";
-    case Kind::Llama2: return "llama2";
+    case Kind::ChatML:
+      return "chatml";
+    case Kind::Llama3:
+      return "llama3";
+    case Kind::Gemma:
+      return "gemma";
+    case Kind::Llama2:
+      return "llama2";
   }
   return "?";
 }
 
-std::string ChatTemplate::apply(std::span<const ChatMessage> msgs, bool add_generation_prompt) const {
+std::string ChatTemplate::apply(std::span<const ChatMessage> msgs,
+                                bool add_generation_prompt) const {
   switch (kind_) {
-    case Kind::ChatML: return apply_chatml(msgs, add_generation_prompt);
-    case Kind::Llama3: return apply_llama3(msgs, add_generation_prompt);
-    case Kind::Gemma: return apply_gemma(msgs, add_generation_prompt);
-    case Kind::Llama2: return apply_llama2(msgs, add_generation_prompt);
+    case Kind::ChatML:
+      return apply_chatml(msgs, add_generation_prompt);
+    case Kind::Llama3:
+      return apply_llama3(msgs, add_generation_prompt);
+    case Kind::Gemma:
+      return apply_gemma(msgs, add_generation_prompt);
+    case Kind::Llama2:
+      return apply_llama2(msgs, add_generation_prompt);
   }
   return {};
 }
 
 // Contents verbatim, as the ChatML templates write them.
-std::string ChatTemplate::apply_chatml(std::span<const ChatMessage> msgs, bool add_generation_prompt) const {
+std::string ChatTemplate::apply_chatml(std::span<const ChatMessage> msgs,
+                                       bool add_generation_prompt) const {
   std::string out;
   if (!msgs.empty() && msgs[0].role != "system" && !default_system_.empty()) {
     out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
@@ -125,18 +143,21 @@ std::string ChatTemplate::apply_chatml(std::span<const ChatMessage> msgs, bool a
 }
 
 // Contents trimmed, as Llama 3's template does (its leading bos_token is left to the tokenizer).
-std::string ChatTemplate::apply_llama3(std::span<const ChatMessage> msgs, bool add_generation_prompt) const {
+std::string ChatTemplate::apply_llama3(std::span<const ChatMessage> msgs,
+                                       bool add_generation_prompt) const {
   std::string out;
   for (const ChatMessage& m : msgs) {
     check_role(m, name(), /*allow_tool=*/true);
-    out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
+    out +=
+        "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
   }
   if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   return out;
 }
 
 // Gemma has no system role: system text goes in front of the next user turn.
-std::string ChatTemplate::apply_gemma(std::span<const ChatMessage> msgs, bool add_generation_prompt) const {
+std::string ChatTemplate::apply_gemma(std::span<const ChatMessage> msgs,
+                                      bool add_generation_prompt) const {
   std::string out;
   std::string system;
   for (const ChatMessage& m : msgs) {
@@ -159,7 +180,8 @@ std::string ChatTemplate::apply_gemma(std::span<const ChatMessage> msgs, bool ad
 
 // Llama 2 chat: the first system message is wrapped in <<SYS>> inside the first
 // user turn; every later user turn starts with <s> (the first BOS is the tokenizer's).
-std::string ChatTemplate::apply_llama2(std::span<const ChatMessage> msgs, bool add_generation_prompt) const {
+std::string ChatTemplate::apply_llama2(std::span<const ChatMessage> msgs,
+                                       bool add_generation_prompt) const {
   std::string out;
   std::string system;
   size_t first = 0;
@@ -176,7 +198,10 @@ std::string ChatTemplate::apply_llama2(std::span<const ChatMessage> msgs, bool a
     std::string content = m.content;
     if (i == first && !system.empty()) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
     if (m.role == "user") {
-      out.append(i == first ? "" : "<s>").append("[INST] ").append(trim(content)).append(" [/INST]");
+      out.append(i == first ? "" : "<s>")
+          .append("[INST] ")
+          .append(trim(content))
+          .append(" [/INST]");
     } else {
       out.append(" ").append(trim(content)).append(" </s>");
     }

@@ -29,7 +29,8 @@ constexpr uint16_t kLNW = unicode::kLetter | unicode::kNumber | unicode::kWhites
 // which mirrors the out-of-range handling of the reference scanners.
 class Scanner {
  public:
-  Scanner(const Cps& cps, Span span, Spans& out) : cps_(cps), end_(span.end), prev_(span.begin), out_(out) {}
+  Scanner(const Cps& cps, Span span, Spans& out)
+      : cps_(cps), end_(span.end), prev_(span.begin), out_(out) {}
 
   uint32_t cp(size_t pos) const { return pos < end_ ? cps_[pos] : 0xFFFFFFFFu; }
   uint16_t fl(size_t pos) const { return pos < end_ ? flags(cps_[pos]) : 0; }
@@ -49,7 +50,9 @@ class Scanner {
   Spans& out_;
 };
 
-uint32_t ascii_lower(uint32_t c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
+uint32_t ascii_lower(uint32_t c) {
+  return (c >= 'A' && c <= 'Z') ? c + 32 : c;
+}
 
 // 's|'t|'re|'ve|'m|'ll|'d at pos; returns the match length or 0.
 size_t contraction_len(const Scanner& s, size_t pos, bool ignore_case) {
@@ -120,7 +123,8 @@ void split_llama3(const Cps& cps, Span span, size_t max_digits, Spans& out) {
       continue;
     }
     // [^\r\n\p{L}\p{N}]?\p{L}+
-    if (!is_crlf(c) && !(f & unicode::kNumber) && ((f & unicode::kLetter) || (s.fl(pos + 1) & unicode::kLetter))) {
+    if (!is_crlf(c) && !(f & unicode::kNumber) &&
+        ((f & unicode::kLetter) || (s.fl(pos + 1) & unicode::kLetter))) {
       ++pos;
       while (s.fl(pos) & unicode::kLetter) ++pos;
       s.cut(pos);
@@ -215,7 +219,14 @@ void split_ascii_triples(const Cps& cps, Span span, Spans& out) {
 
 bool is_default_punct(uint32_t c) {
   switch (c) {
-    case '$': case '+': case '<': case '=': case '>': case '^': case '~': case '|':
+    case '$':
+    case '+':
+    case '<':
+    case '=':
+    case '>':
+    case '^':
+    case '~':
+    case '|':
       return true;
     default:
       return flags(c) & unicode::kPunctuation;
@@ -238,7 +249,8 @@ Spans split_spans(PreTokenizerKind kind, const Cps& cps) {
     case PreTokenizerKind::kQwen2:
       return refine(spans, [&](Span sp, Spans& out) { split_llama3(cps, sp, 1, out); });
     case PreTokenizerKind::kDefault:
-      spans = refine(spans, [&](Span sp, Spans& out) { split_runs(cps, sp, is_default_punct, out); });
+      spans =
+          refine(spans, [&](Span sp, Spans& out) { split_runs(cps, sp, is_default_punct, out); });
       spans = refine(spans, gpt2);
       spans = refine(spans, [&](Span sp, Spans& out) { split_runs(cps, sp, is_num, out); });
       return refine(spans, [&](Span sp, Spans& out) { split_ascii_triples(cps, sp, out); });
@@ -258,6 +270,7 @@ constexpr PreTokenizerKind kL = PreTokenizerKind::kLlama3;
 constexpr PreTokenizerKind kQ = PreTokenizerKind::kQwen2;
 
 // {name, {kind, clean_spaces, ignore_merges, add_bos}} as in llama.cpp's vocab loader.
+// clang-format off
 constexpr std::array<NamedConfig, 25> kNamedConfigs = {{
     {"default", {kD, true, false, false}},
     {"gpt-2", {kG, true, false, false}},
@@ -285,6 +298,7 @@ constexpr std::array<NamedConfig, 25> kNamedConfigs = {{
     {"stablelm2", {kQ, true, false, false}},
     {"hunyuan", {kQ, false, false, false}},
 }};
+// clang-format on
 
 }  // namespace
 
@@ -297,11 +311,16 @@ std::optional<PreTokenizerConfig> pre_tokenizer_by_name(std::string_view name) {
 
 std::string_view pre_tokenizer_name(PreTokenizerKind kind) {
   switch (kind) {
-    case PreTokenizerKind::kDefault: return "default";
-    case PreTokenizerKind::kGpt2: return "gpt2";
-    case PreTokenizerKind::kSmolLM: return "smollm";
-    case PreTokenizerKind::kLlama3: return "llama3";
-    case PreTokenizerKind::kQwen2: return "qwen2";
+    case PreTokenizerKind::kDefault:
+      return "default";
+    case PreTokenizerKind::kGpt2:
+      return "gpt2";
+    case PreTokenizerKind::kSmolLM:
+      return "smollm";
+    case PreTokenizerKind::kLlama3:
+      return "llama3";
+    case PreTokenizerKind::kQwen2:
+      return "qwen2";
   }
   return "?";
 }

@@ -28,7 +28,8 @@ struct Bigram {
 
 struct BigramOrder {
   bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.score < b.score || (a.score == b.score && a.left > b.left);  // max score, then leftmost
+    return a.score < b.score ||
+           (a.score == b.score && a.left > b.left);  // max score, then leftmost
   }
 };
 

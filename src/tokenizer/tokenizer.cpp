@@ -109,13 +109,15 @@ void clean_spaces(std::string& s) {
 
 }  // namespace
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos, bool parse_special) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
+                                       bool parse_special) const {
   const Vocab& v = *vocab_;
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_bos && v.add_bos) out.push_back(v.bos);
   const std::vector<Fragment> frags = partition(v, text, parse_special);
-  bool prev_special = true;  // SentencePiece: a space prefix starts the text and follows special tokens
+  bool prev_special =
+      true;  // SentencePiece: a space prefix starts the text and follows special tokens
   for (const Fragment& f : frags) {
     if (f.token >= 0) {
       out.push_back(f.token);
@@ -157,14 +159,28 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool render_special)
   return out;
 }
 
-int32_t Tokenizer::n_vocab() const { return vocab_->n_tokens(); }
-int32_t Tokenizer::bos() const { return vocab_->bos; }
-int32_t Tokenizer::eos() const { return vocab_->eos; }
-int32_t Tokenizer::eot() const { return vocab_->eot; }
-int32_t Tokenizer::unk() const { return vocab_->unk; }
-bool Tokenizer::add_bos_default() const { return vocab_->add_bos; }
+int32_t Tokenizer::n_vocab() const {
+  return vocab_->n_tokens();
+}
+int32_t Tokenizer::bos() const {
+  return vocab_->bos;
+}
+int32_t Tokenizer::eos() const {
+  return vocab_->eos;
+}
+int32_t Tokenizer::eot() const {
+  return vocab_->eot;
+}
+int32_t Tokenizer::unk() const {
+  return vocab_->unk;
+}
+bool Tokenizer::add_bos_default() const {
+  return vocab_->add_bos;
+}
 
-bool Tokenizer::is_eog(int32_t id) const { return vocab_->valid(id) && vocab_->eog[id]; }
+bool Tokenizer::is_eog(int32_t id) const {
+  return vocab_->valid(id) && vocab_->eog[id];
+}
 
 std::vector<int32_t> Tokenizer::eog_ids() const {
   std::vector<int32_t> ids;
@@ -204,7 +220,11 @@ const std::string& Tokenizer::token_text(int32_t id) const {
   return vocab_->text[id];
 }
 
-std::string_view Tokenizer::model() const { return vocab_->model; }
-std::string_view Tokenizer::pre_tokenizer() const { return vocab_->pre_name; }
+std::string_view Tokenizer::model() const {
+  return vocab_->model;
+}
+std::string_view Tokenizer::pre_tokenizer() const {
+  return vocab_->pre_name;
+}
 
 }  // namespace tern

@@ -12,9 +12,9 @@ uint16_t lookup_table(uint32_t cp) {
   const auto* begin = detail::kCodepointRanges;
   const auto* end = begin + detail::kCodepointRangeCount;
   // Last range whose first codepoint is <= cp.
-  const auto* it = std::upper_bound(begin, end, cp, [](uint32_t value, const detail::CodepointRange& r) {
-    return value < r.first;
-  });
+  const auto* it = std::upper_bound(
+      begin, end, cp,
+      [](uint32_t value, const detail::CodepointRange& r) { return value < r.first; });
   return it == begin ? static_cast<uint16_t>(kUndefined) : (it - 1)->flags;
 }
 
@@ -35,7 +35,9 @@ uint16_t flags(uint32_t cp) {
   return lookup_table(cp);
 }
 
-const char* table_version() { return detail::kUnicodeVersion; }
+const char* table_version() {
+  return detail::kUnicodeVersion;
+}
 
 size_t utf8_len(uint8_t lead) {
   static constexpr size_t kLen[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
@@ -60,8 +62,8 @@ std::vector<uint32_t> decode_utf8_lenient(std::string_view s) {
       out.push_back(((b & 0x0Fu) << 12) | ((byte(i + 1) & 0x3Fu) << 6) | (byte(i + 2) & 0x3Fu));
       i += 3;
     } else if ((b & 0xF8) == 0xF0 && cont(i + 1) && cont(i + 2) && cont(i + 3)) {
-      out.push_back(((b & 0x07u) << 18) | ((byte(i + 1) & 0x3Fu) << 12) | ((byte(i + 2) & 0x3Fu) << 6) |
-                    (byte(i + 3) & 0x3Fu));
+      out.push_back(((b & 0x07u) << 18) | ((byte(i + 1) & 0x3Fu) << 12) |
+                    ((byte(i + 2) & 0x3Fu) << 6) | (byte(i + 3) & 0x3Fu));
       i += 4;
     } else {
       out.push_back(kReplacementChar);

@@ -40,9 +40,9 @@ struct Vocab {
   std::string pre_name;  // tokenizer.ggml.pre as given ("" for llama)
   PreTokenizerConfig pre;
 
-  std::vector<std::string> text;  // id -> vocabulary spelling
-  std::vector<float> score;       // id -> score (SPM merge priority)
-  std::vector<uint16_t> attr;     // id -> TokenAttr bits
+  std::vector<std::string> text;   // id -> vocabulary spelling
+  std::vector<float> score;        // id -> score (SPM merge priority)
+  std::vector<uint16_t> attr;      // id -> TokenAttr bits
   std::vector<std::string> piece;  // id -> bytes it stands for (control tokens: their text)
   StringMap<int32_t> text_to_id;
   StringMap<int32_t> merge_rank;  // "left right" -> rank (BPE)

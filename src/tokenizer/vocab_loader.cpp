@@ -17,13 +17,20 @@ namespace {
 
 uint16_t attr_from_type(int32_t type) {
   switch (static_cast<TokenType>(type)) {
-    case TokenType::kNormal: return kAttrNormal;
-    case TokenType::kUnknown: return kAttrUnknown;
-    case TokenType::kControl: return kAttrControl;
-    case TokenType::kUserDefined: return kAttrUserDefined;
-    case TokenType::kUnused: return kAttrUnused;
-    case TokenType::kByte: return kAttrByte;
-    default: return kAttrUndefined;
+    case TokenType::kNormal:
+      return kAttrNormal;
+    case TokenType::kUnknown:
+      return kAttrUnknown;
+    case TokenType::kControl:
+      return kAttrControl;
+    case TokenType::kUserDefined:
+      return kAttrUserDefined;
+    case TokenType::kUnused:
+      return kAttrUnused;
+    case TokenType::kByte:
+      return kAttrByte;
+    default:
+      return kAttrUndefined;
   }
 }
 
@@ -31,18 +38,37 @@ uint16_t attr_from_type(int32_t type) {
 // The first spelling present in the vocabulary wins (llama.cpp takes whichever
 // its hash map yields first; a fixed priority keeps tern deterministic).
 constexpr std::array<std::string_view, 11> kEotSpellings = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "[EOT]", "<｜end▁of▁sentence｜>", "<end_of_utterance>"};
-constexpr std::array<std::string_view, 5> kFimPadSpellings = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
-                                                              "[PAD]"};
-constexpr std::array<std::string_view, 5> kFimRepSpellings = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
-                                                              "<REPO>", "<reponame>"};
+    "<|eot_id|>",        "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
+    "<|end_of_text|>",   "<EOT>",      "_<EOT>",  "[EOT]",         "<｜end▁of▁sentence｜>",
+    "<end_of_utterance>"};
+constexpr std::array<std::string_view, 5> kFimPadSpellings = {"<|fim_pad|>", "<fim-pad>",
+                                                              "<fim_pad>", "<PAD>", "[PAD]"};
+constexpr std::array<std::string_view, 5> kFimRepSpellings = {"<|fim_repo|>", "<|repo_name|>",
+                                                              "<fim-repo>", "<REPO>", "<reponame>"};
 constexpr std::array<std::string_view, 1> kFimSepSpellings = {"<|file_sep|>"};
 // Every token spelled like this ends generation.
-constexpr std::array<std::string_view, 22> kEogSpellings = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
-    "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>",
-    "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~["};
+constexpr std::array<std::string_view, 22> kEogSpellings = {"<|eot_id|>",
+                                                            "<|im_end|>",
+                                                            "<|end|>",
+                                                            "<|return|>",
+                                                            "<|call|>",
+                                                            "<|flush|>",
+                                                            "<|calls|>",
+                                                            "<end_of_turn>",
+                                                            "<|endoftext|>",
+                                                            "</s>",
+                                                            "<|eom_id|>",
+                                                            "<EOT>",
+                                                            "_<EOT>",
+                                                            "[EOT]",
+                                                            "[EOS]",
+                                                            "<|end_of_text|>",
+                                                            "<end_of_utterance>",
+                                                            "<eos>",
+                                                            "<turn|>",
+                                                            "<|tool_response>",
+                                                            "<｜end▁of▁sentence｜>",
+                                                            "[e~["};
 
 template <size_t N>
 int32_t find_first(const Vocab& v, const std::array<std::string_view, N>& spellings) {
@@ -54,8 +80,9 @@ int32_t find_first(const Vocab& v, const std::array<std::string_view, N>& spelli
 
 void make_control(Vocab& v, int32_t id) {
   if (id < 0 || (v.attr[id] & kAttrControl)) return;
-  log::get("tokenizer")->warn("control-looking token {} '{}' was not control-type; treating it as control", id,
-                              v.text[id]);
+  log::get("tokenizer")
+      ->warn("control-looking token {} '{}' was not control-type; treating it as control", id,
+             v.text[id]);
   v.attr[id] |= kAttrControl;
 }
 
@@ -95,7 +122,8 @@ void detect_special_tokens(Vocab& v) {
   };
   const int32_t end_id = v.find("<|end|>");
   if (end_id >= 0 && v.eog[end_id] &&
-      ((eog_has("<|return|>") && eog_has("<|call|>")) || (eog_has("<|calls|>") && eog_has("<|flush|>")))) {
+      ((eog_has("<|return|>") && eog_has("<|call|>")) ||
+       (eog_has("<|calls|>") && eog_has("<|flush|>")))) {
     v.eog[end_id] = false;
     v.attr[end_id] = kAttrUserDefined;
   }
@@ -131,13 +159,15 @@ std::string render_piece(const Vocab& v, int32_t id) {
   return {};
 }
 
-void set_id(int32_t& slot, const std::optional<int32_t>& given, const Vocab& v, std::string_view what) {
+void set_id(int32_t& slot, const std::optional<int32_t>& given, const Vocab& v,
+            std::string_view what) {
   if (!given) return;
   if (v.valid(*given)) {
     slot = *given;
   } else {
-    log::get("tokenizer")->warn("tokenizer.ggml.{}_token_id = {} is out of range (vocabulary of {}); ignoring it",
-                                what, *given, v.n_tokens());
+    log::get("tokenizer")
+        ->warn("tokenizer.ggml.{}_token_id = {} is out of range (vocabulary of {}); ignoring it",
+               what, *given, v.n_tokens());
   }
 }
 
@@ -150,23 +180,26 @@ void load_tokens(Vocab& v, const VocabSpec& spec, const std::string& where) {
                       " entries for " + std::to_string(n) + " tokens");
   }
   if (!spec.token_types.empty() && spec.token_types.size() < n) {
-    throw FormatError(where + "tokenizer.ggml.token_type has " + std::to_string(spec.token_types.size()) +
-                      " entries for " + std::to_string(n) + " tokens");
+    throw FormatError(where + "tokenizer.ggml.token_type has " +
+                      std::to_string(spec.token_types.size()) + " entries for " +
+                      std::to_string(n) + " tokens");
   }
   v.text.resize(n);
   v.score.resize(n);
   v.attr.resize(n);
   v.text_to_id.reserve(n);
   for (size_t i = 0; i < n; ++i) {
-    std::string word = spec.tokens[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : spec.tokens[i];
+    std::string word =
+        spec.tokens[i].empty() ? "[EMPTY_" + std::to_string(i) + "]" : spec.tokens[i];
     const auto [it, inserted] = v.text_to_id.emplace(word, static_cast<int32_t>(i));
     if (!inserted) {
-      throw FormatError(where + "duplicate token '" + word + "' (ids " + std::to_string(it->second) + " and " +
-                        std::to_string(i) + ")");
+      throw FormatError(where + "duplicate token '" + word + "' (ids " +
+                        std::to_string(it->second) + " and " + std::to_string(i) + ")");
     }
     v.text[i] = std::move(word);
     v.score[i] = spec.scores.empty() ? 0.0f : spec.scores[i];
-    v.attr[i] = spec.token_types.empty() ? static_cast<uint16_t>(kAttrNormal) : attr_from_type(spec.token_types[i]);
+    v.attr[i] = spec.token_types.empty() ? static_cast<uint16_t>(kAttrNormal)
+                                         : attr_from_type(spec.token_types[i]);
   }
 }
 
@@ -175,7 +208,7 @@ void load_merges(Vocab& v, const VocabSpec& spec) {
   for (size_t i = 0; i < spec.merges.size(); ++i) {
     const std::string& m = spec.merges[i];
     const size_t sp = m.find(' ', 1);
-    if (sp == std::string::npos) continue;  // malformed: can never match a pair
+    if (sp == std::string::npos) continue;             // malformed: can never match a pair
     v.merge_rank.emplace(m, static_cast<int32_t>(i));  // first rank of a repeated merge wins
   }
 }
@@ -189,14 +222,17 @@ std::shared_ptr<const Vocab> build_vocab(const VocabSpec& spec, std::string_view
   if (spec.model == "gpt2") {
     v->type = Vocab::Type::kBpe;
     if (spec.pre.empty()) {
-      log::get("tokenizer")->warn("{}no tokenizer.ggml.pre; using the 'default' pre-tokenizer (quality may suffer)",
-                                  where);
+      log::get("tokenizer")
+          ->warn("{}no tokenizer.ggml.pre; using the 'default' pre-tokenizer (quality may suffer)",
+                 where);
       v->pre_name = "default";
     } else {
       v->pre_name = spec.pre;
     }
     const auto pre = pre_tokenizer_by_name(v->pre_name);
-    if (!pre) throw FormatError(where + "unsupported pre-tokenizer tokenizer.ggml.pre = '" + v->pre_name + "'");
+    if (!pre)
+      throw FormatError(where + "unsupported pre-tokenizer tokenizer.ggml.pre = '" + v->pre_name +
+                        "'");
     v->pre = *pre;
     v->add_bos = pre->add_bos;
     v->bos = 11;  // llama.cpp's defaults for gpt2 vocabularies, normally overridden below
@@ -231,13 +267,16 @@ std::shared_ptr<const Vocab> build_vocab(const VocabSpec& spec, std::string_view
   set_id(v->pad, spec.pad, *v, "padding");
   if (spec.add_bos) v->add_bos = *spec.add_bos;
   if (spec.add_eos) v->add_eos = *spec.add_eos;
-  if (v->add_bos && v->bos < 0) throw FormatError(where + "add_bos_token is true but there is no BOS token");
-  if (v->add_eos && v->eos < 0) throw FormatError(where + "add_eos_token is true but there is no EOS token");
+  if (v->add_bos && v->bos < 0)
+    throw FormatError(where + "add_bos_token is true but there is no BOS token");
+  if (v->add_eos && v->eos < 0)
+    throw FormatError(where + "add_eos_token is true but there is no EOS token");
 
   detect_special_tokens(*v);
 
   for (int32_t id = 0; id < v->n_tokens(); ++id) {
-    if (v->attr[id] & (kAttrControl | kAttrUserDefined | kAttrUnknown)) v->special_tokens.push_back(id);
+    if (v->attr[id] & (kAttrControl | kAttrUserDefined | kAttrUnknown))
+      v->special_tokens.push_back(id);
   }
   std::stable_sort(v->special_tokens.begin(), v->special_tokens.end(),
                    [&](int32_t a, int32_t b) { return v->text[a].size() > v->text[b].size(); });
@@ -269,9 +308,11 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
   const std::string k = "tokenizer.ggml.";
   VocabSpec spec;
   spec.model = f.get_string_or(k + "model", "");
-  if (spec.model.empty()) throw FormatError(f.path() + ": no tokenizer (tokenizer.ggml.model is missing)");
+  if (spec.model.empty())
+    throw FormatError(f.path() + ": no tokenizer (tokenizer.ggml.model is missing)");
   spec.pre = f.get_string_or(k + "pre", "");
-  if (!f.has(k + "tokens")) throw FormatError(f.path() + ": no vocabulary (tokenizer.ggml.tokens is missing)");
+  if (!f.has(k + "tokens"))
+    throw FormatError(f.path() + ": no vocabulary (tokenizer.ggml.tokens is missing)");
   spec.tokens = f.get_string_array(k + "tokens");
   if (f.has(k + "scores")) {
     const gguf::ValueType elem = f.value(k + "scores").elem_type;
@@ -283,7 +324,8 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
   }
   if (f.has(k + "token_type")) spec.token_types = f.get_i32_array(k + "token_type");
   if (spec.model == "gpt2") {
-    if (!f.has(k + "merges")) throw FormatError(f.path() + ": BPE vocabulary without tokenizer.ggml.merges");
+    if (!f.has(k + "merges"))
+      throw FormatError(f.path() + ": BPE vocabulary without tokenizer.ggml.merges");
     spec.merges = f.get_string_array(k + "merges");
   }
   spec.bos = read_id(f, k + "bos_token_id");

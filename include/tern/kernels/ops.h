@@ -4,6 +4,7 @@
 // implementation available on this CPU at start-up (TERN_KERNELS=scalar
 // forces the reference path); kernels_ref.cpp is the oracle for all of them.
 #include <cstdint>
+#include <initializer_list>
 
 #include "tern/kernels/packed.h"
 
@@ -13,19 +14,30 @@ class TaskPool;
 
 namespace tern::kernels {
 
-// x (rows, n) -> qa: int8 per group of 32, with scales.
-void quantize_activations(const float* x, int rows, int n, QuantizedActs& qa);
+// x (rows, n) -> qa: int8 per group of 32, with scales. Rows are split over
+// the pool when there are many of them.
+void quantize_activations(const float* x, int rows, int n, QuantizedActs& qa, TaskPool& pool);
 
 // Y (rows, n_out) = X (rows, n_in) @ W^T, with X already quantized.
 // Splits work over output tiles (and rows) on the pool.
 void matmul(const PackedMatrix& w, const QuantizedActs& x, float* y, TaskPool& pool);
 
+// Several weights applied to the same input in one dispatch (q/k/v, gate/up):
+// y_i (rows, w_i.n_out) = X @ W_i^T for every output. Saves a join per weight
+// and lets small matrices (k, v) share the pool's tail with big ones.
+struct MatmulOut {
+  const PackedMatrix* w;
+  float* y;
+};
+void matmul(std::initializer_list<MatmulOut> outs, const QuantizedActs& x, TaskPool& pool);
+
 // out (n) = x (n) / rms(x) * weight (n); sum of squares accumulated in double.
 void rmsnorm(const float* x, const float* weight, float* out, int n, float eps);
 
-// In place on one token: x holds n_heads heads of head_dim; rotates the first
-// rope_dims of each head by angle pos * theta_scale^i (freq_factors may be null).
-// neox: pairs (i, i + rope_dims/2); otherwise adjacent pairs (2i, 2i+1).
+// In place on one token: q holds n_q heads and k n_k heads of head_dim; rotates
+// the first rope_dims of each head by angle pos * theta_scale^i (freq_factors
+// may be null), the angles computed once for all heads. neox: pairs
+// (i, i + rope_dims/2); otherwise adjacent pairs (2i, 2i+1). k may be null.
 struct RopeParams {
   int head_dim = 0;
   int rope_dims = 0;
@@ -33,7 +45,7 @@ struct RopeParams {
   bool neox = false;
   const float* freq_factors = nullptr;  // (rope_dims/2) divisors, Llama-3 scaling
 };
-void rope(float* x, int n_heads, int pos, const RopeParams& p);
+void rope(float* q, int n_q, float* k, int n_k, int pos, const RopeParams& p);
 
 // out (n) = silu(gate (n)) * up (n)
 void swiglu(const float* gate, const float* up, float* out, int n);
@@ -48,7 +60,10 @@ void softmax(float* x, int n);
 void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int n_kv, int head_dim,
                    int64_t stride, float* out);
 
-// Name of the active implementation ("avx2", "scalar").
+// out (n) = fp16(x (n)), round to nearest even (appending K and V to the cache).
+void f32_to_f16(const float* x, uint16_t* out, int n);
+
+// Name of the active implementation ("avxvnni", "avx2", "scalar").
 const char* kernel_isa();
 
 }  // namespace tern::kernels

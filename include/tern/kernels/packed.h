@@ -5,19 +5,41 @@
 // the fly (see quantize_activations), so the hot loops are integer dot products.
 //
 // Layout (shared by the scalar reference and the fast kernels):
-//   rows are grouped into tiles of kTileRows output channels. Within a tile,
-//   for each group g along the reduction axis, the tile stores a Block:
-//     Int4Asym: d[kTileRows] (f32 scale), m[kTileRows] (f32 minimum),
-//               q[kTileRows][16] (two 4-bit codes a byte: low nibble = element j,
-//               high nibble = element j+16 of the group; value = d*q + m)
-//     Int8Sym:  d[kTileRows] (f32 scale), q[kTileRows][32] (value = d*q)
-//   Tiles are stored one after the other: (n_out/kTileRows, n_in/32, Block).
-//   The last tile is padded with zero rows when n_out is not a multiple of kTileRows.
+//   output channels are grouped into tiles of kTileRows = 8 rows. A tile stores,
+//   for each group g of 32 inputs, one Block; tiles follow one another:
+//   (n_out/8 tiles, n_in/32 groups, Block). The last tile is padded with zero
+//   rows when n_out is not a multiple of 8.
 //
-// Why: a decode GEMV streams one tile's block (kTileRows rows x 32 inputs) with
-// unit stride, so each cache line fetched is fully used, and the micro-kernel
-// keeps kTileRows accumulators in registers while the 32 activation bytes of
-// the group are loaded once and broadcast against all rows of the tile.
+//   Int4Block (160 bytes, the same 5 bits a weight as GGUF Q4_1):
+//     d[8], m[8]  fp16 scale and minimum of each row: w = d*q + m
+//     q[4][8][4]  q[c][i][j]: low nibble = element 4c+j of row i,
+//                             high nibble = element 16+4c+j of row i
+//   Int8Block (272 bytes):
+//     d[8]        fp16 scale of each row: w = d*q
+//     q[8][8][4]  q[c][i][j] = element 4c+j of row i
+//
+// Why this interleave: the x86 integer dot products (vpmaddubsw + vpmaddwd on
+// AVX2, vpdpbusd on AVX-VNNI) reduce 4 adjacent bytes into one 32-bit lane. With
+// 4 bytes of each of the 8 rows side by side, one 32-byte load holds 4 inputs of
+// all 8 rows, the 4 matching activation bytes are a single broadcast, and the 8
+// lanes of the int32 result are the 8 rows of the tile -- no horizontal sums and
+// no shuffles anywhere in the inner loop, and the fp16 row scales d[8] / m[8]
+// convert (vcvtph2ps) straight into the 8 lanes they scale.
+//
+// Micro-kernel (AVX2, 16 ymm registers; see gemm_x86.inl): R = 4 activation rows
+// x 8 output channels (one tile). Per group it unpacks one 32-byte chunk at a
+// time (2 registers: low and high nibbles) and feeds it to all 4 rows, whose
+// int16 partial sums (4 registers) and fp32 accumulators (4 registers) stay in
+// registers, with d, m and 2 temporaries: 14 registers. Each weight byte is
+// loaded once per 4 rows; a batch of B rows reads each tile from L1 B/4 times
+// and from memory once per task. R = 1 is the decode GEMV: memory bound, the
+// whole tile (160 bytes for 256 weights) streams with unit stride.
+//
+// fp16 scales keep the bytes a weight at Q4_1's 0.625 (int4) and Q8_0's 1.0625
+// (int8): decode reads every weight once per token, so bytes are time. The
+// conversions Q4_1 -> Int4Asym, Q4_0 -> Int4Asym (m = -8d, exact in fp16) and
+// Q8_0 -> Int8Sym are lossless; every other source is dequantized and
+// requantized (lossy).
 #include <cstddef>
 #include <cstdint>
 
@@ -32,14 +54,23 @@ constexpr int kTileRows = 8;   // output channels per tile
 enum class WeightFormat : uint8_t { Int4Asym, Int8Sym };
 
 struct Int4Block {
-  float d[kTileRows];
-  float m[kTileRows];
-  uint8_t q[kTileRows][kGroup / 2];
+  uint16_t d[kTileRows];  // fp16
+  uint16_t m[kTileRows];  // fp16
+  uint8_t q[4][kTileRows][4];
 };
 struct Int8Block {
-  float d[kTileRows];
-  int8_t q[kTileRows][kGroup];
+  uint16_t d[kTileRows];  // fp16
+  int8_t q[8][kTileRows][4];
 };
+static_assert(sizeof(Int4Block) == 160 && sizeof(Int8Block) == 272);
+
+// The 4-bit code of element k (0..31) of row i in an Int4Block.
+inline int int4_code(const Int4Block& b, int i, int k) {
+  const uint8_t byte = b.q[(k % 16) / 4][i][k % 4];
+  return k < 16 ? (byte & 0xf) : (byte >> 4);
+}
+// The int8 value of element k (0..31) of row i in an Int8Block.
+inline int int8_value(const Int8Block& b, int i, int k) { return b.q[k / 4][i][k % 4]; }
 
 // A repacked (n_out, n_in) weight matrix: y = W x computes n_out outputs from n_in inputs.
 struct PackedMatrix {
@@ -62,8 +93,8 @@ struct PackedMatrix {
 WeightFormat default_format_for(DType src);
 
 // Repack a GGUF tensor with rows of n_in elements (src: n_out rows of
-// dtype_row_bytes(src_type, n_in) bytes). Q4_1 -> Int4Asym and Q8_0 -> Int8Sym
-// are exact; other conversions dequantize and requantize (lossy).
+// dtype_row_bytes(src_type, n_in) bytes). Q4_1 / Q4_0 -> Int4Asym and
+// Q8_0 -> Int8Sym are exact; other conversions dequantize and requantize (lossy).
 PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, WeightFormat fmt);
 
 // Read back row r as floats (n_in values): the exact values the kernels use.
@@ -71,7 +102,8 @@ void unpack_row(const PackedMatrix& w, int r, float* dst);
 
 // Activations quantized per row, per group of 32: x ~= d * q. For Int4Asym
 // weights the kernels also need s = d * sum(q) per group (the minimum's term).
-// Scales are rounded to fp16 precision, as llama.cpp does for its Q8 activations.
+// Scales stay f32 (llama.cpp rounds them to fp16, which loses accuracy to the
+// cancellation between the Int4Asym minimum term and the scale term).
 struct QuantizedActs {
   int rows = 0;
   int n_in = 0;

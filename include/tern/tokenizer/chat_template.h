@@ -10,7 +10,8 @@
 //   Llama3  "<|start_header_id|>" <|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>
 //   Gemma   "<start_of_turn>"     <start_of_turn>{user|model}\n{content}<end_of_turn>\n, the
 //                                  system prompt folded into the first user turn
-//   Llama2  "[INST]"              [INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s><s>[INST] ...
+//   Llama2  "[INST]"              [INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant}
+//   </s><s>[INST] ...
 //
 // A missing or unrecognised template falls back to ChatML (with a warning).
 // The output never starts with a BOS token: encode it with
@@ -53,7 +54,8 @@ class ChatTemplate {
   std::string default_system_prompt() const { return default_system_; }
 
  private:
-  ChatTemplate(Kind kind, std::string default_system) : kind_(kind), default_system_(std::move(default_system)) {}
+  ChatTemplate(Kind kind, std::string default_system)
+      : kind_(kind), default_system_(std::move(default_system)) {}
   std::string apply_chatml(std::span<const ChatMessage> msgs, bool add_generation_prompt) const;
   std::string apply_llama3(std::span<const ChatMessage> msgs, bool add_generation_prompt) const;
   std::string apply_gemma(std::span<const ChatMessage> msgs, bool add_generation_prompt) const;

@@ -26,7 +26,7 @@ struct PreTokenizerConfig {
   PreTokenizerKind kind = PreTokenizerKind::kDefault;
   bool clean_spaces = true;    // detokenize removes " ." " ," " 's" ... (llama.cpp clean_spaces)
   bool ignore_merges = false;  // a word that is already a token skips BPE merges
-  bool add_bos = false;        // default for add_bos before tokenizer.ggml.add_bos_token overrides it
+  bool add_bos = false;  // default for add_bos before tokenizer.ggml.add_bos_token overrides it
 };
 
 // Looks up a `tokenizer.ggml.pre` name; nullopt when tern does not know it.

@@ -42,7 +42,13 @@ struct VocabSpec {
 
 // GGUF token types (tokenizer.ggml.token_type).
 enum class TokenType : int32_t {
-  kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
 };
 
 class Tokenizer {
@@ -76,13 +82,16 @@ class Tokenizer {
   int32_t eos() const;  // -1 if none
   int32_t eot() const;  // -1 if none
   int32_t unk() const;  // -1 if none
-  bool is_eog(int32_t id) const;  // ends generation: eos, eot, <|im_end|>, <|endoftext|>, <end_of_turn>, ...
+  bool is_eog(int32_t id)
+      const;  // ends generation: eos, eot, <|im_end|>, <|endoftext|>, <end_of_turn>, ...
   std::vector<int32_t> eog_ids() const;  // sorted
-  bool add_bos_default() const;  // tokenizer.ggml.add_bos_token (or the model/pre-tokenizer default)
+  bool add_bos_default()
+      const;  // tokenizer.ggml.add_bos_token (or the model/pre-tokenizer default)
   bool is_control(int32_t id) const;
-  TokenType token_type(int32_t id) const;   // kUndefined for out-of-range ids
+  TokenType token_type(int32_t id) const;                        // kUndefined for out-of-range ids
   std::optional<int32_t> token_id(std::string_view text) const;  // exact vocabulary lookup
-  const std::string& token_text(int32_t id) const;  // the vocabulary spelling; throws InvalidArgument if out of range
+  const std::string& token_text(
+      int32_t id) const;  // the vocabulary spelling; throws InvalidArgument if out of range
 
   std::string_view model() const;          // "gpt2" or "llama"
   std::string_view pre_tokenizer() const;  // e.g. "smollm"; "" for "llama"

@@ -28,9 +28,15 @@ inline constexpr uint32_t kReplacementChar = 0xFFFD;
 
 // Flags of cp; codepoints past U+10FFFF are kUndefined.
 uint16_t flags(uint32_t cp);
-inline bool is_letter(uint32_t cp) { return flags(cp) & kLetter; }
-inline bool is_number(uint32_t cp) { return flags(cp) & kNumber; }
-inline bool is_whitespace(uint32_t cp) { return flags(cp) & kWhitespace; }
+inline bool is_letter(uint32_t cp) {
+  return flags(cp) & kLetter;
+}
+inline bool is_number(uint32_t cp) {
+  return flags(cp) & kNumber;
+}
+inline bool is_whitespace(uint32_t cp) {
+  return flags(cp) & kWhitespace;
+}
 
 // The Unicode version the category table was generated from, e.g. "15.1.0".
 const char* table_version();

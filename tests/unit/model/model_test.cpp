@@ -162,6 +162,7 @@ TEST_P(ModelArch, MatchesNaiveFp32Forward) {
     norm += double(want[i]) * want[i];
     err += double(got[i] - want[i]) * (got[i] - want[i]);
   }
+  std::printf("relative L2 error %.5f\n", std::sqrt(err / norm));
   EXPECT_LT(std::sqrt(err / norm), 0.03) << "relative L2 error of logits";
   const auto argmax = [](const std::vector<float>& v) {
     return std::max_element(v.begin(), v.end()) - v.begin();

@@ -22,11 +22,14 @@ using Msgs = std::vector<ChatMessage>;
 // SmolLM2-135M-Instruct's tokenizer.chat_template, verbatim.
 const std::string kSmolLM2Template =
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
-    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+    "Face<|im_end|>\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + "
+    "'\n'}}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
 
-const std::string kSmolSystem = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+const std::string kSmolSystem =
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
 
 const json& chat_golden() {
   static const json j = [] {
@@ -44,17 +47,22 @@ TEST(ChatTemplate, SmolLM2InjectsItsDefaultSystemPrompt) {
   EXPECT_EQ(t.default_system_prompt(), kSmolSystem);
   const Msgs user_only = {{"user", "Hello!"}};
   EXPECT_EQ(t.apply(user_only, true),
-            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+            "Face<|im_end|>\n"
             "<|im_start|>user\nHello!<|im_end|>\n"
             "<|im_start|>assistant\n");
   EXPECT_EQ(t.apply(user_only, false),
-            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+            "Face<|im_end|>\n"
             "<|im_start|>user\nHello!<|im_end|>\n");
 }
 
 TEST(ChatTemplate, SmolLM2KeepsTheCallersSystemPrompt) {
   const ChatTemplate t = ChatTemplate::from_string(kSmolLM2Template);
-  const Msgs conv = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", " two  spaces \n"}};
+  const Msgs conv = {{"system", "Be brief."},
+                     {"user", "Hi"},
+                     {"assistant", "Hello."},
+                     {"user", " two  spaces \n"}};
   EXPECT_EQ(t.apply(conv, true),
             "<|im_start|>system\nBe brief.<|im_end|>\n"
             "<|im_start|>user\nHi<|im_end|>\n"
@@ -71,31 +79,40 @@ TEST(ChatTemplate, MatchesJinjaRenderingOfRealTemplates) {
   size_t checked = 0;
   for (const json& c : golden.at("cases")) {
     const std::string name = c.at("template").get<std::string>();
-    const ChatTemplate t = ChatTemplate::from_string(golden.at("templates").at(name).get<std::string>());
+    const ChatTemplate t =
+        ChatTemplate::from_string(golden.at("templates").at(name).get<std::string>());
     Msgs msgs;
     for (const json& m : c.at("messages")) msgs.push_back({m.at("role"), m.at("content")});
-    EXPECT_EQ(t.apply(msgs, c.at("add_generation_prompt").get<bool>()), c.at("expected").get<std::string>())
+    EXPECT_EQ(t.apply(msgs, c.at("add_generation_prompt").get<bool>()),
+              c.at("expected").get<std::string>())
         << name << " / " << c.at("conversation");
     ++checked;
   }
   EXPECT_GE(checked, 30u);
-  EXPECT_EQ(ChatTemplate::from_string(golden.at("templates").at("smollm2").get<std::string>()).default_system_prompt(),
+  EXPECT_EQ(ChatTemplate::from_string(golden.at("templates").at("smollm2").get<std::string>())
+                .default_system_prompt(),
             kSmolSystem);
-  EXPECT_EQ(ChatTemplate::from_string(golden.at("templates").at("qwen2").get<std::string>()).default_system_prompt(),
+  EXPECT_EQ(ChatTemplate::from_string(golden.at("templates").at("qwen2").get<std::string>())
+                .default_system_prompt(),
             "You are a helpful assistant.");
 }
 
 TEST(ChatTemplate, RecognisesFamilies) {
   const json& templates = chat_golden().at("templates");
-  EXPECT_EQ(ChatTemplate::from_string(templates.at("llama3").get<std::string>()).kind(), ChatTemplate::Kind::Llama3);
-  EXPECT_EQ(ChatTemplate::from_string(templates.at("gemma").get<std::string>()).kind(), ChatTemplate::Kind::Gemma);
-  EXPECT_EQ(ChatTemplate::from_string(templates.at("llama2").get<std::string>()).kind(), ChatTemplate::Kind::Llama2);
-  EXPECT_EQ(ChatTemplate::from_string(templates.at("qwen2").get<std::string>()).kind(), ChatTemplate::Kind::ChatML);
+  EXPECT_EQ(ChatTemplate::from_string(templates.at("llama3").get<std::string>()).kind(),
+            ChatTemplate::Kind::Llama3);
+  EXPECT_EQ(ChatTemplate::from_string(templates.at("gemma").get<std::string>()).kind(),
+            ChatTemplate::Kind::Gemma);
+  EXPECT_EQ(ChatTemplate::from_string(templates.at("llama2").get<std::string>()).kind(),
+            ChatTemplate::Kind::Llama2);
+  EXPECT_EQ(ChatTemplate::from_string(templates.at("qwen2").get<std::string>()).kind(),
+            ChatTemplate::Kind::ChatML);
   EXPECT_EQ(ChatTemplate::from_string(templates.at("llama3").get<std::string>()).name(), "llama3");
   EXPECT_EQ(ChatTemplate::from_string(templates.at("gemma").get<std::string>()).name(), "gemma");
   EXPECT_EQ(ChatTemplate::from_string(templates.at("llama2").get<std::string>()).name(), "llama2");
   // A ChatML template that only copies the caller's system message injects nothing.
-  EXPECT_EQ(ChatTemplate::from_string("{{'<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>'}}")
+  EXPECT_EQ(ChatTemplate::from_string(
+                "{{'<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>'}}")
                 .default_system_prompt(),
             "");
 }
@@ -111,7 +128,8 @@ TEST(ChatTemplate, Llama3TrimsContent) {
 
 TEST(ChatTemplate, GemmaMapsAssistantToModelAndFoldsSystem) {
   const ChatTemplate t = ChatTemplate::of_kind(ChatTemplate::Kind::Gemma);
-  const Msgs conv = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}};
+  const Msgs conv = {
+      {"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}};
   EXPECT_EQ(t.apply(conv, true),
             "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
             "<start_of_turn>model\nHello.<end_of_turn>\n"
@@ -125,15 +143,16 @@ TEST(ChatTemplate, GemmaMapsAssistantToModelAndFoldsSystem) {
 TEST(ChatTemplate, Llama2WrapsSystemInFirstTurn) {
   const ChatTemplate t = ChatTemplate::of_kind(ChatTemplate::Kind::Llama2);
   const Msgs conv = {{"system", "Sys"}, {"user", "Hi"}, {"assistant", "Yo"}, {"user", "Again"}};
-  EXPECT_EQ(t.apply(conv, true), "[INST] <<SYS>>\nSys\n<</SYS>>\n\nHi [/INST] Yo </s><s>[INST] Again [/INST]");
+  EXPECT_EQ(t.apply(conv, true),
+            "[INST] <<SYS>>\nSys\n<</SYS>>\n\nHi [/INST] Yo </s><s>[INST] Again [/INST]");
   const Msgs late_system = {{"user", "Hi"}, {"system", "Sys"}};
   EXPECT_THROW(t.apply(late_system, true), InvalidArgument);
 }
 
 TEST(ChatTemplate, RejectsUnknownRoles) {
   const Msgs bad = {{"wizard", "abracadabra"}};
-  for (auto kind : {ChatTemplate::Kind::ChatML, ChatTemplate::Kind::Llama3, ChatTemplate::Kind::Gemma,
-                    ChatTemplate::Kind::Llama2}) {
+  for (auto kind : {ChatTemplate::Kind::ChatML, ChatTemplate::Kind::Llama3,
+                    ChatTemplate::Kind::Gemma, ChatTemplate::Kind::Llama2}) {
     EXPECT_THROW(ChatTemplate::of_kind(kind).apply(bad, true), InvalidArgument);
   }
   const Msgs tool = {{"tool", "42"}};
@@ -145,13 +164,15 @@ TEST(ChatTemplate, UnknownTemplateFallsBackToChatMLWithWarning) {
   auto logger = log::get("tokenizer");
   auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(8);
   logger->sinks().push_back(sink);
-  const ChatTemplate t = ChatTemplate::from_string("{% for m in messages %}{{ m.content }}{% endfor %}");
+  const ChatTemplate t =
+      ChatTemplate::from_string("{% for m in messages %}{{ m.content }}{% endfor %}");
   const ChatTemplate missing = ChatTemplate::from_string("");
   logger->sinks().pop_back();
 
   EXPECT_EQ(t.kind(), ChatTemplate::Kind::ChatML);
   EXPECT_EQ(t.default_system_prompt(), "");
-  EXPECT_EQ(t.apply(Msgs{{"user", "hi"}}, true), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(t.apply(Msgs{{"user", "hi"}}, true),
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(missing.kind(), ChatTemplate::Kind::ChatML);
   const auto lines = sink->last_formatted();
   ASSERT_EQ(lines.size(), 2u);

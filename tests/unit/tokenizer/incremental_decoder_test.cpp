@@ -27,10 +27,13 @@ Tokenizer byte_vocab() {
   return Tokenizer::from_spec(s);
 }
 
-int32_t byte_id(int b) { return 3 + b; }
+int32_t byte_id(int b) {
+  return 3 + b;
+}
 
 // Feeds ids one at a time; checks every piece is valid UTF-8 and returns them.
-std::vector<std::string> stream(const Tokenizer& tok, const std::vector<int32_t>& ids, bool render_special = false) {
+std::vector<std::string> stream(const Tokenizer& tok, const std::vector<int32_t>& ids,
+                                bool render_special = false) {
   IncrementalDecoder dec(tok, render_special);
   std::vector<std::string> pieces;
   for (int32_t id : ids) {
@@ -92,8 +95,14 @@ TEST(IncrementalDecoder, DefaultModelStreamsEmojiAndCjk) {
   if (!test::file_exists(model)) GTEST_SKIP() << "default model not found: " << model;
   const Tokenizer tok = Tokenizer::from_gguf(gguf::GgufFile::open(model));
   const std::vector<std::string> texts = {
-      "Family: 👨‍👩‍👧‍👦 done", "Flags: 🇺🇸 🇫🇷 🏳️‍🌈", "你好，世界！我爱自然语言处理。", "こんにちは世界",
-      "👍🏻👍🏼👍🏽👍🏾👍🏿", "café naïve e\u0301", "नमस्ते दुनिया", "mixed 中文 and 😀 text",
+      "Family: 👨‍👩‍👧‍👦 done",
+      "Flags: 🇺🇸 🇫🇷 🏳️‍🌈",
+      "你好，世界！我爱自然语言处理。",
+      "こんにちは世界",
+      "👍🏻👍🏼👍🏽👍🏾👍🏿",
+      "café naïve e\u0301",
+      "नमस्ते दुनिया",
+      "mixed 中文 and 😀 text",
   };
   size_t held_back = 0;
   for (const std::string& text : texts) {

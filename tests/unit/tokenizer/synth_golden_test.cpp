@@ -33,7 +33,8 @@ std::string field_bytes(const json& c, const std::string& name) {
   if (c.contains(name)) return c.at(name).get<std::string>();
   const std::string hex = c.at(name + "_hex").get<std::string>();
   std::string out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2) out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  for (size_t i = 0; i + 1 < hex.size(); i += 2)
+    out.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
   return out;
 }
 
@@ -77,7 +78,8 @@ TEST(SynthGolden, SentencePieceMatchesLlamaCpp) {
   for (const json& c : synth().at("spm").at("cases")) {
     const Tokenizer& tok = c.at("add_space_prefix").get<bool>() ? with_prefix : without_prefix;
     const std::string text = c.at("text").get<std::string>();
-    const auto ids = tok.encode(text, c.at("add_bos").get<bool>(), c.at("parse_special").get<bool>());
+    const auto ids =
+        tok.encode(text, c.at("add_bos").get<bool>(), c.at("parse_special").get<bool>());
     EXPECT_EQ(ids, c.at("ids").get<std::vector<int32_t>>()) << c.dump();
     EXPECT_EQ(tok.decode(ids), field_bytes(c, "detok")) << c.dump();
     EXPECT_EQ(tok.decode(ids, true), field_bytes(c, "detok_special")) << c.dump();

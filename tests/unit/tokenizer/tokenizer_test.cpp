@@ -5,17 +5,20 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <random>
 
 #include "tern/core/error.h"
 #include "tern/gguf/gguf_file.h"
 #include "tern/gguf/gguf_writer.h"
+#include "tern/tokenizer/unicode.h"
 
 namespace tern {
 namespace {
 
 // GPT-2's printable spelling of a byte (bytes_to_unicode).
 std::string byte_char(int b) {
-  const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+  const bool printable =
+      (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
   int cp = b;
   if (!printable) {
     int n = 0;
@@ -89,7 +92,8 @@ std::vector<std::string> spellings(const Tokenizer& tok, const std::vector<int32
 using Strings = std::vector<std::string>;
 
 TEST(BpeTokenizer, MergesWholeWords) {
-  const auto v = base_vocab({"h e", "l l", "he ll", "hell o", "Ġ w", "o r", "Ġw or", "Ġwor l", "Ġworl d"});
+  const auto v =
+      base_vocab({"h e", "l l", "he ll", "hell o", "Ġ w", "o r", "Ġw or", "Ġwor l", "Ġworl d"});
   const Tokenizer tok = make_bpe(v);
   const auto ids = tok.encode("hello world", false, false);
   EXPECT_EQ(spellings(tok, ids), (Strings{"hello", "Ġworld"}));
@@ -155,7 +159,11 @@ TEST(BpeTokenizer, NonAsciiBytesUseByteLevelSpelling) {
 
 TEST(BpeTokenizer, InvalidUtf8BecomesReplacementCharacter) {
   const Tokenizer tok = make_bpe(base_vocab({}));
-  EXPECT_EQ(tok.decode(tok.encode("a\xFF" "b", false, false)), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(tok.decode(tok.encode("a\xFF"
+                                  "b",
+                                  false, false)),
+            "a\xEF\xBF\xBD"
+            "b");
 }
 
 TEST(BpeTokenizer, Llama3IgnoresMergesForWholeWordTokens) {
@@ -164,7 +172,8 @@ TEST(BpeTokenizer, Llama3IgnoresMergesForWholeWordTokens) {
   EXPECT_EQ(make_bpe(v, "gpt2").encode("a foo", false, false).size(), 5u);
   const Tokenizer llama3 = make_bpe(v, "llama-bpe");
   EXPECT_EQ(spellings(llama3, llama3.encode("a foo", false, false)), (Strings{"a", "Ġfoo"}));
-  EXPECT_TRUE(llama3.add_bos_default());  // llama3 vocabularies add BOS unless the metadata says otherwise
+  EXPECT_TRUE(
+      llama3.add_bos_default());  // llama3 vocabularies add BOS unless the metadata says otherwise
 }
 
 TEST(BpeTokenizer, AddsBosAndEosWhenTheVocabularyAsks) {
@@ -221,6 +230,40 @@ TEST(BpeTokenizer, MissingPreTokenizerUsesDefault) {
   const Tokenizer tok = Tokenizer::from_gguf(gguf::GgufFile::from_memory(bytes, "x.gguf"));
   EXPECT_EQ(tok.pre_tokenizer(), "default");
   EXPECT_EQ(tok.decode(tok.encode("it's 12345", false, false)), "it's 12345");
+}
+
+TEST(BpeTokenizer, RandomBytesRoundTripForEveryPreTokenizer) {
+  const auto v = base_vocab({"h e", "l l", "Ġ Ġ", "1 2", "he ll"});
+  std::mt19937 rng(7);
+  const std::vector<std::string> pieces = {"hello", " ",        "  ",    "\n", "\t", "12",
+                                           "'s",    "<tool>",   "<ctl>", "é",  "😀",  "中",
+                                           "\xFF",  "\xE2\x82", "\x80",  "!",  "Ġ"};
+  for (const std::string pre : {"default", "gpt2", "smollm", "llama-bpe", "qwen2"}) {
+    const Tokenizer tok = make_bpe(v, pre);
+    for (int round = 0; round < 200; ++round) {
+      std::string text;
+      const int n = static_cast<int>(rng() % 24);
+      for (int i = 0; i < n; ++i) {
+        text += (rng() % 4 == 0) ? std::string(1, static_cast<char>(rng() % 256))
+                                 : pieces[rng() % pieces.size()];
+      }
+      std::string repaired;
+      for (uint32_t cp : unicode::decode_utf8_lenient(text)) unicode::append_utf8(repaired, cp);
+      // Control tokens are not parsed, user-defined ones are and render back as themselves.
+      // (Pieces are joined directly: decode() of some of these vocabularies removes spaces.)
+      const auto join = [&](const std::vector<int32_t>& ids, bool render) {
+        std::string s;
+        for (int32_t id : ids) s += tok.token_to_piece(id, render);
+        return s;
+      };
+      EXPECT_EQ(join(tok.encode(text, false, false), false), repaired) << pre;
+      EXPECT_EQ(join(tok.encode(text, false, true), true), repaired) << pre;
+      if (!tok.encode(text, false, false).empty() && (pre == "smollm" || pre == "qwen2")) {
+        EXPECT_EQ(tok.decode(tok.encode(text, false, false)), repaired)
+            << pre;  // no clean-up for these
+      }
+    }
+  }
 }
 
 // --- errors ---
@@ -304,7 +347,13 @@ TEST(TokenizerErrors, OutOfRangeSpecialIdsAreIgnored) {
 TEST(SpmTokenizer, UnknownCharacterWithoutByteTokensIsUnk) {
   VocabSpec s;
   s.model = "llama";
-  s.tokens = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "\xE2\x96\x81" "a"};
+  s.tokens = {"<unk>",
+              "<s>",
+              "</s>",
+              "\xE2\x96\x81",
+              "a",
+              "\xE2\x96\x81"
+              "a"};
   s.token_types = {2, 3, 3, 1, 1, 1};
   s.scores = {0, 0, 0, -1, -1, -0.5f};
   const Tokenizer tok = Tokenizer::from_spec(s);

@@ -15,7 +15,7 @@ TEST(Unicode, CategoriesOfKnownCodepoints) {
   EXPECT_EQ(flags(' '), kSeparator | kWhitespace);
   EXPECT_EQ(flags('\n'), kControl | kWhitespace);
   EXPECT_EQ(flags(0x00), kControl);
-  EXPECT_EQ(flags(0x1C), kControl);  // a C0 control that is not White_Space
+  EXPECT_EQ(flags(0x1C), kControl);                    // a C0 control that is not White_Space
   EXPECT_EQ(flags(0x00A0), kSeparator | kWhitespace);  // no-break space
   EXPECT_EQ(flags(0x0085), kControl | kWhitespace);    // next line
   EXPECT_EQ(flags(0x3000), kSeparator | kWhitespace);  // ideographic space
@@ -67,9 +67,9 @@ TEST(Unicode, StrictStepClassifiesSequences) {
   EXPECT_EQ(step("\xF0\x9F\x98").len, 3u);
   EXPECT_EQ(step("\xE2").kind, K::kTruncated);
   EXPECT_EQ(step("\x80").kind, K::kInvalid);
-  EXPECT_EQ(step("\xC0\x80").kind, K::kInvalid);       // overlong
-  EXPECT_EQ(step("\xE0\x80\x80").kind, K::kInvalid);   // overlong
-  EXPECT_EQ(step("\xED\xA0\x80").kind, K::kInvalid);   // surrogate
+  EXPECT_EQ(step("\xC0\x80").kind, K::kInvalid);          // overlong
+  EXPECT_EQ(step("\xE0\x80\x80").kind, K::kInvalid);      // overlong
+  EXPECT_EQ(step("\xED\xA0\x80").kind, K::kInvalid);      // surrogate
   EXPECT_EQ(step("\xF4\x90\x80\x80").kind, K::kInvalid);  // > U+10FFFF
   EXPECT_EQ(step("\xF5").kind, K::kInvalid);
   const Utf8Step broken = step("\xE2\x82x");  // lead + continuation, then a non-continuation
@@ -83,7 +83,10 @@ TEST(Unicode, SanitizeAndValidate) {
   EXPECT_FALSE(is_valid_utf8("\xF0\x9F\x98"));
   EXPECT_FALSE(is_valid_utf8("\xFF"));
   EXPECT_EQ(sanitize_utf8("ok"), "ok");
-  EXPECT_EQ(sanitize_utf8("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(sanitize_utf8("a\xFF"
+                          "b"),
+            "a\xEF\xBF\xBD"
+            "b");
   EXPECT_EQ(sanitize_utf8("a\xE2\x82"), "a\xEF\xBF\xBD");
   EXPECT_EQ(sanitize_utf8("\xE2\x82x"), "\xEF\xBF\xBDx");
   EXPECT_TRUE(is_valid_utf8(sanitize_utf8("\x80\xC3\xF0\x9F\x98\x80\xED\xA0\x80")));

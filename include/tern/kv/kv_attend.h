@@ -1,0 +1,50 @@
+#pragma once
+// Attention kernels that read KV blocks in place (no gather-copy).
+//
+// A kernel streams the first n_tok tokens of one block of one kv head into
+// the online-softmax state (m, l, acc) of one query row:
+//   for each token t:  s_t = q . k_t            (q pre-scaled by 1/sqrt(head_dim))
+//   m' = max(m, s_t...), acc = acc * e^(m - m') + sum_t e^(s_t - m') v_t,
+//   l = l * e^(m - m') + sum_t e^(s_t - m')
+// and attend_finish() turns the state into out = acc / l. Start a row with
+// m = -inf, l = 0, acc = 0. Softmax is always fp32.
+//
+// The scalar kernels are the oracle: the F16 one performs exactly the
+// operations of kernels::attention_f16's reference, token by token, so a
+// paged f16 cache gives bit-identical results to the contiguous one. The AVX2
+// kernels update the state once per block (scores, block max, one rescale).
+#include <limits>
+
+#include "tern/kv/kv_layout.h"
+
+namespace tern::kv {
+
+// q (head_dim), acc (head_dim), hb: one head of one layer slice of a block.
+using AttendBlockFn = void (*)(const KvLayout& L, const HeadBlock& hb, int n_tok, const float* q,
+                               float* m, float* l, float* acc);
+
+struct AttendKernels {
+  const char* isa;
+  AttendBlockFn block[kNumKvTypes];  // indexed by KvType
+  AttendBlockFn for_type(KvType t) const { return block[int(t)]; }
+};
+
+const AttendKernels& scalar_attend_kernels();
+// Null when not compiled in or when the CPU lacks AVX2, FMA or F16C.
+const AttendKernels* avx2_attend_kernels();
+// Chosen once from CPUID; TERN_KERNELS=scalar forces the scalar kernels.
+const AttendKernels& active_attend_kernels();
+
+inline void attend_start(int head_dim, float* m, float* l, float* acc) {
+  *m = -std::numeric_limits<float>::infinity();
+  *l = 0.0f;
+  for (int j = 0; j < head_dim; ++j) acc[j] = 0.0f;
+}
+
+// out (head_dim) = acc / l (zeros when nothing was attended).
+inline void attend_finish(int head_dim, float l, const float* acc, float* out) {
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  for (int j = 0; j < head_dim; ++j) out[j] = acc[j] * inv;
+}
+
+}  // namespace tern::kv

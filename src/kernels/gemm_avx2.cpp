@@ -1,0 +1,38 @@
+// The AVX2 kernel table: matrix products with vpmaddubsw + vpmaddwd.
+//
+// int4 x int8: vpmaddubsw(w (0..15, unsigned), a (signed)) adds pairs into
+// int16 lanes; each pair is at most 2*15*127 = 3810, so the 8 products of a
+// group (4 chunks x low/high nibbles) add up in int16 without overflow
+// (8*3810 = 30480) and one vpmaddwd with ones widens them to int32 per group.
+// int8 x int8: vpmaddubsw needs one unsigned operand, so |w| and sign(a, w);
+// a pair reaches 2*128*127 = 32512, so every product is widened at once.
+#include "dispatch.h"
+#include "gemm_x86.inl"
+#include "ops_avx2.h"
+
+namespace tern::kernels {
+namespace {
+
+struct Avx2Dot {
+  using Acc4 = __m256i;  // int16 lanes
+  static __m256i zero4() { return _mm256_setzero_si256(); }
+  static __m256i dot_u4(__m256i acc, __m256i w, __m256i a) {
+    return _mm256_add_epi16(acc, _mm256_maddubs_epi16(w, a));
+  }
+  static __m256i finish4(__m256i acc) { return _mm256_madd_epi16(acc, _mm256_set1_epi16(1)); }
+  static __m256i dot_s8(__m256i acc, __m256i wabs, __m256i w, __m256i a) {
+    const __m256i p = _mm256_maddubs_epi16(wabs, _mm256_sign_epi8(a, w));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+  }
+};
+
+}  // namespace
+
+const KernelTable* avx2_kernels() {
+  static const KernelTable t{"avx2",        avx2::quantize_rows,  x86::gemm_tiles<Avx2Dot>,
+                             avx2::rmsnorm, avx2::swiglu,         avx2::softmax,
+                             avx2::attention_f16, avx2::f32_to_f16};
+  return &t;
+}
+
+}  // namespace tern::kernels

@@ -1,0 +1,33 @@
+// The AVX-VNNI kernel table: the AVX2 table with vpdpbusd dot products, which
+// add 4-byte u8 x s8 products straight into int32 lanes (no int16 step, no
+// saturation). Compiled with -mavxvnni on top of the AVX2 flags; chosen at run
+// time only when CPUID reports AVX-VNNI (Alder Lake, Sapphire Rapids, Zen 5).
+#include "dispatch.h"
+#include "gemm_x86.inl"
+#include "ops_avx2.h"
+
+namespace tern::kernels {
+namespace {
+
+struct VnniDot {
+  using Acc4 = __m256i;  // int32 lanes
+  static __m256i zero4() { return _mm256_setzero_si256(); }
+  static __m256i dot_u4(__m256i acc, __m256i w, __m256i a) {
+    return _mm256_dpbusd_avx_epi32(acc, w, a);
+  }
+  static __m256i finish4(__m256i acc) { return acc; }
+  static __m256i dot_s8(__m256i acc, __m256i wabs, __m256i w, __m256i a) {
+    return _mm256_dpbusd_avx_epi32(acc, wabs, _mm256_sign_epi8(a, w));
+  }
+};
+
+}  // namespace
+
+const KernelTable* avxvnni_kernels() {
+  static const KernelTable t{"avxvnni",     avx2::quantize_rows,  x86::gemm_tiles<VnniDot>,
+                             avx2::rmsnorm, avx2::swiglu,         avx2::softmax,
+                             avx2::attention_f16, avx2::f32_to_f16};
+  return &t;
+}
+
+}  // namespace tern::kernels

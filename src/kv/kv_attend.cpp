@@ -1,0 +1,112 @@
+// Scalar block-attention kernels (the oracle) and the dispatch point.
+#include "tern/kv/kv_attend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
+#include "tern/core/cpu.h"
+#include "tern/core/half.h"
+#include "tern/core/log.h"
+
+namespace tern::kv {
+namespace {
+
+inline float load_f16(const uint8_t* p, int j) {
+  uint16_t h;
+  std::memcpy(&h, p + 2 * j, 2);
+  return fp16_to_f32(h);
+}
+
+// s = q . k_t for each key type. Quantized keys: the scale multiplies the
+// integer dot product once.
+template <KvType T>
+float key_dot(const KvLayout& L, const HeadBlock& hb, int t, const float* q) {
+  const int n = L.head_dim;
+  const uint8_t* k = hb.k + size_t(t) * L.k_row;
+  float s = 0.0f;
+  if constexpr (T == KvType::F16) {
+    for (int j = 0; j < n; ++j) s += q[j] * load_f16(k, j);
+    return s;
+  } else if constexpr (T == KvType::Int4Fp8) {
+    const int half = n / 2;
+    for (int j = 0; j < half; ++j) s += q[j] * float(int(k[j] & 15) - 8);
+    for (int j = 0; j < half; ++j) s += q[j + half] * float(int(k[j] >> 4) - 8);
+    return s * hb.ks[t];
+  } else {
+    for (int j = 0; j < n; ++j) s += q[j] * float(int8_t(k[j]));
+    return s * hb.ks[t];
+  }
+}
+
+// acc = acc * corr + p * v_t
+template <KvType T>
+void value_axpy(const KvLayout& L, const HeadBlock& hb, int t, float corr, float p, float* acc) {
+  const int n = L.head_dim;
+  const uint8_t* v = hb.v + size_t(t) * L.v_row;
+  if constexpr (T == KvType::F16) {
+    for (int j = 0; j < n; ++j) acc[j] = acc[j] * corr + p * load_f16(v, j);
+  } else if constexpr (T == KvType::Int8) {
+    const float pv = p * hb.vs[t];
+    for (int j = 0; j < n; ++j) acc[j] = acc[j] * corr + pv * float(int8_t(v[j]));
+  } else {
+    const float pv = p * hb.vs[t];
+    for (int j = 0; j < n; ++j) acc[j] = acc[j] * corr + pv * fp8_decode(v[j]);
+  }
+}
+
+// Token-by-token online softmax, in the order of kernels::attention_f16_ref.
+template <KvType T>
+void attend_block_ref(const KvLayout& L, const HeadBlock& hb, int n_tok, const float* q,
+                      float* m_io, float* l_io, float* acc) {
+  float m = *m_io, l = *l_io;
+  for (int t = 0; t < n_tok; ++t) {
+    const float s = key_dot<T>(L, hb, t, q);
+    const float m_new = std::max(m, s);
+    const float corr = std::exp(m - m_new);  // 0 on the first token
+    const float p = std::exp(s - m_new);
+    l = l * corr + p;
+    value_axpy<T>(L, hb, t, corr, p, acc);
+    m = m_new;
+  }
+  *m_io = m;
+  *l_io = l;
+}
+
+}  // namespace
+
+const AttendKernels& scalar_attend_kernels() {
+  static const AttendKernels k{"scalar",
+                               {attend_block_ref<KvType::F16>, attend_block_ref<KvType::Int8>,
+                                attend_block_ref<KvType::Int8Fp8>, attend_block_ref<KvType::Int4Fp8>}};
+  return k;
+}
+
+#ifdef TERN_KV_HAVE_AVX2
+const AttendKernels* avx2_attend_table();  // kv_attend_avx2.cpp
+#endif
+
+const AttendKernels* avx2_attend_kernels() {
+#ifdef TERN_KV_HAVE_AVX2
+  const CpuFeatures& c = cpu_features();
+  if (c.avx2 && c.fma && c.f16c) return avx2_attend_table();
+#endif
+  return nullptr;
+}
+
+const AttendKernels& active_attend_kernels() {
+  static const AttendKernels& table = []() -> const AttendKernels& {
+    const char* force = std::getenv("TERN_KERNELS");
+    const AttendKernels* pick = &scalar_attend_kernels();
+    if (std::string_view(force ? force : "") != "scalar") {
+      if (const AttendKernels* a = avx2_attend_kernels()) pick = a;
+    }
+    log::get("kv")->debug("using {} KV attention kernels", pick->isa);
+    return *pick;
+  }();
+  return table;
+}
+
+}  // namespace tern::kv

@@ -1,0 +1,189 @@
+// AVX2 + FMA + F16C block-attention kernels. Built with TERN_AVX2_FLAGS and
+// only called when cpu_features() reports all three (see kv_attend.cpp).
+//
+// Per block and query row: scores for all tokens, one block max, one rescale
+// of (l, acc), exps vectorised, then acc += sum_t p_t v_t with 8..32 output
+// dims held in registers while the block's value rows stream past.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "tern/kv/kv_attend.h"
+
+namespace tern::kv {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// e^x for x <= 0 (Cephes polynomial, ~2 ulp); exactly 0 below -87.3.
+inline __m256 exp_neg(__m256 x) {
+  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+  const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
+  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
+  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
+  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
+  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(tiny, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+}
+
+// 8 consecutive codes of a row, as floats (fp8 values come out / 256: the
+// e4m3 bits shifted into fp16 position read as fp16 are the value * 2^-8).
+inline __m256 load8_f16(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 load8_i8(const uint8_t* p) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+}
+inline __m256 load8_fp8(const uint8_t* p) {
+  const __m128i x = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m128i sign = _mm_slli_epi16(_mm_and_si128(x, _mm_set1_epi16(0x80)), 8);
+  const __m128i mag = _mm_slli_epi16(_mm_and_si128(x, _mm_set1_epi16(0x7f)), 7);
+  return _mm256_cvtph_ps(_mm_or_si128(sign, mag));
+}
+
+// Key codes of 8 dims j..j+7 (int4: the low nibbles are dims j.., the high
+// nibbles dims j+n/2..).
+template <KvType T>
+inline __m256 load8_v(const uint8_t* row, int j) {
+  if constexpr (T == KvType::F16) return load8_f16(row + 2 * j);
+  else if constexpr (T == KvType::Int8) return load8_i8(row + j);
+  else return load8_fp8(row + j);
+}
+template <KvType T>
+inline float load1_v(const uint8_t* row, int j) {
+  if constexpr (T == KvType::F16) return _cvtsh_ss(uint16_t(row[2 * j] | (row[2 * j + 1] << 8)));
+  else if constexpr (T == KvType::Int8) return float(int8_t(row[j]));
+  else return fp8_decode(row[j]) * (1.0f / 256.0f);
+}
+
+template <KvType T>
+float key_dot(const uint8_t* k, int n, const float* q) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  float tail = 0.0f;
+  if constexpr (T == KvType::Int4Fp8) {
+    const int half = n / 2;
+    int j = 0;
+    const __m256i lo_mask = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
+    for (; j + 8 <= half; j += 8) {
+      const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k + j)));
+      const __m256 lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(b, lo_mask), eight));
+      const __m256 hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(b, 4), eight));
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), lo, a0);
+      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j + half), hi, a1);
+    }
+    for (; j < half; ++j) {
+      tail += q[j] * float(int(k[j] & 15) - 8) + q[j + half] * float(int(k[j] >> 4) - 8);
+    }
+  } else {
+    int j = 0;
+    for (; j + 16 <= n; j += 16) {
+      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), load8_v<T>(k, j), a0);
+      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j + 8), load8_v<T>(k, j + 8), a1);
+    }
+    for (; j + 8 <= n; j += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), load8_v<T>(k, j), a0);
+    for (; j < n; ++j) tail += q[j] * load1_v<T>(k, j);
+  }
+  return hsum(_mm256_add_ps(a0, a1)) + tail;
+}
+
+// acc (n) = acc * corr + sum_t pv[t] * v_t, for n_tok value rows of v_row bytes.
+template <KvType VT>
+void value_accumulate(const uint8_t* v, size_t v_row, int n_tok, int n, const float* pv, float corr,
+                      float* acc) {
+  const __m256 c = _mm256_set1_ps(corr);
+  int j = 0;
+  for (; j + 32 <= n; j += 32) {
+    __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(acc + j), c);
+    __m256 a1 = _mm256_mul_ps(_mm256_loadu_ps(acc + j + 8), c);
+    __m256 a2 = _mm256_mul_ps(_mm256_loadu_ps(acc + j + 16), c);
+    __m256 a3 = _mm256_mul_ps(_mm256_loadu_ps(acc + j + 24), c);
+    for (int t = 0; t < n_tok; ++t) {
+      const uint8_t* row = v + size_t(t) * v_row;
+      const __m256 p = _mm256_broadcast_ss(pv + t);
+      a0 = _mm256_fmadd_ps(p, load8_v<VT>(row, j), a0);
+      a1 = _mm256_fmadd_ps(p, load8_v<VT>(row, j + 8), a1);
+      a2 = _mm256_fmadd_ps(p, load8_v<VT>(row, j + 16), a2);
+      a3 = _mm256_fmadd_ps(p, load8_v<VT>(row, j + 24), a3);
+    }
+    _mm256_storeu_ps(acc + j, a0);
+    _mm256_storeu_ps(acc + j + 8, a1);
+    _mm256_storeu_ps(acc + j + 16, a2);
+    _mm256_storeu_ps(acc + j + 24, a3);
+  }
+  for (; j + 8 <= n; j += 8) {
+    __m256 a = _mm256_mul_ps(_mm256_loadu_ps(acc + j), c);
+    for (int t = 0; t < n_tok; ++t) {
+      a = _mm256_fmadd_ps(_mm256_broadcast_ss(pv + t), load8_v<VT>(v + size_t(t) * v_row, j), a);
+    }
+    _mm256_storeu_ps(acc + j, a);
+  }
+  for (; j < n; ++j) {
+    float a = acc[j] * corr;
+    for (int t = 0; t < n_tok; ++t) a += pv[t] * load1_v<VT>(v + size_t(t) * v_row, j);
+    acc[j] = a;
+  }
+}
+
+template <KvType T>
+void attend_block_avx2(const KvLayout& L, const HeadBlock& hb, int n_tok, const float* q,
+                       float* m_io, float* l_io, float* acc) {
+  if (n_tok <= 0) return;
+  constexpr KvType KT = T == KvType::Int8Fp8 ? KvType::Int8 : T;  // int8 keys
+  constexpr KvType VT = T == KvType::F16 ? KvType::F16 : T == KvType::Int8 ? KvType::Int8 : KvType::Int8Fp8;
+  const int n = L.head_dim;
+  alignas(32) float s[256 + 8];
+  float mb = -std::numeric_limits<float>::infinity();
+  for (int t = 0; t < n_tok; ++t) {
+    float d = key_dot<KT>(hb.k + size_t(t) * L.k_row, n, q);
+    if constexpr (T != KvType::F16) d *= hb.ks[t];
+    s[t] = d;
+    mb = std::max(mb, d);
+  }
+  const float m_new = std::max(*m_io, mb);
+  const float corr = std::exp(*m_io - m_new);  // 0 for a fresh row (m = -inf)
+  const int padded = (n_tok + 7) & ~7;
+  for (int t = n_tok; t < padded; ++t) s[t] = -std::numeric_limits<float>::infinity();
+  const __m256 mv = _mm256_set1_ps(m_new);
+  __m256 sum = _mm256_setzero_ps();
+  for (int t = 0; t < padded; t += 8) {
+    const __m256 p = exp_neg(_mm256_sub_ps(_mm256_load_ps(s + t), mv));
+    sum = _mm256_add_ps(sum, p);
+    _mm256_store_ps(s + t, p);
+  }
+  *l_io = *l_io * corr + hsum(sum);
+  *m_io = m_new;
+  // pv_t = p_t * value scale (fp8 rows decode as value / 256).
+  if constexpr (T != KvType::F16) {
+    const float k = VT == KvType::Int8Fp8 ? 256.0f : 1.0f;
+    for (int t = 0; t < n_tok; ++t) s[t] *= hb.vs[t] * k;
+  }
+  value_accumulate<VT>(hb.v, L.v_row, n_tok, n, s, corr, acc);
+}
+
+}  // namespace
+
+// The table only: kv_attend.cpp (generic code) checks the CPU before using it,
+// so no AVX2 instruction runs on a CPU without it.
+const AttendKernels* avx2_attend_table() {
+  static const AttendKernels k{"avx2",
+                               {attend_block_avx2<KvType::F16>, attend_block_avx2<KvType::Int8>,
+                                attend_block_avx2<KvType::Int8Fp8>, attend_block_avx2<KvType::Int4Fp8>}};
+  return &k;
+}
+
+}  // namespace tern::kv

@@ -1,0 +1,147 @@
+#pragma once
+// Private state of PagedKv, shared by paged_kv.cpp (sequences, prefix cache),
+// paged_kv_alloc.cpp (frames, eviction, spilling, loads) and paged_kv_step.cpp
+// (forward-pass hooks, attention).
+//
+// A logical block is in one of these places:
+//   Dram     a DRAM frame holds it (and maybe a clean copy on flash: slot >= 0)
+//   Loading  a whole-block read from its flash slot into its frame is in flight
+//   Flash    only its flash slot holds it; attention streams it through staging
+//   Lost     its only copy became unreadable; the sequences using it have failed
+// Unreferenced registered blocks sit in an LRU list: lru_dram (Dram/Loading)
+// or lru_flash (Flash). Everything else unreferenced is freed at once.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mapped_arena.h"
+#include "tern/kv/block_hash.h"
+#include "tern/kv/flash_store.h"
+#include "tern/kv/kv_attend.h"
+#include "tern/kv/kv_layout.h"
+#include "tern/kv/prefix_index.h"
+
+namespace tern::kv {
+
+enum class Where : uint8_t { Free, Dram, Loading, Flash, Lost };
+enum class InLru : uint8_t { None, Dram, Flash };
+
+struct Block {
+  Where where = Where::Free;
+  InLru lru = InLru::None;
+  bool full = false;      // every position committed: immutable from now on
+  bool hashed = false;    // registered in the prefix index under `hash`
+  bool writing = false;   // a write from its frame to its slot is in flight
+  int32_t refs = 0;       // sequences whose table holds it
+  int32_t frame = -1;     // DRAM frame
+  int64_t slot = -1;      // flash slot holding a valid copy
+  int32_t prev = -1, next = -1;  // LRU links
+  int32_t stage = -1;     // staging index during a step (Flash blocks)
+  int32_t io_status = 0;  // result of its last write or load (set by the I/O thread)
+  BlockHash hash{};
+};
+
+struct LruList {
+  int32_t head = -1;  // least recently used
+  int32_t tail = -1;
+  int64_t count = 0;
+};
+
+struct Seq {
+  bool live = false;
+  int length = 0;               // committed tokens
+  std::vector<int32_t> table;   // block ids by position / block_tokens
+  std::vector<int32_t> tail;    // token ids of the partial last block
+  BlockHash chain{};            // hash of the last full block (the root before any)
+  SeqKeys keys;
+  size_t next_extra = 0;        // first extra key not folded into a block hash yet
+  std::string error;            // non-empty: failed
+};
+
+struct PagedKvImpl {
+  explicit PagedKvImpl(const KvConfig& cfg);
+
+  // paged_kv.cpp
+  Seq& seq(SeqId id);
+  const Seq& seq(SeqId id) const;
+  SeqId create(const SeqKeys& keys);
+  void release(SeqId id);
+  int attach_prefix(SeqId id, std::span<const int32_t> prompt);
+  void commit(SeqId id, std::span<const int32_t> tokens);
+  BlockHash hash_block(Seq& s, int first_pos, std::span<const int32_t> tokens, size_t& cursor);
+  KvStats stats() const;
+  void check_invariants() const;
+
+  // paged_kv_alloc.cpp
+  int64_t available_blocks() const;
+  void reserve(SeqId id, int n_new);
+  void obtain_frames(int64_t need);  // into scratch_frames; throws when short
+  int64_t take_slot();                // frees the LRU flash-only block when none is free
+  int32_t pick_spill_victim();
+  int32_t take_frame_cheap();         // a free frame, or one from a clean LRU block; -1
+  void start_load(int32_t id, int32_t frame);
+  void reap_loads();                  // waits for loads in flight and settles them
+  void ref(int32_t id);
+  void unref(int32_t id);
+  void free_block(int32_t id);
+  int32_t new_block();
+  void lose_block(int32_t id, const std::string& why);  // marks users failed
+  void lru_push(int32_t id, InLru which);
+  void lru_remove(int32_t id);
+  void uncount(const Block& b);
+  void count(const Block& b);
+  uint8_t* frame_ptr(int32_t frame) { return arena.data() + size_t(frame) * L.block_bytes; }
+  const uint8_t* frame_ptr(int32_t frame) const { return arena.data() + size_t(frame) * L.block_bytes; }
+  void wait_timed(IoGroup& g);        // flash->wait, counting a stall when it blocks
+
+  // paged_kv_step.cpp
+  void begin_step(std::span<const SeqId> seqs);
+  void begin_layer(int layer);
+  void end_step();
+  void issue_layer(int layer);
+  void write(SeqId id, int layer, int pos, const float* k, const float* v);
+  void attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int group, const float* q,
+              int64_t q_stride, float* out, int64_t out_stride) const;
+  const uint8_t* slice_ptr(const Block& b, int layer) const;
+
+  KvConfig cfg;
+  KvLayout L;
+  const AttendKernels* kern;
+
+  // DRAM.
+  int64_t n_frames = 0;
+  MappedArena arena;                  // (n_frames, block_bytes)
+  std::vector<int32_t> free_frames;
+  std::vector<Block> blocks;          // n_frames + flash slots
+  std::vector<int32_t> free_ids;
+  LruList lru_dram, lru_flash;
+  PrefixIndex index;
+  BlockHasher hasher;
+  std::vector<Seq> seqs;
+  // Gauges kept in step with every block change (see count()).
+  int64_t spillable = 0;   // Dram, full, referenced, not being written
+  int64_t streamed = 0;    // Flash, referenced
+
+  // Flash tier (null when off).
+  std::unique_ptr<FlashStore> flash;
+  int sets = 1;                       // layers in flight: prefetch_layers + 1
+  int64_t stage_cap = 0;              // streamed blocks per layer
+  MappedArena staging;                // (sets, stage_cap, slice_bytes)
+  std::vector<int32_t> plan;          // blocks streamed this step, by stage index
+  std::vector<int32_t> plan_status;   // (sets, stage_cap) read results
+  std::vector<IoGroup> layer_io;      // per set
+  IoGroup load_io, write_io;
+  std::vector<int32_t> loading;       // blocks with a load in flight
+  std::vector<int32_t> scratch_frames, scratch_victims;
+  std::vector<std::pair<int32_t, BlockHash>> scratch_extras;
+
+  // Step state.
+  bool in_step = false;
+  int next_layer = 0;
+  std::vector<SeqId> step_seqs;
+
+  KvStats st;
+};
+
+}  // namespace tern::kv

@@ -1,0 +1,142 @@
+// PagedKv: the forward-pass hooks. begin_step() plans which blocks of the
+// batch live only on flash and starts reading their first layers into the
+// staging sets; begin_layer(l) starts layer l + prefetch_layers and waits for
+// layer l; attend() reads every block in place (DRAM frame or staging slice).
+#include <algorithm>
+#include <cstring>
+
+#include "paged_kv_impl.h"
+
+namespace tern::kv {
+
+void PagedKvImpl::begin_step(std::span<const SeqId> ids) {
+  if (in_step) throw InvalidArgument("KV: begin_step() while a step is open");
+  if (ids.size() > seqs.size()) throw InvalidArgument("KV: more sequences in a step than slots");
+  for (SeqId id : ids) seq(id);  // validates
+  step_seqs.assign(ids.begin(), ids.end());
+  reap_loads();
+  plan.clear();
+  if (flash) {
+    for (SeqId id : ids) {
+      Seq& s = seqs[size_t(id)];
+      if (!s.error.empty()) continue;
+      for (int32_t bid : s.table) {
+        Block& b = blocks[size_t(bid)];
+        if (b.where != Where::Flash || b.stage >= 0) continue;
+        if (int64_t(plan.size()) >= stage_cap) {  // cannot happen: streamed <= stage_cap
+          s.error = "KV: flash staging overflow";
+          break;
+        }
+        b.stage = int32_t(plan.size());
+        plan.push_back(bid);
+      }
+    }
+    if (!plan.empty()) {
+      for (int l = 0; l < sets; ++l) issue_layer(l);
+    }
+  }
+  in_step = true;
+  next_layer = 0;
+}
+
+void PagedKvImpl::issue_layer(int layer) {
+  const int set = layer % sets;
+  uint8_t* base = staging.data() + size_t(set) * size_t(stage_cap) * L.slice_bytes;
+  int32_t* status = plan_status.data() + size_t(set) * size_t(stage_cap);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const Block& b = blocks[size_t(plan[i])];
+    status[i] = 0;
+    if (b.where != Where::Flash) continue;  // lost meanwhile
+    flash->read(b.slot, size_t(layer) * L.slice_bytes, L.slice_bytes, base + i * L.slice_bytes,
+                layer_io[size_t(set)], &status[i]);
+    st.bytes_prefetched += int64_t(L.slice_bytes);
+  }
+  flash->submit();
+}
+
+void PagedKvImpl::begin_layer(int layer) {
+  if (!in_step || layer != next_layer) {
+    throw InvalidArgument("KV: begin_layer(" + std::to_string(layer) + ") out of order");
+  }
+  next_layer = layer + 1;
+  if (plan.empty()) return;
+  // Layer layer-1 is done, so its staging set is free for layer + prefetch.
+  if (layer >= 1 && layer + sets - 1 < L.n_layers) issue_layer(layer + sets - 1);
+  const int set = layer % sets;
+  wait_timed(layer_io[size_t(set)]);
+  const int32_t* status = plan_status.data() + size_t(set) * size_t(stage_cap);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (status[i] == 0) continue;
+    st.read_errors += 1;
+    lose_block(plan[i], "KV flash tier: reading layer " + std::to_string(layer) + " of a block from " +
+                            flash->path() + " failed: " + std::strerror(-status[i]));
+  }
+}
+
+void PagedKvImpl::end_step() {
+  if (!in_step) return;
+  if (flash) {
+    for (IoGroup& g : layer_io) flash->wait(g);  // an aborted step may leave reads in flight
+  }
+  for (int32_t bid : plan) blocks[size_t(bid)].stage = -1;
+  plan.clear();
+  step_seqs.clear();
+  in_step = false;
+}
+
+void PagedKvImpl::write(SeqId id, int layer, int pos, const float* k, const float* v) {
+  const Seq& s = seq(id);
+  const int B = L.block_tokens;
+  if (pos < s.length || pos >= int(s.table.size()) * B || layer < 0 || layer >= L.n_layers) {
+    throw InvalidArgument("KV: write at position " + std::to_string(pos) + " of sequence " +
+                          std::to_string(id) + " outside its reserved room");
+  }
+  const Block& b = blocks[size_t(s.table[size_t(pos / B)])];
+  uint8_t* slice = arena.data() + size_t(b.frame) * L.block_bytes + size_t(layer) * L.slice_bytes;
+  const int hd = L.head_dim;
+  for (int h = 0; h < L.n_kv_heads; ++h) {
+    encode_token(L, k + h * hd, v + h * hd, slice + size_t(h) * L.head_bytes, pos % B);
+  }
+}
+
+const uint8_t* PagedKvImpl::slice_ptr(const Block& b, int layer) const {
+  if (b.frame >= 0) return frame_ptr(b.frame) + size_t(layer) * L.slice_bytes;
+  const size_t set = size_t(layer % sets);
+  return staging.data() + (set * size_t(stage_cap) + size_t(b.stage)) * L.slice_bytes;
+}
+
+void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int group, const float* q,
+                         int64_t q_stride, float* out, int64_t out_stride) const {
+  constexpr int kMaxRows = 8;  // rows whose state stays on the stack while blocks stream past
+  const Seq& s = seqs[size_t(id)];
+  const int hd = L.head_dim, B = L.block_tokens;
+  if (!s.error.empty()) {
+    for (int t = 0; t < n_tok; ++t) std::memset(out + t * out_stride, 0, sizeof(float) * size_t(group * hd));
+    return;
+  }
+  const AttendBlockFn fn = kern->for_type(L.type);
+  float m[kMaxRows], l[kMaxRows];
+  alignas(64) float acc[kMaxRows * 512];
+  const int rows = n_tok * group;
+  for (int r0 = 0; r0 < rows; r0 += kMaxRows) {
+    const int nr = std::min(kMaxRows, rows - r0);
+    for (int r = 0; r < nr; ++r) attend_start(hd, &m[r], &l[r], acc + r * hd);
+    const int ctx_max = pos0 + (r0 + nr - 1) / group + 1;  // the chunk's last row sees the most
+    for (int blk = 0; blk * B < ctx_max; ++blk) {
+      const Block& b = blocks[size_t(s.table[size_t(blk)])];
+      const HeadBlock hb = head_block(L, slice_ptr(b, layer), kvh);
+      for (int r = 0; r < nr; ++r) {
+        const int t = (r0 + r) / group, g = (r0 + r) % group;
+        const int n_ctx = pos0 + t + 1;
+        if (n_ctx <= blk * B) continue;
+        fn(L, hb, std::min(B, n_ctx - blk * B), q + t * q_stride + g * hd, &m[r], &l[r], acc + r * hd);
+      }
+    }
+    for (int r = 0; r < nr; ++r) {
+      const int t = (r0 + r) / group, g = (r0 + r) % group;
+      attend_finish(hd, l[r], acc + r * hd, out + t * out_stride + g * hd);
+    }
+  }
+}
+
+}  // namespace tern::kv

@@ -1,0 +1,177 @@
+// Every fast matrix-product table against the scalar reference, on random
+// shapes with odd row counts, partial last tiles, sub-ranges of rows and tiles
+// and unaligned activation rows. The fast kernels walk the groups in the same
+// order with the same fused multiply-adds, so results must be bit-identical.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "tern/core/task_pool.h"
+#include "tern/kernels/dequant.h"
+#include "tern/kernels/ops.h"
+#include "test_tables.h"
+
+namespace tern::kernels {
+namespace {
+
+using test::fast_tables;
+using test::Floats;
+
+PackedMatrix random_matrix(WeightFormat fmt, int n_out, int n_in, std::mt19937& rng) {
+  // Through the real GGUF source types so the layout matches load time.
+  const DType src = fmt == WeightFormat::Int4Asym ? DType::Q4_1 : DType::Q8_0;
+  std::normal_distribution<float> dist(0.0f, 0.1f);
+  std::vector<float> row(static_cast<size_t>(n_in));
+  const size_t rb = dtype_row_bytes(src, size_t(n_in));
+  std::vector<uint8_t> bytes(rb * size_t(n_out));
+  for (int r = 0; r < n_out; ++r) {
+    for (auto& x : row) x = dist(rng) + 0.01f * float(r % 5);
+    quantize_row_ref(src, row.data(), bytes.data() + rb * size_t(r), n_in);
+  }
+  return pack_matrix(src, bytes.data(), n_out, n_in, fmt);
+}
+
+QuantizedActs quantized(const KernelTable& k, int rows, int n_in, std::mt19937& rng) {
+  Floats x(rows * n_in, 1, rng, 2.0f);
+  if (rows > 1) std::memset(x.data() + n_in, 0, sizeof(float) * kGroup);  // an all-zero group
+  QuantizedActs qa;
+  qa.resize(rows, n_in);
+  k.quantize_rows(x.data(), 0, rows, n_in, qa);
+  return qa;
+}
+
+TEST(Gemm, FastTablesMatchScalarBitForBit) {
+  const auto tables = fast_tables();
+  if (tables.empty()) GTEST_SKIP() << "no fast kernels on this CPU";
+  const KernelTable& ref = scalar_kernels();
+  std::mt19937 rng(42);
+  const int shapes[][3] = {{1, 8, 32},  {1, 1, 64},   {2, 9, 96},   {3, 17, 32},
+                           {4, 24, 576}, {5, 7, 160}, {7, 40, 64},  {16, 33, 96},
+                           {17, 16, 1536}, {9, 65, 128}};
+  for (WeightFormat fmt : {WeightFormat::Int4Asym, WeightFormat::Int8Sym}) {
+    for (const auto& s : shapes) {
+      const int rows = s[0], n_out = s[1], n_in = s[2];
+      const PackedMatrix w = random_matrix(fmt, n_out, n_in, rng);
+      const QuantizedActs qa = quantized(ref, rows, n_in, rng);
+      std::vector<float> want(size_t(rows) * n_out, -1.0f);
+      ref.gemm_tiles(w, qa, want.data(), 0, rows, 0, w.n_tiles());
+      for (const KernelTable* k : tables) {
+        std::vector<float> got(size_t(rows) * n_out, -2.0f);
+        k->gemm_tiles(w, qa, got.data(), 0, rows, 0, w.n_tiles());
+        ASSERT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * got.size()), 0)
+            << k->isa << " rows " << rows << " n_out " << n_out << " n_in " << n_in;
+        // A sub-range of rows and tiles writes exactly those outputs.
+        if (rows > 2 && w.n_tiles() > 1) {
+          std::vector<float> part(got.size(), -3.0f);
+          k->gemm_tiles(w, qa, part.data(), 1, rows - 1, 1, w.n_tiles());
+          for (int r = 0; r < rows; ++r) {
+            for (int o = 0; o < n_out; ++o) {
+              const bool inside = r >= 1 && r < rows - 1 && o >= kTileRows;
+              const float v = part[size_t(r) * n_out + o];
+              if (inside) {
+                ASSERT_EQ(v, want[size_t(r) * n_out + o]) << k->isa;
+              } else {
+                ASSERT_EQ(v, -3.0f) << k->isa << " wrote outside its range";
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Gemm, QuantizeRowsMatchesScalarBitForBit) {
+  const auto tables = fast_tables();
+  if (tables.empty()) GTEST_SKIP() << "no fast kernels on this CPU";
+  std::mt19937 rng(5);
+  for (const int n : {32, 96, 576, 1536}) {
+    for (const int rows : {1, 3, 8}) {
+      Floats x(rows * n, 3, rng, 3.0f);
+      std::memset(x.data(), 0, sizeof(float) * kGroup);        // amax == 0
+      if (rows * n >= 2 * kGroup) {
+        // amax 127: x * 127/amax is x itself, so the .5 values are exact ties.
+        for (int j = 0; j < kGroup; ++j) x.data()[kGroup + j] = j == 0 ? 127.0f : float(j) - 15.5f;
+      }
+      QuantizedActs want, got;
+      want.resize(rows, n);
+      got.resize(rows, n);
+      scalar_kernels().quantize_rows(x.data(), 0, rows, n, want);
+      for (const KernelTable* k : tables) {
+        k->quantize_rows(x.data(), 0, rows, n, got);
+        const size_t ng = size_t(rows) * n / kGroup;
+        ASSERT_EQ(std::memcmp(want.q.data(), got.q.data(), size_t(rows) * n), 0) << k->isa;
+        ASSERT_EQ(std::memcmp(want.d.data(), got.d.data(), ng * sizeof(float)), 0) << k->isa;
+        ASSERT_EQ(std::memcmp(want.s.data(), got.s.data(), ng * sizeof(float)), 0) << k->isa;
+      }
+    }
+  }
+}
+
+// matmul() over the pool (any split of rows and tiles, several outputs in one
+// dispatch) gives the scalar single-threaded result exactly.
+TEST(Gemm, PooledMatmulMatchesSingleThreadedReference) {
+  std::mt19937 rng(9);
+  TaskPool pool(3);
+  for (const int rows : {1, 5, 16, 61, 130}) {
+    const int n_in = rows % 2 ? 1536 : 576;
+    const PackedMatrix a = random_matrix(WeightFormat::Int4Asym, 200, n_in, rng);
+    const PackedMatrix b = random_matrix(WeightFormat::Int4Asym, 36, n_in, rng);
+    const PackedMatrix h = random_matrix(WeightFormat::Int8Sym, 77, n_in, rng);
+    Floats x(rows * n_in, 0, rng);
+    QuantizedActs qa;
+    quantize_activations(x.data(), rows, n_in, qa, pool);
+    std::vector<float> ya(size_t(rows) * 200), yb(size_t(rows) * 36), yh(size_t(rows) * 77);
+    matmul({{&a, ya.data()}, {&b, yb.data()}}, qa, pool);
+    matmul(h, qa, yh.data(), pool);
+    for (const auto& [w, y] : {std::pair{&a, &ya}, {&b, &yb}, {&h, &yh}}) {
+      std::vector<float> want(y->size());
+      scalar_kernels().gemm_tiles(*w, qa, want.data(), 0, rows, 0, w->n_tiles());
+      ASSERT_EQ(std::memcmp(want.data(), y->data(), sizeof(float) * want.size()), 0)
+          << "rows " << rows << " n_out " << w->n_out;
+    }
+  }
+}
+
+// The reference itself against a float computation of the same quantized
+// values: the block arithmetic is a faithful W4A8 / W8A8 product.
+TEST(Gemm, ReferenceMatchesDequantizedProduct) {
+  std::mt19937 rng(11);
+  const int rows = 3, n_out = 19, n_in = 96;
+  for (WeightFormat fmt : {WeightFormat::Int4Asym, WeightFormat::Int8Sym}) {
+    const PackedMatrix w = random_matrix(fmt, n_out, n_in, rng);
+    const QuantizedActs qa = quantized(scalar_kernels(), rows, n_in, rng);
+    std::vector<float> y(size_t(rows) * n_out);
+    scalar_kernels().gemm_tiles(w, qa, y.data(), 0, rows, 0, w.n_tiles());
+    std::vector<float> wr(static_cast<size_t>(n_in));
+    for (int o = 0; o < n_out; ++o) {
+      unpack_row(w, o, wr.data());
+      for (int r = 0; r < rows; ++r) {
+        double want = 0, mag = 0, s_err = 0;
+        for (int g = 0; g < n_in / kGroup; ++g) {
+          const float d = qa.d[size_t(r) * (n_in / kGroup) + g];
+          double w_max = 0, x_abs = 0;
+          for (int k = 0; k < kGroup; ++k) {
+            const int i = g * kGroup + k;
+            const double xq = double(qa.q[size_t(r) * n_in + i]);
+            want += double(wr[size_t(i)]) * d * xq;
+            mag += std::fabs(double(wr[size_t(i)]) * d * xq);
+            w_max = std::max(w_max, std::fabs(double(wr[size_t(i)])));
+            x_abs += std::fabs(d * xq);
+          }
+          // int4: the minimum's term uses s = fp16(d * sum q), off by up to 2^-11 relative.
+          if (fmt == WeightFormat::Int4Asym) s_err += w_max * x_abs * std::ldexp(1.0, -11);
+        }
+        EXPECT_NEAR(y[size_t(r) * n_out + o], want, 1e-5 * mag + s_err + 1e-6)
+            << "o " << o << " r " << r;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tern::kernels
