@@ -7,7 +7,7 @@ scripts/setup.sh
 echo "== unit tests (ctest) =="
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 900
 suites=()
-for d in tests/integration tests/e2e; do
+for d in tests/cli tests/integration tests/e2e; do
   if ls "$d"/test_*.py >/dev/null 2>&1; then suites+=("$d"); fi
 done
 if [ ${#suites[@]} -gt 0 ]; then
