@@ -72,6 +72,9 @@ static void advise(const uint8_t* base, size_t size, size_t off, size_t len, int
 void MappedFile::advise_willneed(size_t offset, size_t len) const {
   advise(data_, size_, offset, len, MADV_WILLNEED);
 }
+void MappedFile::advise_dontneed(size_t offset, size_t len) const {
+  advise(data_, size_, offset, len, MADV_DONTNEED);
+}
 void MappedFile::advise_random(size_t offset, size_t len) const {
   advise(data_, size_, offset, len, MADV_RANDOM);
 }

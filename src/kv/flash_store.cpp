@@ -80,8 +80,10 @@ void FlashStore::remove_stale_files(const std::string& dir) {
   }
 }
 
-FlashStore::FlashStore(const Options& o) : slot_bytes_(o.slot_bytes), n_slots_(o.n_slots) {
-  if (o.slot_bytes == 0 || o.n_slots <= 0) throw InvalidArgument("KV flash tier: empty slot size or count");
+FlashStore::FlashStore(const Options& o) : part_bytes_(o.part_bytes), n_parts_(o.n_parts), n_slots_(o.n_slots) {
+  if (o.part_bytes == 0 || o.n_parts < 1 || o.n_slots <= 0) {
+    throw InvalidArgument("KV flash tier: empty slot size or count");
+  }
   if (o.file_override.empty()) {
     std::error_code ec;
     fs::create_directories(o.dir, ec);
@@ -111,6 +113,7 @@ FlashStore::FlashStore(const Options& o) : slot_bytes_(o.slot_bytes), n_slots_(o
 }
 
 FlashStore::~FlashStore() {
+  submit();  // nothing queued may be left behind unsubmitted
   {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return in_flight_ == 0 && queue_head_ == nullptr; });
@@ -144,13 +147,12 @@ FlashStore::Op* FlashStore::new_op() {  // called with mu_ held
   return op;
 }
 
-void FlashStore::queue(IoKind kind, int64_t slot, size_t offset, size_t len, void* buf, IoGroup& g,
-                       int32_t* status) {
+void FlashStore::queue(IoKind kind, int64_t offset, size_t len, void* buf, IoGroup& g, int32_t* status) {
   std::lock_guard lock(mu_);
   Op* op = new_op();
   op->buf = uv_buf_init(static_cast<char*>(buf), unsigned(len));
   op->kind = kind;
-  op->offset = slot * int64_t(slot_bytes_) + int64_t(offset);
+  op->offset = offset;
   op->len = len;
   op->group = &g;
   op->status = status;
@@ -162,14 +164,14 @@ void FlashStore::queue(IoKind kind, int64_t slot, size_t offset, size_t len, voi
   in_flight_ += 1;
 }
 
-void FlashStore::read(int64_t slot, size_t offset, size_t len, void* dst, IoGroup& g,
-                      int32_t* status) {
-  queue(IoKind::Read, slot, offset, len, dst, g, status);
+void FlashStore::read(int64_t slot, int part, int count, void* dst, IoGroup& g, int32_t* status) {
+  queue(IoKind::Read, (int64_t(part) * n_slots_ + slot) * int64_t(part_bytes_), size_t(count) * part_bytes_, dst, g,
+        status);
 }
 
-void FlashStore::write(int64_t slot, size_t offset, size_t len, const void* src, IoGroup& g,
-                       int32_t* status) {
-  queue(IoKind::Write, slot, offset, len, const_cast<void*>(src), g, status);
+void FlashStore::write(int64_t slot, int part, const void* src, IoGroup& g, int32_t* status) {
+  queue(IoKind::Write, (int64_t(part) * n_slots_ + slot) * int64_t(part_bytes_), part_bytes_, const_cast<void*>(src),
+        g, status);
 }
 
 void FlashStore::submit() {
@@ -257,7 +259,7 @@ void FlashStore::on_fs_done(void* req) {
 }
 
 void FlashStore::complete(Op* op, int32_t status) {
-  *op->status = status;
+  if (status != 0) *op->status = status;
   {
     std::lock_guard lock(mu_);
     op->group->pending -= 1;

@@ -49,11 +49,12 @@ inline __m256 load8_f16(const uint8_t* p) {
 inline __m256 load8_i8(const uint8_t* p) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
+// e4m3 byte b -> fp16 bits: sign-extend to 16 bits and shift left by 7: bit 15
+// gets the sign (a copy of it), bits 13..7 the exponent and mantissa; bit 14
+// also got the sign and is cleared.
 inline __m256 load8_fp8(const uint8_t* p) {
-  const __m128i x = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  const __m128i sign = _mm_slli_epi16(_mm_and_si128(x, _mm_set1_epi16(0x80)), 8);
-  const __m128i mag = _mm_slli_epi16(_mm_and_si128(x, _mm_set1_epi16(0x7f)), 7);
-  return _mm256_cvtph_ps(_mm_or_si128(sign, mag));
+  const __m128i x = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(x, 7), _mm_set1_epi16(int16_t(0xbf80))));
 }
 
 // Key codes of 8 dims j..j+7 (int4: the low nibbles are dims j.., the high

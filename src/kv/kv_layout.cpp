@@ -83,6 +83,7 @@ KvLayout KvLayout::make(int n_layers, int n_kv_heads, int head_dim, int block_to
     case KvType::Int4Fp8: L.k_row = hd / 2, L.v_row = hd; break;
   }
   L.scaled = type != KvType::F16;
+  L.rotated = type == KvType::Int4Fp8 && can_rotate(head_dim);
   size_t off = 0;
   if (L.scaled) {
     L.off_ks = 0;
@@ -99,6 +100,45 @@ KvLayout KvLayout::make(int n_layers, int n_kv_heads, int head_dim, int block_to
 
 size_t KvLayout::bytes_per_token() const {
   return size_t(n_layers) * size_t(n_kv_heads) * (k_row + v_row + (scaled ? 8 : 0));
+}
+
+bool can_rotate(int head_dim) { return head_dim >= 2 && (head_dim & (head_dim - 1)) == 0; }
+
+namespace {
+
+// Pseudo-random +-1 per dim, the same for every call (part of the format).
+float sign_of(int i) {
+  uint64_t x = uint64_t(i) * 0x9e3779b97f4a7c15ull + 0x6a09e667f3bcc909ull;
+  x = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9ull;
+  return (x >> 62) & 1 ? -1.0f : 1.0f;
+}
+
+// In-place fast Walsh-Hadamard transform, scaled by 1/sqrt(n): orthonormal.
+void fwht(float* x, int n) {
+  for (int h = 1; h < n; h *= 2) {
+    for (int i = 0; i < n; i += 2 * h) {
+      for (int j = i; j < i + h; ++j) {
+        const float a = x[j], b = x[j + h];
+        x[j] = a + b;
+        x[j + h] = a - b;
+      }
+    }
+  }
+  const float s = 1.0f / std::sqrt(float(n));
+  for (int i = 0; i < n; ++i) x[i] *= s;
+}
+
+}  // namespace
+
+void rotate(const float* x, int n, float* out) {
+  for (int i = 0; i < n; ++i) out[i] = x[i] * sign_of(i);
+  fwht(out, n);
+}
+
+void unrotate(const float* x, int n, float* out) {
+  if (out != x) std::copy_n(x, n, out);
+  fwht(out, n);  // H is its own inverse (orthonormal and symmetric)
+  for (int i = 0; i < n; ++i) out[i] *= sign_of(i);
 }
 
 uint8_t fp8_encode(float f) {

@@ -67,9 +67,11 @@ PagedKvImpl::PagedKvImpl(const KvConfig& c)
   step_seqs.reserve(size_t(c.max_seqs));
   loading.reserve(size_t(n_frames));
   if (flash_on) {
-    flash = std::make_unique<FlashStore>(FlashStore::Options{c.flash_dir, L.block_bytes, n_slots, {}});
+    flash = std::make_unique<FlashStore>(FlashStore::Options{c.flash_dir, L.slice_bytes, L.n_layers, n_slots, {}});
     staging = MappedArena(staging_bytes);
     plan.reserve(size_t(stage_cap));
+    plan_slot.resize(size_t(stage_cap));
+    plan_run.resize(size_t(stage_cap));
     plan_status.assign(size_t(sets * stage_cap), 0);
     layer_io = std::vector<IoGroup>(size_t(sets));
   }

@@ -62,6 +62,9 @@ void PagedKvImpl::ref(int32_t id) {
 }
 
 void PagedKvImpl::unref(int32_t id) {
+  // A load in flight writes into the block's frame: settle it before the
+  // block can be freed and its frame reused.
+  if (blocks[size_t(id)].where == Where::Loading) reap_loads();
   Block& b = blocks[size_t(id)];
   uncount(b);
   b.refs -= 1;
@@ -159,8 +162,18 @@ void PagedKvImpl::start_load(int32_t id, int32_t frame) {
   b.where = Where::Loading;
   b.io_status = 0;
   count(b);
-  flash->read(b.slot, 0, L.block_bytes, frame_ptr(frame), load_io, &b.io_status);
+  for (int l = 0; l < L.n_layers; ++l) {
+    flash->read(b.slot, l, 1, frame_ptr(frame) + size_t(l) * L.slice_bytes, load_io, &b.io_status);
+  }
   loading.push_back(id);
+}
+
+void PagedKvImpl::start_write(int32_t id) {
+  Block& b = blocks[size_t(id)];
+  b.io_status = 0;
+  for (int l = 0; l < L.n_layers; ++l) {
+    flash->write(b.slot, l, frame_ptr(b.frame) + size_t(l) * L.slice_bytes, write_io, &b.io_status);
+  }
 }
 
 void PagedKvImpl::reap_loads() {
@@ -255,7 +268,7 @@ void PagedKvImpl::obtain_frames(int64_t need) {
       } else if (writebacks > 0 && (b.slot = take_slot()) >= 0) {
         writebacks -= 1;
         b.writing = true;
-        flash->write(b.slot, 0, L.block_bytes, frame_ptr(b.frame), write_io, &b.io_status);
+        start_write(id);
         scratch_victims.push_back(id);
       } else {
         free_block(id);  // no room on flash: forget it
@@ -273,7 +286,7 @@ void PagedKvImpl::obtain_frames(int64_t need) {
         st.blocks_spilled += 1;
       } else if ((b.slot = take_slot()) >= 0) {
         b.writing = true;
-        flash->write(b.slot, 0, L.block_bytes, frame_ptr(b.frame), write_io, &b.io_status);
+        start_write(id);
         scratch_victims.push_back(id);
         live_spills += 1;
       }

@@ -81,6 +81,7 @@ struct PagedKvImpl {
   int32_t pick_spill_victim();
   int32_t take_frame_cheap();         // a free frame, or one from a clean LRU block; -1
   void start_load(int32_t id, int32_t frame);
+  void start_write(int32_t id);       // every layer of the block's frame to its slot
   void reap_loads();                  // waits for loads in flight and settles them
   void ref(int32_t id);
   void unref(int32_t id);
@@ -123,13 +124,15 @@ struct PagedKvImpl {
   int64_t spillable = 0;   // Dram, full, referenced, not being written
   int64_t streamed = 0;    // Flash, referenced
 
-  // Flash tier (null when off).
-  std::unique_ptr<FlashStore> flash;
+  // Flash tier (`flash` is null when off; it is the last member, so it is
+  // destroyed first and waits out any I/O into the buffers above).
   int sets = 1;                       // layers in flight: prefetch_layers + 1
   int64_t stage_cap = 0;              // streamed blocks per layer
   MappedArena staging;                // (sets, stage_cap, slice_bytes)
   std::vector<int32_t> plan;          // blocks streamed this step, by stage index
-  std::vector<int32_t> plan_status;   // (sets, stage_cap) read results
+  std::vector<int64_t> plan_slot;     // their flash slots (fixed for the step)
+  std::vector<int32_t> plan_run;      // at the start of a run of consecutive slots: its length; else 0
+  std::vector<int32_t> plan_status;   // (sets, stage_cap) read results, at run starts
   std::vector<IoGroup> layer_io;      // per set
   IoGroup load_io, write_io;
   std::vector<int32_t> loading;       // blocks with a load in flight
@@ -142,6 +145,7 @@ struct PagedKvImpl {
   std::vector<SeqId> step_seqs;
 
   KvStats st;
+  std::unique_ptr<FlashStore> flash;
 };
 
 }  // namespace tern::kv

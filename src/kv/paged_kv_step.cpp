@@ -1,8 +1,10 @@
 // PagedKv: the forward-pass hooks. begin_step() plans which blocks of the
 // batch live only on flash and starts reading their first layers into the
 // staging sets; begin_layer(l) starts layer l + prefetch_layers and waits for
-// layer l; attend() reads every block in place (DRAM frame or staging slice).
+// layer l; attend() reads every block in place (DRAM frame or staging slice);
+// end_step() moves streamed blocks back to DRAM when frames are free.
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 
 #include "paged_kv_impl.h"
@@ -31,6 +33,14 @@ void PagedKvImpl::begin_step(std::span<const SeqId> ids) {
         plan.push_back(bid);
       }
     }
+    // Runs of consecutive slots are read with one operation per layer.
+    for (size_t i = 0; i < plan.size(); ++i) plan_slot[i] = blocks[size_t(plan[i])].slot;
+    for (size_t i = 0; i < plan.size();) {
+      size_t j = i + 1;
+      while (j < plan.size() && plan_slot[j] == plan_slot[j - 1] + 1) plan_run[j++] = 0;
+      plan_run[i] = int32_t(j - i);
+      i = j;
+    }
     if (!plan.empty()) {
       for (int l = 0; l < sets; ++l) issue_layer(l);
     }
@@ -44,12 +54,10 @@ void PagedKvImpl::issue_layer(int layer) {
   uint8_t* base = staging.data() + size_t(set) * size_t(stage_cap) * L.slice_bytes;
   int32_t* status = plan_status.data() + size_t(set) * size_t(stage_cap);
   for (size_t i = 0; i < plan.size(); ++i) {
-    const Block& b = blocks[size_t(plan[i])];
+    if (plan_run[i] == 0) continue;
     status[i] = 0;
-    if (b.where != Where::Flash) continue;  // lost meanwhile
-    flash->read(b.slot, size_t(layer) * L.slice_bytes, L.slice_bytes, base + i * L.slice_bytes,
-                layer_io[size_t(set)], &status[i]);
-    st.bytes_prefetched += int64_t(L.slice_bytes);
+    flash->read(plan_slot[i], layer, plan_run[i], base + i * L.slice_bytes, layer_io[size_t(set)], &status[i]);
+    st.bytes_prefetched += int64_t(plan_run[i]) * int64_t(L.slice_bytes);
   }
   flash->submit();
 }
@@ -66,10 +74,11 @@ void PagedKvImpl::begin_layer(int layer) {
   wait_timed(layer_io[size_t(set)]);
   const int32_t* status = plan_status.data() + size_t(set) * size_t(stage_cap);
   for (size_t i = 0; i < plan.size(); ++i) {
-    if (status[i] == 0) continue;
+    if (plan_run[i] == 0 || status[i] == 0) continue;
     st.read_errors += 1;
-    lose_block(plan[i], "KV flash tier: reading layer " + std::to_string(layer) + " of a block from " +
-                            flash->path() + " failed: " + std::strerror(-status[i]));
+    const std::string why = "KV flash tier: reading layer " + std::to_string(layer) + " of a block from " +
+                            flash->path() + " failed: " + std::strerror(-status[i]);
+    for (size_t j = i; j < i + size_t(plan_run[i]); ++j) lose_block(plan[j], why);
   }
 }
 
@@ -78,7 +87,18 @@ void PagedKvImpl::end_step() {
   if (flash) {
     for (IoGroup& g : layer_io) flash->wait(g);  // an aborted step may leave reads in flight
   }
-  for (int32_t bid : plan) blocks[size_t(bid)].stage = -1;
+  // Streamed blocks move back into DRAM when frames are free (after other
+  // sequences ended): the loads run between steps and settle at the next
+  // begin_step(), which then finds them in DRAM.
+  for (int32_t bid : plan) {
+    Block& b = blocks[size_t(bid)];
+    b.stage = -1;
+    if (b.where == Where::Flash && !free_frames.empty()) {
+      start_load(bid, free_frames.back());
+      free_frames.pop_back();
+    }
+  }
+  if (!loading.empty()) flash->submit();
   plan.clear();
   step_seqs.clear();
   in_step = false;
@@ -92,10 +112,14 @@ void PagedKvImpl::write(SeqId id, int layer, int pos, const float* k, const floa
                           std::to_string(id) + " outside its reserved room");
   }
   const Block& b = blocks[size_t(s.table[size_t(pos / B)])];
+  assert(b.where == Where::Dram && !b.full);  // positions past length live in private DRAM blocks
   uint8_t* slice = arena.data() + size_t(b.frame) * L.block_bytes + size_t(layer) * L.slice_bytes;
   const int hd = L.head_dim;
+  float rk[512];
   for (int h = 0; h < L.n_kv_heads; ++h) {
-    encode_token(L, k + h * hd, v + h * hd, slice + size_t(h) * L.head_bytes, pos % B);
+    const float* kh = k + h * hd;
+    if (L.rotated) rotate(kh, hd, rk), kh = rk;
+    encode_token(L, kh, v + h * hd, slice + size_t(h) * L.head_bytes, pos % B);
   }
 }
 
@@ -117,19 +141,25 @@ void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int 
   const AttendBlockFn fn = kern->for_type(L.type);
   float m[kMaxRows], l[kMaxRows];
   alignas(64) float acc[kMaxRows * 512];
+  alignas(64) float rq[kMaxRows * 512];  // rotated queries, when keys are stored rotated
   const int rows = n_tok * group;
   for (int r0 = 0; r0 < rows; r0 += kMaxRows) {
     const int nr = std::min(kMaxRows, rows - r0);
-    for (int r = 0; r < nr; ++r) attend_start(hd, &m[r], &l[r], acc + r * hd);
+    const float* qrow[kMaxRows];
+    for (int r = 0; r < nr; ++r) {
+      attend_start(hd, &m[r], &l[r], acc + r * hd);
+      const int t = (r0 + r) / group, g = (r0 + r) % group;
+      qrow[r] = q + t * q_stride + g * hd;
+      if (L.rotated) rotate(qrow[r], hd, rq + r * hd), qrow[r] = rq + r * hd;
+    }
     const int ctx_max = pos0 + (r0 + nr - 1) / group + 1;  // the chunk's last row sees the most
     for (int blk = 0; blk * B < ctx_max; ++blk) {
       const Block& b = blocks[size_t(s.table[size_t(blk)])];
       const HeadBlock hb = head_block(L, slice_ptr(b, layer), kvh);
       for (int r = 0; r < nr; ++r) {
-        const int t = (r0 + r) / group, g = (r0 + r) % group;
-        const int n_ctx = pos0 + t + 1;
+        const int n_ctx = pos0 + (r0 + r) / group + 1;
         if (n_ctx <= blk * B) continue;
-        fn(L, hb, std::min(B, n_ctx - blk * B), q + t * q_stride + g * hd, &m[r], &l[r], acc + r * hd);
+        fn(L, hb, std::min(B, n_ctx - blk * B), qrow[r], &m[r], &l[r], acc + r * hd);
       }
     }
     for (int r = 0; r < nr; ++r) {

@@ -111,6 +111,10 @@ std::unique_ptr<Model> Model::load(std::shared_ptr<const gguf::GgufFile> file,
   const gguf::TensorInfo& head =
       c.tied_embeddings ? *m->embd_ : expect(f, "output.weight", {d, c.n_vocab});
   m->head_ = kernels::pack_matrix(head.type, head.data, c.n_vocab, d, opts.head_format);
+  // Every weight now lives in its repacked copy; release the mapping's pages
+  // so the file costs no resident memory. Only embedding rows of tokens
+  // actually seen fault back in, one row at a time.
+  f.mapping().advise_dontneed(0, f.mapping().size());
   if (progress) progress(1.0f);
   log::get("model")->info("{}: {} layers, d_model {}, {} heads ({} kv), vocab {}, {:.1f} MiB packed",
                           c.name, c.n_layers, d, c.n_heads, c.n_kv_heads, c.n_vocab,

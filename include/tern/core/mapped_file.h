@@ -26,6 +26,9 @@ class MappedFile {
   // Tell the kernel a range will be read soon / randomly (advisory only).
   void advise_willneed(size_t offset, size_t len) const;
   void advise_random(size_t offset, size_t len) const;
+  // Drop the range's pages from this process's resident set (they are clean
+  // file pages: later reads fault them back in from the page cache or disk).
+  void advise_dontneed(size_t offset, size_t len) const;
 
  private:
   const uint8_t* data_ = nullptr;

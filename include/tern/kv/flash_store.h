@@ -4,6 +4,11 @@
 // reads and writes asynchronously (uv_fs_read / uv_fs_write on libuv's
 // worker pool; completions run on the loop thread).
 //
+// A slot is made of parts (a block's layer slices). The file is part-major:
+//   offset(slot, part) = (part * n_slots + slot) * part_bytes
+// so one part of consecutive slots is one contiguous range: a layer of a run
+// of spilled blocks comes back in a single read.
+//
 // The engine thread queues operations, submit()s them, and later wait()s on
 // the IoGroup it passed; each operation stores its result (0 or -errno) in
 // the status word it was given before its group's count drops. Operations
@@ -32,7 +37,8 @@ class FlashStore {
  public:
   struct Options {
     std::string dir;            // created if missing
-    size_t slot_bytes = 0;      // one block
+    size_t part_bytes = 0;      // one layer slice
+    int n_parts = 1;            // parts per slot (layers)
     int64_t n_slots = 0;
     std::string file_override;  // tests: use this exact file (e.g. /dev/full); kept at exit
   };
@@ -44,16 +50,20 @@ class FlashStore {
   FlashStore& operator=(const FlashStore&) = delete;
 
   const std::string& path() const { return path_; }
-  size_t slot_bytes() const { return slot_bytes_; }
+  size_t part_bytes() const { return part_bytes_; }
+  int n_parts() const { return n_parts_; }
   int64_t n_slots() const { return n_slots_; }
   int64_t free_slots() const { return int64_t(free_slots_.size()); }
   int64_t alloc_slot();           // -1 when none is free
   void free_slot(int64_t slot);
 
-  // Queue I/O on bytes [offset, offset + len) of a slot. The buffer must stay
-  // valid until the group is waited for.
-  void read(int64_t slot, size_t offset, size_t len, void* dst, IoGroup& g, int32_t* status);
-  void write(int64_t slot, size_t offset, size_t len, const void* src, IoGroup& g, int32_t* status);
+  // Queue I/O. read: part `part` of `count` consecutive slots from `slot` into
+  // dst (count * part_bytes). write: one part of one slot. Buffers must stay
+  // valid until the group is waited for. A failing operation stores -errno in
+  // *status (successes leave it alone, so set it to 0 first and share it
+  // among the operations of one block).
+  void read(int64_t slot, int part, int count, void* dst, IoGroup& g, int32_t* status);
+  void write(int64_t slot, int part, const void* src, IoGroup& g, int32_t* status);
   void submit();                  // hand queued operations to the loop thread
   bool wait(IoGroup& g);          // blocks until g has nothing in flight; true if it blocked
   bool idle(const IoGroup& g);    // nothing in flight for g
@@ -69,8 +79,7 @@ class FlashStore {
   struct Op;
   struct Loop;
   Op* new_op();
-  void queue(IoKind kind, int64_t slot, size_t offset, size_t len, void* buf, IoGroup& g,
-             int32_t* status);
+  void queue(IoKind kind, int64_t offset, size_t len, void* buf, IoGroup& g, int32_t* status);
   void on_async();              // loop thread: start queued operations
   void complete(Op* op, int32_t status);  // loop thread
   static void on_fs_done(void* req);
@@ -78,7 +87,8 @@ class FlashStore {
   std::string path_;
   bool remove_at_exit_ = true;
   int fd_ = -1;
-  size_t slot_bytes_ = 0;
+  size_t part_bytes_ = 0;
+  int n_parts_ = 1;
   int64_t n_slots_ = 0;
   std::vector<int64_t> free_slots_;  // engine thread only
 

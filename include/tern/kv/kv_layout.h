@@ -25,6 +25,7 @@ struct KvLayout {
   size_t k_row = 0;        // bytes of one token's key codes for one head
   size_t v_row = 0;        // bytes of one token's value codes for one head
   bool scaled = false;     // rows carry an fp32 scale
+  bool rotated = false;    // keys are stored rotated (see rotate()); queries must be too
   size_t off_ks = 0, off_vs = 0, off_k = 0, off_v = 0;  // within a head area
   size_t head_bytes = 0;   // one head of one layer of one block
   size_t slice_bytes = 0;  // one layer of one block
@@ -75,6 +76,17 @@ void encode_f16(const float* x, int n, uint16_t* codes);
 // Decodes key / value rows of any type to floats (the reference for tests).
 void decode_k(const KvLayout& L, const HeadBlock& hb, int t, float* out);
 void decode_v(const KvLayout& L, const HeadBlock& hb, int t, float* out);
+
+// Key rotation. Per-token key quantization suffers from outlier channels (a
+// few dims far larger than the rest set the scale and crush the others). A
+// fixed orthogonal transform R = H D / sqrt(n) (D: pseudo-random signs, H:
+// Walsh-Hadamard) spreads every channel over all dims; applied to keys before
+// they are stored and to queries before Q.K, it leaves every score unchanged
+// (Rq . Rk = q . k) while making rows far easier to quantize. Needs a
+// power-of-two head_dim; KvLayout::rotated says whether a layout uses it.
+bool can_rotate(int head_dim);
+void rotate(const float* x, int n, float* out);    // out = R x   (out may alias x)
+void unrotate(const float* x, int n, float* out);  // out = R^T x (out may alias x)
 
 // fp32 -> fp8 e4m3 (OCP FN), round to nearest even, saturating at +-448: the
 // same result as tern::f32_to_fp8e4m3, without frexp/ldexp.

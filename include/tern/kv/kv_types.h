@@ -19,7 +19,8 @@ namespace tern::kv {
 //   F16      keys fp16, values fp16                          (the plain layout)
 //   Int8     keys int8, values int8, one fp32 scale per token and head each
 //   Int8Fp8  keys int8 + scale, values fp8 e4m3 + scale      (default)
-//   Int4Fp8  keys int4 + scale, values fp8 e4m3 + scale      (head_dim must be even)
+//   Int4Fp8  keys int4 + scale, values fp8 e4m3 + scale      (head_dim must be even;
+//            keys are rotated first when head_dim is a power of two, see kv_layout.h)
 // Every row quantizes on its own, so appending a token never touches earlier ones.
 enum class KvType : uint8_t { F16, Int8, Int8Fp8, Int4Fp8 };
 constexpr int kNumKvTypes = 4;

@@ -23,7 +23,14 @@
 // file instead of dropped (and found again by hash), and cold full blocks of
 // live sequences (the oldest positions of the longest one) are spilled and
 // then streamed layer by layer into staging buffers during attention, read
-// prefetch_layers ahead on the libuv thread. Written blocks keep their format.
+// prefetch_layers ahead on the libuv thread (one read per layer for each run
+// of consecutive spill slots). Streamed blocks move back into DRAM between
+// steps once frames are free. Written blocks keep their format. Staging
+// (staging_bytes, default dram_bytes/16) bounds how many blocks of live
+// sequences may be streamed; past that, reserve() throws KvFullError.
+//
+// Keys of int4-fp8 are stored rotated by a fixed orthogonal transform
+// (kv_layout.h, rotate()); write() and attend() apply it, callers never see it.
 //
 // Threads. Everything runs on the engine thread, except attend(), which the
 // forward pass may call concurrently from task-pool workers between
@@ -100,8 +107,10 @@ class PagedKv {
   void write(SeqId seq, int layer, int pos, const float* k, const float* v);
   // GQA attention for kv head kvh over rows (token t, query head g) for
   // t < n_tok, g < group: q row at q + t*q_stride + g*head_dim (pre-scaled by
-  // 1/sqrt(head_dim)); token t attends positions [0, pos0 + t + 1); its output
-  // goes to out + t*out_stride + g*head_dim. A failed sequence gets zeros.
+  // 1/sqrt(head_dim)); token t sits at position pos0 + t and attends
+  // [0, pos0 + t + 1); its output goes to out + t*out_stride + g*head_dim.
+  // (kernels::attention_f16's n_kv0 is pos0 + 1.) Positions must have been
+  // written. A failed sequence gets zeros. Allocates nothing.
   void attend(SeqId seq, int layer, int kvh, int pos0, int n_tok, int group, const float* q,
               int64_t q_stride, float* out, int64_t out_stride) const;
   // One token attending [0, n_ctx): n_q query heads, rows of head_dim, contiguous.

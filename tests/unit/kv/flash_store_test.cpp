@@ -1,5 +1,5 @@
-// The spill file and its libuv I/O thread: asynchronous round trips, partial
-// (per-layer) reads, injected faults, a real ENOSPC from /dev/full, folders
+// The spill file and its libuv I/O thread: asynchronous round trips of
+// parts (layers), runs of slots read at once, injected faults, a real ENOSPC from /dev/full, folders
 // that cannot be created, and cleanup of our files and of stale ones.
 #include "tern/kv/flash_store.h"
 
@@ -22,48 +22,55 @@ namespace {
 
 using test::TempDir;
 
-TEST(FlashStore, AsyncRoundTripWholeAndPartial) {
+TEST(FlashStore, AsyncRoundTripOfPartsAndRuns) {
   TempDir dir("roundtrip");
-  const size_t slot = 10000;
-  FlashStore fs({dir.path, slot, 600, {}});
+  const size_t part = 1000;
+  const int parts = 7, n = 300;  // more operations than one pool chunk
+  FlashStore fs({dir.path, part, parts, n, {}});
   EXPECT_EQ(dir.n_files(), 1u);
-  const int n = 600;  // more operations than one pool chunk
-  std::vector<uint8_t> data(size_t(n) * slot);
+  std::vector<uint8_t> data(size_t(n) * parts * part);  // (slot, part, bytes)
   std::mt19937 rng(1);
   for (auto& b : data) b = uint8_t(rng());
+  auto at = [&](int64_t slot, int p) { return data.data() + (size_t(slot) * parts + size_t(p)) * part; };
   IoGroup g;
-  std::vector<int32_t> status(size_t(n), 99);
+  std::vector<int32_t> status(size_t(n), 0);
   std::vector<int64_t> slots;
   for (int i = 0; i < n; ++i) {
     slots.push_back(fs.alloc_slot());
-    fs.write(slots.back(), 0, slot, data.data() + size_t(i) * slot, g, &status[size_t(i)]);
+    for (int p = 0; p < parts; ++p) fs.write(slots.back(), p, at(slots.back(), p), g, &status[size_t(i)]);
   }
   EXPECT_EQ(fs.alloc_slot(), -1);
   fs.submit();
   fs.wait(g);
   EXPECT_TRUE(fs.idle(g));
   for (int32_t s : status) ASSERT_EQ(s, 0);
-  // Read back one "layer" (a middle part) of every slot, in reverse order.
-  std::vector<uint8_t> back(size_t(n) * 1000);
-  for (int i = n - 1; i >= 0; --i) fs.read(slots[size_t(i)], 3000, 1000, back.data() + size_t(i) * 1000, g, &status[size_t(i)]);
+  // Part 3 of every slot, one slot at a time in reverse order ...
+  std::vector<uint8_t> back(size_t(n) * part);
+  for (int64_t s = n - 1; s >= 0; --s) fs.read(s, 3, 1, back.data() + size_t(s) * part, g, &status[size_t(s)]);
   fs.submit();
   fs.wait(g);
-  for (int i = 0; i < n; ++i) {
-    ASSERT_EQ(status[size_t(i)], 0);
-    ASSERT_EQ(std::memcmp(back.data() + size_t(i) * 1000, data.data() + size_t(i) * slot + 3000, 1000), 0) << i;
+  for (int64_t s = 0; s < n; ++s) {
+    ASSERT_EQ(status[size_t(s)], 0);
+    ASSERT_EQ(std::memcmp(back.data() + size_t(s) * part, at(s, 3), part), 0) << s;
   }
+  // ... and part 5 of slots 10..59 as one run.
+  int32_t st = 0;
+  fs.read(10, 5, 50, back.data(), g, &st);
+  fs.wait(g);
+  ASSERT_EQ(st, 0);
+  for (int64_t s = 10; s < 60; ++s) ASSERT_EQ(std::memcmp(back.data() + size_t(s - 10) * part, at(s, 5), part), 0);
   fs.free_slot(slots[7]);
   EXPECT_EQ(fs.free_slots(), 1);
 }
 
 TEST(FlashStore, InjectedFaultsHitExactlyTheChosenOperations) {
   TempDir dir("inject");
-  FlashStore fs({dir.path, 4096, 8, {}});
+  FlashStore fs({dir.path, 4096, 1, 8, {}});
   std::vector<uint8_t> buf(4096, 7);
   IoGroup g;
-  int32_t st[5];
+  int32_t st[5] = {};
   fs.inject_fault(IoKind::Write, 1, ENOSPC, 2);
-  for (int i = 0; i < 5; ++i) fs.write(i, 0, 4096, buf.data(), g, &st[i]);
+  for (int i = 0; i < 5; ++i) fs.write(i, 0, buf.data(), g, &st[i]);
   fs.submit();
   fs.wait(g);
   EXPECT_EQ(st[0], 0);
@@ -72,7 +79,7 @@ TEST(FlashStore, InjectedFaultsHitExactlyTheChosenOperations) {
   EXPECT_EQ(st[3], 0);
   EXPECT_EQ(st[4], 0);
   fs.inject_fault(IoKind::Read, 2, EIO);
-  for (int i = 0; i < 3; ++i) fs.read(i, 0, 4096, buf.data(), g, &st[i]);
+  for (int i = 0; i < 3; ++i) st[i] = 0, fs.read(i, 0, 1, buf.data(), g, &st[i]);
   fs.wait(g);  // wait() submits what was queued
   EXPECT_EQ(st[0], -EIO);
   EXPECT_EQ(st[1], -EIO);
@@ -81,11 +88,11 @@ TEST(FlashStore, InjectedFaultsHitExactlyTheChosenOperations) {
 
 TEST(FlashStore, DiskFullIsAnErrorStatusNotACrash) {
   if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
-  FlashStore fs({"", 4096, 4, "/dev/full"});
+  FlashStore fs({"", 4096, 1, 4, "/dev/full"});
   std::vector<uint8_t> buf(4096, 1);
   IoGroup g;
   int32_t st = 0;
-  fs.write(0, 0, 4096, buf.data(), g, &st);
+  fs.write(0, 0, buf.data(), g, &st);
   fs.submit();
   fs.wait(g);
   EXPECT_EQ(st, -ENOSPC);
@@ -96,7 +103,7 @@ TEST(FlashStore, UncreatableFolderThrowsKvIoError) {
   const std::string file = dir.path + "/plain-file";
   std::ofstream(file) << "x";
   try {
-    FlashStore fs({file + "/kv", 4096, 4, {}});
+    FlashStore fs({file + "/kv", 4096, 1, 4, {}});
     FAIL() << "expected KvIoError";
   } catch (const KvIoError& e) {
     EXPECT_NE(std::string(e.what()).find(file + "/kv"), std::string::npos) << e.what();
@@ -114,7 +121,7 @@ TEST(FlashStore, RemovesItsFileAndStaleFilesOfDeadProcesses) {
   const std::string other = dir.path + "/notes.txt";
   for (const auto& p : {stale, alive, other}) std::ofstream(p) << "x";
   {
-    FlashStore fs({dir.path, 4096, 4, {}});
+    FlashStore fs({dir.path, 4096, 1, 4, {}});
     EXPECT_FALSE(std::filesystem::exists(stale));
     EXPECT_TRUE(std::filesystem::exists(alive));
     EXPECT_TRUE(std::filesystem::exists(fs.path()));

@@ -107,6 +107,37 @@ TEST(KvCodec, ZeroRowsStayZero) {
   for (uint8_t v : q) EXPECT_EQ(fp8_decode(v), 0.0f);
 }
 
+TEST(KvRotation, IsOrthonormalAndPreservesDotProducts) {
+  EXPECT_TRUE(can_rotate(64));
+  EXPECT_FALSE(can_rotate(80));
+  EXPECT_FALSE(can_rotate(1));
+  for (int n : {2, 16, 64, 256}) {
+    auto q = random_row(n, uint32_t(n), 1.0f), k = random_row(n, uint32_t(n) + 1, 3.0f);
+    std::vector<float> rq(static_cast<size_t>(n)), rk(static_cast<size_t>(n)), back(static_cast<size_t>(n));
+    rotate(q.data(), n, rq.data());
+    rotate(k.data(), n, rk.data());
+    unrotate(rk.data(), n, back.data());
+    double dot = 0, rdot = 0, nk = 0, nrk = 0;
+    for (int i = 0; i < n; ++i) {
+      dot += double(q[size_t(i)]) * k[size_t(i)];
+      rdot += double(rq[size_t(i)]) * rk[size_t(i)];
+      nk += double(k[size_t(i)]) * k[size_t(i)];
+      nrk += double(rk[size_t(i)]) * rk[size_t(i)];
+      EXPECT_NEAR(back[size_t(i)], k[size_t(i)], 1e-5f * 3.0f * std::sqrt(float(n)));
+    }
+    EXPECT_NEAR(rdot, dot, 1e-5 * std::sqrt(nk) * n);
+    EXPECT_NEAR(nrk, nk, 1e-5 * nk);
+    // In place works too.
+    rotate(q.data(), n, q.data());
+    for (int i = 0; i < n; ++i) EXPECT_EQ(q[size_t(i)], rq[size_t(i)]);
+  }
+  // An outlier channel is spread over every dim.
+  std::vector<float> e(64, 0.0f), r(64);
+  e[5] = 8.0f;
+  rotate(e.data(), 64, r.data());
+  for (float x : r) EXPECT_FLOAT_EQ(std::fabs(x), 1.0f);
+}
+
 TEST(KvLayout, DefaultModelSizes) {
   // 30 layers, 3 kv heads x 64: the numbers quoted in the report.
   struct {

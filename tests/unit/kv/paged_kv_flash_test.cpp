@@ -107,5 +107,31 @@ TEST(PagedKvFlash, SpilledBlocksOutliveTheirSequenceAsCache) {
   EXPECT_TRUE(same_outputs(fm, a2, fresh, 96, 97));
 }
 
+// Once frames are free again, blocks that were being streamed are loaded
+// back into DRAM between steps.
+TEST(PagedKvFlash, StreamedBlocksReturnToDramWhenFramesFree) {
+  const FakeModel fm;
+  TempDir dir("promote");
+  PagedKv kv(flash_config(fm, KvType::Int8Fp8, 8, 8, 16, 1, dir.path, 32));
+  Conv a(fm, tokens(90, 80)), c(fm, tokens(91, 12));
+  a.seq = kv.create();
+  run_step(kv, fm, {{&a, 64}});
+  c.seq = kv.create();
+  run_step(kv, fm, {{&c, 12}, {&a, 1}});  // c's two blocks and a's 9th: three of a's spill
+  EXPECT_EQ(kv.stats().flash_live, 3);
+  kv.release(c.seq);  // c's partial block frees a frame (its full one stays cached)
+  run_step(kv, fm, {{&a, 1}});  // streams a's blocks, then loads one back
+  run_step(kv, fm, {{&a, 1}});
+  const KvStats st = kv.stats();
+  EXPECT_EQ(st.flash_live, 2);
+  EXPECT_EQ(st.bytes_reloaded, int64_t(kv.layout().block_bytes));
+  kv.check_invariants();
+  run_step(kv, fm, {{&a, 13}});
+  PagedKv big(small_config(fm, KvType::Int8Fp8, 8, 64));
+  Conv ref(fm, a.toks);
+  run_conv(big, fm, ref, 16, false);
+  EXPECT_TRUE(same_outputs(fm, a, ref, 0, 80));
+}
+
 }  // namespace
 }  // namespace tern::kv
