@@ -1,7 +1,12 @@
 // tern bench: prefill, decode and batched-decode throughput, like llama-bench.
 #include <chrono>
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
 
 #include "commands.h"
 #include "common.h"
@@ -69,6 +74,57 @@ double run_decode(Engine& e, int tg, int batch_size) {
   return double(tg) * batch_size / sec;
 }
 
+// Average microseconds of one dispatch-and-join of pool.size() empty tasks.
+double dispatch_us(TaskPool& pool) {
+  constexpr int kRuns = 20000;
+  int64_t sink = 0;
+  auto noop = [&](int64_t t, int) { reinterpret_cast<volatile int64_t&>(sink) += t; };
+  for (int i = 0; i < 1000; ++i) pool.run(pool.size(), noop);  // warm up, wake workers
+  const auto t0 = Clock::now();
+  for (int i = 0; i < kRuns; ++i) pool.run(pool.size(), noop);
+  return seconds_since(t0) / kRuns * 1e6;
+}
+
+// Memory of this process (Linux /proc): peak and current resident set, and how
+// much of the model file's mapping is resident (the embedding rows read so
+// far, plus pages the repacking touched that the kernel has not dropped).
+nlohmann::json memory_report(const std::string& path) {
+  std::error_code ec;
+  const std::string model_path = std::filesystem::weakly_canonical(path, ec).string();
+  nlohmann::json j;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    std::istringstream ls(line);
+    std::string key;
+    long kb = 0;
+    ls >> key >> kb;
+    if (key == "VmHWM:") j["peak_rss_mib"] = kb / 1024.0;
+    if (key == "VmRSS:") j["rss_mib"] = kb / 1024.0;
+    if (key == "RssAnon:") j["rss_anon_mib"] = kb / 1024.0;
+    if (key == "RssFile:") j["rss_file_mib"] = kb / 1024.0;
+  }
+  std::ifstream smaps("/proc/self/smaps");
+  bool in_model = false;
+  long model_kb = 0, model_size_kb = 0;
+  for (std::string line; std::getline(smaps, line);) {
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
+        line.find('-') < line.find(' ')) {
+      in_model = line.size() >= model_path.size() &&
+                 line.compare(line.size() - model_path.size(), model_path.size(), model_path) == 0;
+      continue;
+    }
+    std::istringstream ls(line);
+    std::string key;
+    long kb = 0;
+    ls >> key >> kb;
+    if (in_model && key == "Rss:") model_kb += kb;
+    if (in_model && key == "Size:") model_size_kb += kb;
+  }
+  j["model_mapping_mib"] = model_size_kb / 1024.0;
+  j["model_mapping_resident_mib"] = model_kb / 1024.0;
+  return j;
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -94,11 +150,28 @@ void add_bench_command(CLI::App& app) {
   cmd->callback([o] {
     int max_b = 1;
     for (int b : o->batches) max_b = std::max(max_b, b);
+    const auto t_load = Clock::now();
     auto engine = load_engine(o->model, max_b);
+    const double load_s = seconds_since(t_load);
+    const ModelConfig& c = engine->config();
     nlohmann::json j;
-    j["model"] = engine->config().name;
+    j["model"] = c.name;
     j["threads"] = engine->pool().size();
     j["kernels"] = kernels::kernel_isa();
+    j["load_s"] = load_s;
+    j["dispatch_us"] = dispatch_us(engine->pool());
+    // Decode reads every repacked weight once per step; prefill's work is the
+    // linear layers' multiply-accumulates (the output head runs once per prompt).
+    const double layer_macs = double(c.n_layers) *
+                              (2.0 * c.d_model * c.q_dim() + 2.0 * c.d_model * c.kv_dim() +
+                               3.0 * c.d_model * c.d_ff);
+    j["weight_bytes"] = engine->model().packed_bytes();
+    j["layer_macs_per_token"] = layer_macs;
+    j["head_macs_per_token"] = double(c.d_model) * c.n_vocab;
+    if (!o->json) {
+      std::printf("load %.2f s, dispatch-and-join %.2f us, %.1f MiB of weights\n", load_s,
+                  j["dispatch_us"].get<double>(), double(engine->model().packed_bytes()) / (1 << 20));
+    }
     auto best = [&](auto fn) {
       double b = 0;
       for (int r = 0; r < o->reps; ++r) b = std::max(b, fn());
@@ -116,7 +189,15 @@ void add_bench_command(CLI::App& app) {
         if (!o->json) std::printf("decode   tg%-4d batch %-3d %8.1f t/s\n", o->tg, b, tps);
       }
     }
-    if (o->json) std::printf("%s\n", j.dump().c_str());
+    j["memory"] = memory_report(engine->model().file().path());
+    if (o->json) {
+      std::printf("%s\n", j.dump().c_str());
+    } else {
+      std::printf("memory: peak rss %.1f MiB, model mapping resident %.1f of %.1f MiB\n",
+                  j["memory"]["peak_rss_mib"].get<double>(),
+                  j["memory"]["model_mapping_resident_mib"].get<double>(),
+                  j["memory"]["model_mapping_mib"].get<double>());
+    }
   });
 }
 

@@ -1,5 +1,6 @@
 #include "tern/core/task_pool.h"
 
+#include <cassert>
 #include <chrono>
 
 #include "tern/core/cpu.h"
@@ -18,6 +19,11 @@ namespace {
 // next kernel of the same forward pass (a few microseconds apart), short
 // enough that an idle server burns no CPU.
 constexpr auto kSpinTime = std::chrono::microseconds(200);
+// The caller polls for its last tasks this many times before it starts
+// yielding the core (a descheduled worker may be holding one of them).
+constexpr int kJoinSpins = 4000;
+
+uint32_t generation_of(uint64_t claim) { return uint32_t(claim >> 32); }
 }  // namespace
 
 TaskPool::TaskPool(int n_threads) {
@@ -29,19 +35,29 @@ TaskPool::~TaskPool() {
   {
     std::lock_guard lock(mu_);
     stop_.store(true);
-    generation_.fetch_add(1);
+    claim_.store(uint64_t(generation_ + 1) << 32);
   }
   cv_.notify_all();
   for (auto& t : threads_) t.join();
 }
 
-void TaskPool::work_on_current(int worker) {
-  const FnRef fn = *fn_;
-  const int64_t n = n_tasks_;
+// Claims and runs tasks of job `generation` until none is left (or a newer
+// job has started, which means this one is done).
+void TaskPool::work_on(uint32_t generation, int worker) {
+  const Job& job = jobs_[generation & 1];
   for (;;) {
-    const int64_t t = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (t >= n) break;
-    fn(t, worker);
+    uint64_t c = claim_.load(std::memory_order_acquire);
+    if (generation_of(c) != generation) return;
+    // Read before the claim: if the claim below succeeds, the job was still
+    // current, so these are its values (a newer job's are written only after
+    // every task of this one, including the one being claimed, has finished).
+    const int64_t n = job.n.load(std::memory_order_relaxed);
+    FnRef* fn = job.fn.load(std::memory_order_relaxed);
+    const int64_t task = int64_t(uint32_t(c));
+    if (task >= n) return;
+    if (!claim_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
+    (*fn)(task, worker);
+    done_.fetch_add(1, std::memory_order_release);
   }
 }
 
@@ -51,28 +67,34 @@ void TaskPool::run_ref(int64_t n_tasks, FnRef fn) {
     for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
     return;
   }
-  fn_ = &fn;
-  n_tasks_ = n_tasks;
-  next_task_.store(0, std::memory_order_relaxed);
-  active_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1);  // seq_cst: publishes the job, ordered before reading sleepers_
+  assert(n_tasks < (int64_t(1) << 31));
+  const uint32_t g = ++generation_;
+  jobs_[g & 1].n.store(n_tasks, std::memory_order_relaxed);
+  jobs_[g & 1].fn.store(&fn, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  claim_.store(uint64_t(g) << 32);  // seq_cst: publishes the job, ordered before reading sleepers_
   if (sleepers_.load() > 0) {
     std::lock_guard lock(mu_);
     cv_.notify_all();
   }
-  work_on_current(0);
-  // Every worker checks in once per job, so the job's state can be reused next run.
-  while (active_.load(std::memory_order_acquire) != 0) TERN_PAUSE();
+  work_on(g, 0);
+  for (int spins = 0; done_.load(std::memory_order_acquire) != n_tasks; ++spins) {
+    if (spins < kJoinSpins) {
+      TERN_PAUSE();
+    } else {
+      std::this_thread::yield();
+    }
+  }
 }
 
 void TaskPool::worker_loop(int worker) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    // Poll for a while, then sleep until the generation changes.
-    uint64_t g = generation_.load(std::memory_order_acquire);
+    // Poll for a while, then sleep until a new job is published.
+    uint32_t g = generation_of(claim_.load(std::memory_order_acquire));
     if (g == seen) {
       const auto until = std::chrono::steady_clock::now() + kSpinTime;
-      for (int i = 1; (g = generation_.load(std::memory_order_acquire)) == seen; ++i) {
+      for (int i = 1; (g = generation_of(claim_.load(std::memory_order_acquire))) == seen; ++i) {
         TERN_PAUSE();
         if (i % 64 == 0 && std::chrono::steady_clock::now() > until) break;
       }
@@ -80,14 +102,13 @@ void TaskPool::worker_loop(int worker) {
     if (g == seen) {
       std::unique_lock lock(mu_);
       sleepers_.fetch_add(1);  // seq_cst: ordered before the generation check below
-      cv_.wait(lock, [&] { return generation_.load() != seen; });
+      cv_.wait(lock, [&] { return generation_of(claim_.load()) != seen; });
       sleepers_.fetch_sub(1);
-      g = generation_.load(std::memory_order_acquire);
+      g = generation_of(claim_.load(std::memory_order_acquire));
     }
     seen = g;
     if (stop_.load(std::memory_order_acquire)) return;
-    work_on_current(worker);
-    active_.fetch_sub(1, std::memory_order_acq_rel);
+    work_on(g, worker);
   }
 }
 

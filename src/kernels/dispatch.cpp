@@ -22,9 +22,14 @@ const KernelTable& active_kernels() {
     const bool has_avx2 = cpu.avx2 && cpu.fma && cpu.f16c;
     const KernelTable* avx2 = has_avx2 ? avx2_kernels() : nullptr;
     const KernelTable* vnni = has_avx2 && cpu.avxvnni ? avxvnni_kernels() : nullptr;
+    // Every CPU with AVX512-VNNI and BW also has VL (Cascade Lake, Ice Lake, Zen 4 on).
+    const KernelTable* avx512 =
+        has_avx2 && cpu.avx512f && cpu.avx512bw && cpu.avx512vnni ? avx512_kernels() : nullptr;
     const KernelTable* pick = &scalar_kernels();
     if (want.empty()) {
-      pick = vnni ? vnni : avx2 ? avx2 : pick;
+      pick = avx512 ? avx512 : vnni ? vnni : avx2 ? avx2 : pick;
+    } else if (want == "avx512vnni" && avx512) {
+      pick = avx512;
     } else if (want == "avxvnni" && vnni) {
       pick = vnni;
     } else if (want == "avx2" && avx2) {
@@ -43,8 +48,8 @@ const char* kernel_isa() { return active_kernels().isa; }
 void quantize_activations(const float* x, int rows, int n, QuantizedActs& qa, TaskPool& pool) {
   qa.resize(rows, n);
   const KernelTable& k = active_kernels();
-  // About 16K values a task: small batches stay on the calling thread.
-  const int grain = std::max(1, 16384 / std::max(1, n));
+  // About 8K values a task (a few microseconds): decode stays on the calling thread.
+  const int grain = std::max(1, 8192 / std::max(1, n));
   if (rows <= grain) {
     k.quantize_rows(x, 0, rows, n, qa);
     return;
@@ -116,9 +121,9 @@ void swiglu(const float* gate, const float* up, float* out, int n) {
   active_kernels().swiglu(gate, up, out, n);
 }
 void softmax(float* x, int n) { active_kernels().softmax(x, n); }
-void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int n_kv, int head_dim,
-                   int64_t stride, float* out) {
-  active_kernels().attention_f16(q, k, v, n_kv, head_dim, stride, out);
+void attention_f16(const float* q, float* out, int64_t q_stride, int n_tok, int n_grp, int n_kv0,
+                   const uint16_t* k, const uint16_t* v, int64_t kv_stride, int head_dim) {
+  active_kernels().attention_f16(q, out, q_stride, n_tok, n_grp, n_kv0, k, v, kv_stride, head_dim);
 }
 void f32_to_f16(const float* x, uint16_t* out, int n) { active_kernels().f32_to_f16(x, out, n); }
 
@@ -165,5 +170,10 @@ const KernelTable* avx2_kernels() { return nullptr; }
 #ifndef TERN_HAVE_AVXVNNI
 namespace tern::kernels {
 const KernelTable* avxvnni_kernels() { return nullptr; }
+}  // namespace tern::kernels
+#endif
+#ifndef TERN_HAVE_AVX512
+namespace tern::kernels {
+const KernelTable* avx512_kernels() { return nullptr; }
 }  // namespace tern::kernels
 #endif

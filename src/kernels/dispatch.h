@@ -19,8 +19,9 @@ struct KernelTable {
   void (*rmsnorm)(const float* x, const float* weight, float* out, int n, float eps);
   void (*swiglu)(const float* gate, const float* up, float* out, int n);
   void (*softmax)(float* x, int n);
-  void (*attention_f16)(const float* q, const uint16_t* k, const uint16_t* v, int n_kv,
-                        int head_dim, int64_t stride, float* out);
+  void (*attention_f16)(const float* q, float* out, int64_t q_stride, int n_tok, int n_grp,
+                        int n_kv0, const uint16_t* k, const uint16_t* v, int64_t kv_stride,
+                        int head_dim);
   void (*f32_to_f16)(const float* x, uint16_t* out, int n);
 };
 
@@ -29,9 +30,10 @@ const KernelTable& scalar_kernels();
 // the caller checks the CPU supports it (see active_kernels()).
 const KernelTable* avx2_kernels();     // AVX2 + FMA + F16C
 const KernelTable* avxvnni_kernels();  // the AVX2 table with AVX-VNNI dot products
+const KernelTable* avx512_kernels();   // AVX-512 F/BW/VL/VNNI matrix products, AVX2 elsewhere
 
 // The table in use: the best one the CPU supports, chosen once from CPUID;
-// TERN_KERNELS=scalar|avx2|avxvnni asks for a specific one (falling back to
+// TERN_KERNELS=scalar|avx2|avxvnni|avx512vnni asks for a specific one (falling back to
 // scalar when the CPU or the build lacks it).
 const KernelTable& active_kernels();
 

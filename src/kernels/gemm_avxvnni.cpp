@@ -16,8 +16,14 @@ struct VnniDot {
     return _mm256_dpbusd_avx_epi32(acc, w, a);
   }
   static __m256i finish4(__m256i acc) { return acc; }
-  static __m256i dot_s8(__m256i acc, __m256i wabs, __m256i w, __m256i a) {
-    return _mm256_dpbusd_avx_epi32(acc, wabs, _mm256_sign_epi8(a, w));
+  // int8: w + 128 as unsigned (once per chunk, for all rows), then one vpdpbusd
+  // a row; the group's sum is corrected by 128 * sum(a) (exact in int32).
+  static __m256i prep8(__m256i w) { return _mm256_xor_si256(w, _mm256_set1_epi8(char(0x80))); }
+  static __m256i dot_s8(__m256i acc, __m256i w_plus_128, __m256i, __m256i a) {
+    return _mm256_dpbusd_avx_epi32(acc, w_plus_128, a);
+  }
+  static __m256i finish8(__m256i acc, int32_t isum) {
+    return _mm256_sub_epi32(acc, _mm256_set1_epi32(128 * isum));
   }
 };
 

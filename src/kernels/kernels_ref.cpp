@@ -32,6 +32,7 @@ void quantize_rows_ref(const float* x, int r0, int r1, int n, QuantizedActs& qa)
       }
       qa.d[size_t(r) * groups + g] = d;
       qa.s[size_t(r) * groups + g] = d * float(sum);
+      qa.isum[size_t(r) * groups + g] = sum;
     }
   }
 }
@@ -97,8 +98,9 @@ void softmax_ref(float* x, int n) {
   for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void attention_f16_ref(const float* q, const uint16_t* k, const uint16_t* v, int n_kv,
-                       int head_dim, int64_t stride, float* out) {
+// One query against positions [0, n_kv): the textbook online softmax.
+void attend_one(const float* q, const uint16_t* k, const uint16_t* v, int n_kv, int head_dim,
+                int64_t stride, float* out) {
   float m = -std::numeric_limits<float>::infinity();
   float l = 0.0f;
   for (int j = 0; j < head_dim; ++j) out[j] = 0.0f;
@@ -116,6 +118,17 @@ void attention_f16_ref(const float* q, const uint16_t* k, const uint16_t* v, int
   }
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
   for (int j = 0; j < head_dim; ++j) out[j] *= inv;
+}
+
+void attention_f16_ref(const float* q, float* out, int64_t q_stride, int n_tok, int n_grp,
+                       int n_kv0, const uint16_t* k, const uint16_t* v, int64_t kv_stride,
+                       int head_dim) {
+  for (int i = 0; i < n_tok; ++i) {
+    for (int g = 0; g < n_grp; ++g) {
+      const int64_t o = i * q_stride + g * head_dim;
+      attend_one(q + o, k, v, n_kv0 + i, head_dim, kv_stride, out + o);
+    }
+  }
 }
 
 void f32_to_f16_ref(const float* x, uint16_t* out, int n) {

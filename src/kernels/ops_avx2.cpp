@@ -44,6 +44,7 @@ void quantize_rows(const float* x, int r0, int r1, int n, QuantizedActs& qa) {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(qa.q.data() + size_t(r) * n + g * kGroup), q8);
       qa.d[size_t(r) * groups + g] = d;
       qa.s[size_t(r) * groups + g] = d * float(sum);
+      qa.isum[size_t(r) * groups + g] = sum;
     }
   }
 }
@@ -131,85 +132,166 @@ inline __m256 hsum8(const __m256* v) {
   return _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
 }
 
-constexpr int kMaxHeadDim = 512;
+constexpr int kMaxHeadDim = 256;
+constexpr int kMaxQueries = 32;  // queries processed together (their state lives on the stack)
+constexpr int kChunk = 32;       // keys converted together; softmax state moves once a chunk
 
-// acc (8*CN) = acc * corr + sum over j < nb of p[j] * v_j (8*CN fp16 at v + j*stride),
+// acc (8*CN) = acc * corr + sum over j < nk of p[j] * v_j (8*CN fp32 at v + j*ld),
 // with the CN accumulators in registers.
 template <int CN>
-inline void pv_slab(float* acc, float corr, const float* p, const uint16_t* v, int nb,
-                    int64_t stride) {
+inline void pv_slab(float* acc, float corr, const float* p, const float* v, int nk, int ld) {
   __m256 o[CN];
-  const __m256 vc = _mm256_set1_ps(corr);
-  for (int c = 0; c < CN; ++c) o[c] = _mm256_mul_ps(_mm256_load_ps(acc + 8 * c), vc);
-  for (int j = 0; j < nb; ++j) {
-    const uint16_t* vt = v + j * stride;
+  for (int c = 0; c < CN; ++c) o[c] = _mm256_load_ps(acc + 8 * c);
+  if (corr != 1.0f) {
+    const __m256 vc = _mm256_set1_ps(corr);
+    for (int c = 0; c < CN; ++c) o[c] = _mm256_mul_ps(o[c], vc);
+  }
+  int j = 0;
+  for (; j + 2 <= nk; j += 2) {
+    const __m256 p0 = _mm256_set1_ps(p[j]), p1 = _mm256_set1_ps(p[j + 1]);
+    for (int c = 0; c < CN; ++c) {
+      const __m256 t = _mm256_mul_ps(p0, _mm256_load_ps(v + j * ld + 8 * c));
+      o[c] = _mm256_add_ps(o[c], _mm256_fmadd_ps(p1, _mm256_load_ps(v + (j + 1) * ld + 8 * c), t));
+    }
+  }
+  for (; j < nk; ++j) {
     const __m256 pb = _mm256_set1_ps(p[j]);
-    for (int c = 0; c < CN; ++c) o[c] = _mm256_fmadd_ps(pb, load_f16(vt + 8 * c), o[c]);
+    for (int c = 0; c < CN; ++c) o[c] = _mm256_fmadd_ps(pb, _mm256_load_ps(v + j * ld + 8 * c), o[c]);
   }
   for (int c = 0; c < CN; ++c) _mm256_store_ps(acc + 8 * c, o[c]);
 }
 
-}  // namespace
-
-// Online softmax over blocks of 8 keys: the 8 scores are computed together
-// (one transposing reduction for all 8), the running max and sum are updated
-// once a block, and the accumulator is rescaled only when the max moves.
-void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int n_kv, int head_dim,
-                   int64_t stride, float* out) {
-  if (head_dim % 8 != 0 || head_dim > kMaxHeadDim) {
-    scalar_kernels().attention_f16(q, k, v, n_kv, head_dim, stride, out);
-    return;
+void pv(float* acc, float corr, const float* p, const float* v, int nk, int nc) {
+  for (int c0 = 0; c0 < nc; c0 += 8) {
+    float* a = acc + 8 * c0;
+    const float* vb = v + 8 * c0;
+    const int ld = 8 * nc;
+    switch (std::min(8, nc - c0)) {
+      case 8: pv_slab<8>(a, corr, p, vb, nk, ld); break;
+      case 7: pv_slab<7>(a, corr, p, vb, nk, ld); break;
+      case 6: pv_slab<6>(a, corr, p, vb, nk, ld); break;
+      case 5: pv_slab<5>(a, corr, p, vb, nk, ld); break;
+      case 4: pv_slab<4>(a, corr, p, vb, nk, ld); break;
+      case 3: pv_slab<3>(a, corr, p, vb, nk, ld); break;
+      case 2: pv_slab<2>(a, corr, p, vb, nk, ld); break;
+      default: pv_slab<1>(a, corr, p, vb, nk, ld); break;
+    }
   }
+}
+
+// Scores of one query against 8 consecutive keys (fp32 rows of 8*nc at k).
+inline __m256 scores8(const float* q, const float* k, int nc) {
+  __m256 part[8];
+  for (int j = 0; j < 8; ++j) part[j] = _mm256_setzero_ps();
+  for (int c = 0; c < nc; ++c) {
+    const __m256 qc = _mm256_loadu_ps(q + 8 * c);
+    for (int j = 0; j < 8; ++j) part[j] = _mm256_fmadd_ps(qc, _mm256_load_ps(k + j * 8 * nc + 8 * c), part[j]);
+  }
+  return hsum8(part);
+}
+
+// Rows [t0, t0+n) of an fp16 cache (row t at src + t*stride) -> dst (n rounded
+// up to 8, 8*nc) fp32; the padding rows are zeroed (their scores are masked).
+void convert_rows(const uint16_t* src, int64_t stride, int t0, int n, int nc, float* dst) {
+  const int padded = (n + 7) / 8 * 8;
+  for (int j = 0; j < padded; ++j) {
+    float* d = dst + j * 8 * nc;
+    if (j < n) {
+      const uint16_t* s = src + (t0 + j) * stride;
+      for (int c = 0; c < nc; ++c) _mm256_store_ps(d + 8 * c, load_f16(s + 8 * c));
+    } else {
+      for (int c = 0; c < nc; ++c) _mm256_store_ps(d + 8 * c, _mm256_setzero_ps());
+    }
+  }
+}
+
+// Up to kMaxQueries queries (pointers qs[i], outputs os[i], each seeing n_kv[i]
+// keys) against one KV head.
+void attend_queries(const float* const* qs, float* const* os, const int* n_kv, int n_q,
+                    const uint16_t* k, const uint16_t* v, int64_t kv_stride, int head_dim) {
   const int nc = head_dim / 8;
-  alignas(32) float acc[kMaxHeadDim];
-  for (int c = 0; c < nc; ++c) _mm256_store_ps(acc + 8 * c, _mm256_setzero_ps());
+  alignas(32) float kf[kChunk * kMaxHeadDim], vf[kChunk * kMaxHeadDim];
+  alignas(32) float acc[kMaxQueries * kMaxHeadDim];
+  float m[kMaxQueries], l[kMaxQueries];
+  int max_kv = 0;
+  for (int i = 0; i < n_q; ++i) {
+    m[i] = -std::numeric_limits<float>::infinity();
+    l[i] = 0.0f;
+    for (int c = 0; c < nc; ++c) _mm256_store_ps(acc + i * head_dim + 8 * c, _mm256_setzero_ps());
+    max_kv = std::max(max_kv, n_kv[i]);
+  }
   const __m256 neg_inf = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  float m = -std::numeric_limits<float>::infinity(), l = 0.0f;
-  for (int t0 = 0; t0 < n_kv; t0 += 8) {
-    const int nb = std::min(8, n_kv - t0);
-    // s (8): q . k_t for the block's keys; -inf past the end.
-    __m256 part[8];
-    for (int j = 0; j < 8; ++j) {
-      __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-      if (j < nb) {
-        const uint16_t* kt = k + (t0 + j) * stride;
-        int c = 0;
-        for (; c + 2 <= nc; c += 2) {
-          a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * c), load_f16(kt + 8 * c), a0);
-          a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * c + 8), load_f16(kt + 8 * c + 8), a1);
-        }
-        if (c < nc) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * c), load_f16(kt + 8 * c), a0);
+  for (int t0 = 0; t0 < max_kv; t0 += kChunk) {
+    const int nk = std::min(kChunk, max_kv - t0);
+    // The chunk's keys and values as fp32, once for all queries.
+    convert_rows(k, kv_stride, t0, nk, nc, kf);
+    convert_rows(v, kv_stride, t0, nk, nc, vf);
+    for (int i = 0; i < n_q; ++i) {
+      const int nki = std::min(nk, n_kv[i] - t0);  // this query's keys in the chunk
+      if (nki <= 0) continue;
+      const int nb = (nki + 7) / 8;
+      // s: q . k_j for the chunk's keys, -inf past this query's last one.
+      __m256 s[kChunk / 8];
+      __m256 mx = neg_inf;
+      for (int b = 0; b < nb; ++b) {
+        s[b] = scores8(qs[i], kf + b * 8 * head_dim, nc);
+        const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nki - 8 * b), lane));
+        s[b] = _mm256_blendv_ps(neg_inf, s[b], valid);
+        mx = _mm256_max_ps(mx, s[b]);
       }
-      part[j] = _mm256_add_ps(a0, a1);
-    }
-    __m256 s = hsum8(part);
-    const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nb), lane));
-    s = _mm256_blendv_ps(neg_inf, s, valid);
-    const float m_new = std::max(m, hmax(s));
-    const float corr = std::exp(m - m_new);  // 0 on the first block
-    const __m256 p = x86::exp(_mm256_sub_ps(s, _mm256_set1_ps(m_new)));  // 0 past the end
-    l = l * corr + hsum(p);
-    alignas(32) float pj[8];
-    _mm256_store_ps(pj, p);
-    // acc = acc * corr + sum_j p_j v_j, one slab of up to 64 dims at a time in registers.
-    for (int c0 = 0; c0 < nc; c0 += 8) {
-      const uint16_t* vb = v + t0 * stride + 8 * c0;
-      switch (std::min(8, nc - c0)) {
-        case 8: pv_slab<8>(acc + 8 * c0, corr, pj, vb, nb, stride); break;
-        case 7: pv_slab<7>(acc + 8 * c0, corr, pj, vb, nb, stride); break;
-        case 6: pv_slab<6>(acc + 8 * c0, corr, pj, vb, nb, stride); break;
-        case 5: pv_slab<5>(acc + 8 * c0, corr, pj, vb, nb, stride); break;
-        case 4: pv_slab<4>(acc + 8 * c0, corr, pj, vb, nb, stride); break;
-        case 3: pv_slab<3>(acc + 8 * c0, corr, pj, vb, nb, stride); break;
-        case 2: pv_slab<2>(acc + 8 * c0, corr, pj, vb, nb, stride); break;
-        default: pv_slab<1>(acc + 8 * c0, corr, pj, vb, nb, stride); break;
+      // Online softmax: the running sum and output are rescaled only when the max moves.
+      const float m_new = std::max(m[i], hmax(mx));
+      const float corr = m_new == m[i] ? 1.0f : std::exp(m[i] - m_new);  // 0 on the first chunk
+      const __m256 vm = _mm256_set1_ps(m_new);
+      alignas(32) float p[kChunk];
+      __m256 psum = _mm256_setzero_ps();
+      for (int b = 0; b < nb; ++b) {
+        const __m256 pb = x86::exp(_mm256_sub_ps(s[b], vm));  // 0 past the end
+        psum = _mm256_add_ps(psum, pb);
+        _mm256_store_ps(p + 8 * b, pb);
       }
+      l[i] = l[i] * corr + hsum(psum);
+      m[i] = m_new;
+      pv(acc + i * head_dim, corr, p, vf, nki, nc);
     }
-    m = m_new;
   }
-  const __m256 inv = _mm256_set1_ps(l > 0.0f ? 1.0f / l : 0.0f);
-  for (int c = 0; c < nc; ++c) _mm256_storeu_ps(out + 8 * c, _mm256_mul_ps(_mm256_load_ps(acc + 8 * c), inv));
+  for (int i = 0; i < n_q; ++i) {
+    const __m256 inv = _mm256_set1_ps(l[i] > 0.0f ? 1.0f / l[i] : 0.0f);
+    for (int c = 0; c < nc; ++c) {
+      _mm256_storeu_ps(os[i] + 8 * c, _mm256_mul_ps(_mm256_load_ps(acc + i * head_dim + 8 * c), inv));
+    }
+  }
+}
+
+}  // namespace
+
+// Chunks of 32 keys: each chunk's K and V rows are converted to fp32 once and
+// shared by all queries of the call (the GQA heads of a token, and the tokens
+// of a prefill block). For each query the scores come 8 keys at a time (one
+// transposing reduction each), the running max and sum move once a chunk, and
+// the output accumulates in registers across the chunk's keys.
+void attention_f16(const float* q, float* out, int64_t q_stride, int n_tok, int n_grp, int n_kv0,
+                   const uint16_t* k, const uint16_t* v, int64_t kv_stride, int head_dim) {
+  if (head_dim % 8 != 0 || head_dim > kMaxHeadDim || n_grp > kMaxQueries) {
+    scalar_kernels().attention_f16(q, out, q_stride, n_tok, n_grp, n_kv0, k, v, kv_stride, head_dim);
+    return;
+  }
+  const int tok_chunk = kMaxQueries / n_grp;
+  for (int i0 = 0; i0 < n_tok; i0 += tok_chunk) {
+    const float* qs[kMaxQueries];
+    float* os[kMaxQueries];
+    int n_kv[kMaxQueries];
+    int n_q = 0;
+    for (int i = i0; i < std::min(n_tok, i0 + tok_chunk); ++i) {
+      for (int g = 0; g < n_grp; ++g, ++n_q) {
+        qs[n_q] = q + i * q_stride + g * head_dim;
+        os[n_q] = out + i * q_stride + g * head_dim;
+        n_kv[n_q] = n_kv0 + i;
+      }
+    }
+    attend_queries(qs, os, n_kv, n_q, k, v, kv_stride, head_dim);
+  }
 }
 
 }  // namespace tern::kernels::avx2

@@ -109,25 +109,26 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
           } else {
             m16 = f32_to_fp16(-8.0f * fp16_to_f32(d16));  // d*(q-8) == d*q + (-8d), exact
           }
+          // Q4_x byte j holds elements j (low nibble) and j+16 (high): exactly
+          // the byte the interleaved layout wants at q[j/4][i][j%4].
           const uint8_t* qs = sb + (src_type == DType::Q4_1 ? 4 : 2);
-          for (int j = 0; j < 16; ++j) q[j] = qs[j] & 0xf, q[j + 16] = qs[j] >> 4;
+          for (int c = 0; c < 4; ++c) std::memcpy(b.q[c][i], qs + 4 * c, 4);
           b.d[i] = d16;
           b.m[i] = m16;
         } else {
           quant_group_int4(row.data() + g * kGroup, b.d[i], b.m[i], q);
+          put_int4_row(b, i, q);
         }
-        put_int4_row(b, i, q);
       } else {
         auto& b = reinterpret_cast<Int8Block*>(tile)[g];
         if (exact8) {
-          Q8_0Src s;
-          std::memcpy(&s, srow + size_t(g) * sizeof(Q8_0Src), sizeof s);
-          b.d[i] = s.d;
-          for (int j = 0; j < kGroup; ++j) q[j] = s.qs[j];
+          const uint8_t* sb = srow + size_t(g) * sizeof(Q8_0Src);
+          std::memcpy(&b.d[i], sb, 2);
+          for (int c = 0; c < 8; ++c) std::memcpy(b.q[c][i], sb + 2 + 4 * c, 4);
         } else {
           quant_group_int8(row.data() + g * kGroup, b.d[i], q);
+          put_int8_row(b, i, q);
         }
-        put_int8_row(b, i, q);
       }
     }
   }
@@ -159,6 +160,7 @@ void QuantizedActs::resize(int new_rows, int new_n) {
   if (q.size() < nq) q = AlignedBuffer<int8_t>(nq);
   if (d.size() < ng) d = AlignedBuffer<float>(ng);
   if (s.size() < ng) s = AlignedBuffer<float>(ng);
+  if (isum.size() < ng) isum = AlignedBuffer<int32_t>(ng);
 }
 
 }  // namespace tern::kernels

@@ -15,23 +15,24 @@
 namespace tern {
 namespace {
 
-// fn(t) for every token t of the batch: on the pool when the batch is big
-// enough to pay for a dispatch (prefill), inline for decode-sized batches.
+// fn(t) for every token t of the batch, `width` values of work each: on the
+// pool in tasks of about 8K values when there are at least two of them
+// (prefill, batched decode), inline otherwise (a dispatch costs ~1 us).
 template <typename F>
-void for_each_token(TaskPool& pool, int T, F&& fn) {
-  constexpr int kGrain = 16;
-  if (T < 2 * kGrain) {
+void for_each_token(TaskPool& pool, int T, int width, F&& fn) {
+  const int grain = std::max(1, 8192 / std::max(1, width));
+  if (T < 2 * grain) {
     for (int t = 0; t < T; ++t) fn(t);
     return;
   }
-  pool.parallel_for(T, kGrain, [&](int64_t b, int64_t e, int) {
+  pool.parallel_for(T, grain, [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) fn(int(t));
   });
 }
 
 // x (T, d) += y (T, d)
 void add_rows(float* x, const float* y, int T, int d, TaskPool& pool) {
-  for_each_token(pool, T, [&](int t) {
+  for_each_token(pool, T, d, [&](int t) {
     float* xr = x + size_t(t) * d;
     const float* yr = y + size_t(t) * d;
     for (int i = 0; i < d; ++i) xr[i] += yr[i];
@@ -82,7 +83,7 @@ void Model::attention_block(int l, const Batch& batch, KvCache& kv, TaskPool& po
   Workspace& w = ws_;
 
   // xn = rmsnorm(x) * attn_norm; q, k, v = xn @ Wq, Wk, Wv
-  for_each_token(pool, T, [&](int t) {
+  for_each_token(pool, T, d, [&](int t) {
     kernels::rmsnorm(w.x.data() + size_t(t) * d, L.attn_norm.data(), w.xn.data() + size_t(t) * d,
                      d, c.norm_eps);
   });
@@ -92,7 +93,7 @@ void Model::attention_block(int l, const Batch& batch, KvCache& kv, TaskPool& po
   const kernels::RopeParams rope{hd, c.rope_dims, c.rope_theta, c.rope_style == RopeStyle::NeoX,
                                  rope_freqs_.empty() ? nullptr : rope_freqs_.data()};
   const float q_scale = 1.0f / std::sqrt(float(hd));
-  for_each_token(pool, T, [&](int t) {
+  for_each_token(pool, T, 2 * (qd + kvd), [&](int t) {  // rope: cos/sin weigh in
     float* qt = w.q.data() + size_t(t) * qd;
     float* kt = w.k.data() + size_t(t) * kvd;
     float* vt = w.v.data() + size_t(t) * kvd;
@@ -120,16 +121,32 @@ void Model::attention_block(int l, const Batch& batch, KvCache& kv, TaskPool& po
   }
 
   // attn[t] = softmax(q_t . K[0..pos]) V[0..pos], per head; GQA maps query
-  // head h to kv head h / (n_heads / n_kv_heads).
+  // head h to kv head h / group. A task is one kv head for a block of
+  // consecutive tokens of one sequence: the block's group x tokens queries
+  // share each K/V row read. Blocks run latest (longest) first.
   const int group = c.n_heads / c.n_kv_heads;
-  pool.run(int64_t(T) * c.n_heads, [&](int64_t task, int) {
-    const int t = int(task / c.n_heads), h = int(task % c.n_heads);
-    const BatchEntry& e = batch.entries[size_t(w.tok_entry[size_t(t)])];
-    const KvView view = kv.view(e.seq, l);
-    const int kvh = h / group;
-    kernels::attention_f16(w.q.data() + size_t(t) * qd + h * hd, view.k + kvh * hd,
-                           view.v + kvh * hd, w.tok_pos[size_t(t)] + 1, hd, view.stride,
-                           w.attn.data() + size_t(t) * qd + h * hd);
+  const int tok_block = std::max(1, 32 / group);
+  int n_blocks = 0;
+  for (const BatchEntry& e : batch.entries) {
+    n_blocks += (int(e.tokens.size()) + tok_block - 1) / tok_block;
+  }
+  pool.run(int64_t(n_blocks) * c.n_kv_heads, [&](int64_t task, int) {
+    const int kvh = int(task % c.n_kv_heads);
+    int b = n_blocks - 1 - int(task / c.n_kv_heads), t = 0;
+    size_t ei = 0;
+    for (;; ++ei) {  // the entry holding block b, and its first token t
+      const int n = int(batch.entries[ei].tokens.size());
+      if (b < (n + tok_block - 1) / tok_block) break;
+      b -= (n + tok_block - 1) / tok_block;
+      t += n;
+    }
+    const int n = int(batch.entries[ei].tokens.size());
+    const int t0 = t + b * tok_block, n_tok = std::min(tok_block, n - b * tok_block);
+    const KvView view = kv.view(batch.entries[ei].seq, l);
+    const size_t at = size_t(t0) * qd + size_t(kvh) * group * hd;
+    kernels::attention_f16(w.q.data() + at, w.attn.data() + at, qd, n_tok, group,
+                           w.tok_pos[size_t(t0)] + 1, view.k + kvh * hd, view.v + kvh * hd,
+                           view.stride, hd);
   });
 
   // x += attn @ Wo
@@ -144,13 +161,13 @@ void Model::ffn_block(int l, int T, TaskPool& pool) {
   const int d = c.d_model, ff = c.d_ff;
   Workspace& w = ws_;
   // x += (silu(xn @ Wgate) * (xn @ Wup)) @ Wdown, xn = rmsnorm(x) * ffn_norm
-  for_each_token(pool, T, [&](int t) {
+  for_each_token(pool, T, d, [&](int t) {
     kernels::rmsnorm(w.x.data() + size_t(t) * d, L.ffn_norm.data(), w.xn.data() + size_t(t) * d,
                      d, c.norm_eps);
   });
   kernels::quantize_activations(w.xn.data(), T, d, w.qa, pool);
   kernels::matmul({{&L.w_gate, w.gate.data()}, {&L.w_up, w.up.data()}}, w.qa, pool);
-  for_each_token(pool, T, [&](int t) {
+  for_each_token(pool, T, 4 * ff, [&](int t) {  // an exp and a division a value
     const size_t o = size_t(t) * ff;
     kernels::swiglu(w.gate.data() + o, w.up.data() + o, w.gate.data() + o, ff);
   });

@@ -10,9 +10,15 @@
 // (long enough to catch the next kernel of the same forward pass), then
 // sleep on a condition variable; they never spin forever.
 //
+// The join waits for the tasks, not for the workers: a worker the OS has not
+// scheduled yet (a busy machine) simply finds no task left when it wakes,
+// instead of holding up the caller. The claim counter carries the job's
+// generation in its high 32 bits, so a late worker can never claim a task of
+// a newer job by mistake.
+//
 // run() takes the callable by reference (no std::function, no allocation), so
-// dispatching a kernel costs a few cache-line transfers: about 1-2 us for a
-// dispatch-and-join on two cores (`tern bench` reports it as dispatch_us).
+// dispatching a kernel costs a few cache-line transfers (`tern bench` reports
+// one dispatch-and-join as dispatch_us).
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -65,20 +71,22 @@ class TaskPool {
   }
 
  private:
+  struct Job {
+    std::atomic<int64_t> n{0};
+    std::atomic<FnRef*> fn{nullptr};
+  };
   void worker_loop(int worker);
-  void work_on_current(int worker);
+  void work_on(uint32_t generation, int worker);
 
   int n_threads_;
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable cv_;
-  // Written by run() before the generation is bumped, read by workers after.
-  int64_t n_tasks_ = 0;
-  FnRef* fn_ = nullptr;
-  // Each on its own cache line: the claim counter is hammered, the others are not.
-  alignas(64) std::atomic<uint64_t> generation_{0};
-  alignas(64) std::atomic<int64_t> next_task_{0};
-  alignas(64) std::atomic<int> active_{0};
+  uint32_t generation_ = 0;  // the caller's count of jobs
+  Job jobs_[2];              // job g lives in jobs_[g & 1]
+  // Each on its own cache line: the claim word is hammered, done_ less so.
+  alignas(64) std::atomic<uint64_t> claim_{0};  // (generation << 32) | next task
+  alignas(64) std::atomic<int64_t> done_{0};    // tasks of the current job finished
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
 };

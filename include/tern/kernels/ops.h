@@ -53,17 +53,21 @@ void swiglu(const float* gate, const float* up, float* out, int n);
 // In place softmax over n values (fp32, max-subtracted).
 void softmax(float* x, int n);
 
-// Single-query attention for one head against n_kv cached positions, with an
-// online softmax (no full score matrix). q (head_dim) is pre-scaled by
-// 1/sqrt(head_dim). K and V rows are fp16 at k + t*stride, v + t*stride.
-// out (head_dim) = sum_t softmax(q.k_t) v_t.
-void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int n_kv, int head_dim,
-                   int64_t stride, float* out);
+// Causal attention of a block of query tokens of one sequence against one KV
+// head, with an online softmax (fp32, no score matrix). Token i of the block
+// (0 <= i < n_tok) sees cache positions [0, n_kv0 + i); its n_grp query heads
+// (those sharing this KV head) are at q + i*q_stride + g*head_dim, pre-scaled
+// by 1/sqrt(head_dim), and their outputs go to out with the same layout. K and
+// V rows are fp16 at k + t*kv_stride, v + t*kv_stride. Every K/V row is
+// converted once for all the block's queries.
+// out = sum_t softmax(q.k_t) v_t for each query.
+void attention_f16(const float* q, float* out, int64_t q_stride, int n_tok, int n_grp, int n_kv0,
+                   const uint16_t* k, const uint16_t* v, int64_t kv_stride, int head_dim);
 
 // out (n) = fp16(x (n)), round to nearest even (appending K and V to the cache).
 void f32_to_f16(const float* x, uint16_t* out, int n);
 
-// Name of the active implementation ("avxvnni", "avx2", "scalar").
+// Name of the active implementation ("avx512vnni", "avxvnni", "avx2", "scalar").
 const char* kernel_isa();
 
 }  // namespace tern::kernels

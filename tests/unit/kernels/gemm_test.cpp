@@ -51,7 +51,7 @@ TEST(Gemm, FastTablesMatchScalarBitForBit) {
   std::mt19937 rng(42);
   const int shapes[][3] = {{1, 8, 32},  {1, 1, 64},   {2, 9, 96},   {3, 17, 32},
                            {4, 24, 576}, {5, 7, 160}, {7, 40, 64},  {16, 33, 96},
-                           {17, 16, 1536}, {9, 65, 128}};
+                           {17, 16, 1536}, {9, 65, 128}, {6, 12, 64},  {8, 30, 96}};
   for (WeightFormat fmt : {WeightFormat::Int4Asym, WeightFormat::Int8Sym}) {
     for (const auto& s : shapes) {
       const int rows = s[0], n_out = s[1], n_in = s[2];
@@ -107,6 +107,7 @@ TEST(Gemm, QuantizeRowsMatchesScalarBitForBit) {
         ASSERT_EQ(std::memcmp(want.q.data(), got.q.data(), size_t(rows) * n), 0) << k->isa;
         ASSERT_EQ(std::memcmp(want.d.data(), got.d.data(), ng * sizeof(float)), 0) << k->isa;
         ASSERT_EQ(std::memcmp(want.s.data(), got.s.data(), ng * sizeof(float)), 0) << k->isa;
+        ASSERT_EQ(std::memcmp(want.isum.data(), got.isum.data(), ng * sizeof(int32_t)), 0) << k->isa;
       }
     }
   }
@@ -163,7 +164,8 @@ TEST(Gemm, ReferenceMatchesDequantizedProduct) {
             w_max = std::max(w_max, std::fabs(double(wr[size_t(i)])));
             x_abs += std::fabs(d * xq);
           }
-          // int4: the minimum's term uses s = fp16(d * sum q), off by up to 2^-11 relative.
+          // int4: the minimum's term uses s = d * sum q as stored (rounded);
+          // a generous bound in case it is ever stored in fp16 (2^-11 relative).
           if (fmt == WeightFormat::Int4Asym) s_err += w_max * x_abs * std::ldexp(1.0, -11);
         }
         EXPECT_NEAR(y[size_t(r) * n_out + o], want, 1e-5 * mag + s_err + 1e-6)

@@ -93,32 +93,50 @@ TEST(Ops, F32ToF16MatchesScalarBitForBit) {
 TEST(Ops, AttentionMatchesScalar) {
   std::mt19937 rng(6);
   std::normal_distribution<float> dist(0.0f, 1.0f);
+  struct Case {
+    int head_dim, n_tok, n_grp, n_kv0;
+  };
+  const Case cases[] = {{64, 1, 1, 1},  {64, 1, 3, 9},   {64, 12, 3, 1}, {64, 5, 3, 60},
+                        {8, 3, 2, 7},   {24, 9, 4, 17},  {72, 2, 1, 33}, {128, 4, 8, 100},
+                        {36, 3, 2, 5},  {256, 2, 2, 8},  {64, 40, 1, 3}, {128, 1, 40, 20}};
   for (const KernelTable* k : fast_tables()) {
-    for (const int head_dim : {8, 24, 64, 72, 128, 36}) {
-      for (const int n_kv : {1, 2, 7, 8, 9, 33, 200}) {
-        const int64_t stride = 3 * head_dim + 5;  // other heads between rows; odd
-        std::vector<uint16_t> kc(size_t(n_kv * stride + 1)), vc(size_t(n_kv * stride + 1));
-        float vmax = 0, kmax = 0;
-        for (size_t i = 0; i < kc.size(); ++i) {
-          kc[i] = f32_to_fp16(dist(rng));
-          kmax = std::max(kmax, std::fabs(fp16_to_f32(kc[i])));
-          const float v = dist(rng);
-          vc[i] = f32_to_fp16(v);
-          vmax = std::max(vmax, std::fabs(fp16_to_f32(vc[i])));
+    for (const Case& cs : cases) {
+      const int hd = cs.head_dim, n_kv = cs.n_kv0 + cs.n_tok - 1;
+      const int64_t kv_stride = 3 * hd + 5;  // other heads between rows; odd
+      const int64_t q_stride = int64_t(cs.n_grp) * hd + 3;
+      std::vector<uint16_t> kc(size_t(n_kv * kv_stride + 1)), vc(size_t(n_kv * kv_stride + 1));
+      float vmax = 0, kmax = 0;
+      for (size_t i = 0; i < kc.size(); ++i) {
+        kc[i] = f32_to_fp16(dist(rng));
+        vc[i] = f32_to_fp16(dist(rng));
+        kmax = std::max(kmax, std::fabs(fp16_to_f32(kc[i])));
+        vmax = std::max(vmax, std::fabs(fp16_to_f32(vc[i])));
+      }
+      const int nq = int(cs.n_tok * q_stride);
+      Floats q(nq, 1, rng, 1.5f), want(nq, 0, rng), got(nq, 1, rng);
+      const std::vector<float> before(got.data(), got.data() + nq);
+      // Offset by one element: unaligned fp16 rows.
+      scalar_kernels().attention_f16(q.data(), want.data(), q_stride, cs.n_tok, cs.n_grp,
+                                     cs.n_kv0, kc.data() + 1, vc.data() + 1, kv_stride, hd);
+      k->attention_f16(q.data(), got.data(), q_stride, cs.n_tok, cs.n_grp, cs.n_kv0, kc.data() + 1,
+                       vc.data() + 1, kv_stride, hd);
+      for (int i = 0; i < cs.n_tok; ++i) {
+        for (int g = 0; g < cs.n_grp; ++g) {
+          const float* qi = q.data() + i * q_stride + g * hd;
+          // Scores differ by the order of their sums: up to head_dim * ulp of
+          // sum|q||k|; a score error e scales the weights by about (1 +- e).
+          float q_abs = 0;
+          for (int j = 0; j < hd; ++j) q_abs += std::fabs(qi[j]);
+          const float score_err = float(hd) * kUlp * q_abs * kmax;
+          for (int j = 0; j < hd; ++j) {
+            const int64_t o = i * q_stride + g * hd + j;
+            ASSERT_NEAR(got.data()[o], want.data()[o], (16 * kUlp + 4 * score_err) * vmax)
+                << k->isa << " head_dim " << hd << " token " << i << " head " << g;
+          }
         }
-        Floats q(head_dim, 1, rng, 1.5f), want(head_dim, 0, rng), got(head_dim, 1, rng);
-        // Offset by one element: unaligned fp16 rows.
-        scalar_kernels().attention_f16(q.data(), kc.data() + 1, vc.data() + 1, n_kv, head_dim,
-                                       stride, want.data());
-        k->attention_f16(q.data(), kc.data() + 1, vc.data() + 1, n_kv, head_dim, stride, got.data());
-        // Scores differ by the order of their sums: up to head_dim * ulp of
-        // sum|q||k|; a score error e scales the weights by about (1 +- e).
-        float q_abs = 0;
-        for (int j = 0; j < head_dim; ++j) q_abs += std::fabs(q.data()[j]);
-        const float score_err = float(head_dim) * kUlp * q_abs * kmax;
-        for (int j = 0; j < head_dim; ++j) {
-          ASSERT_NEAR(got.data()[j], want.data()[j], (16 * kUlp + 4 * score_err) * vmax)
-              << k->isa << " head_dim " << head_dim << " n_kv " << n_kv << " j " << j;
+        // The padding between query rows is left alone.
+        for (int64_t o = int64_t(cs.n_grp) * hd; o < q_stride; ++o) {
+          ASSERT_EQ(got.data()[i * q_stride + o], before[size_t(i * q_stride + o)]);
         }
       }
     }

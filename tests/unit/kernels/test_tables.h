@@ -16,6 +16,9 @@ inline std::vector<const KernelTable*> fast_tables() {
   const bool avx2 = cpu.avx2 && cpu.fma && cpu.f16c;
   if (avx2 && avx2_kernels()) v.push_back(avx2_kernels());
   if (avx2 && cpu.avxvnni && avxvnni_kernels()) v.push_back(avxvnni_kernels());
+  if (avx2 && cpu.avx512f && cpu.avx512bw && cpu.avx512vnni && avx512_kernels()) {
+    v.push_back(avx512_kernels());
+  }
   return v;
 }
 

@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""tern vs llama.cpp on the same GGUF and thread count, in one run, with the
+machine's limits (bench/roofline.cpp) and each phase's fraction of its bound.
+
+    .venv/bin/python bench/compare.py [-m MODEL] [-t 2] [--tern build/tern]
+                                      [--pp 512] [--tg 128] [--batch 1,4,16] [-r 3]
+
+Runs, in order: the roofline probe; `tern bench --json` with TERN_KERNELS=avx2
+(the baseline every x86-64-v3 CPU has) and with the best kernels this CPU
+supports; llama.cpp (llama-cpp-python, bench/llama_peer.py) on the same file;
+then the same on a Q4_0 requantization of the model made with llama.cpp's own
+quantizer (created next to the model on first use). Prints a table and the
+target checks; --json-out FILE also saves everything measured.
+
+Benchmarks on a shared machine are noisy: the script prints the load average
+before and after, and -r takes the best of several repetitions.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+TARGETS = {"decode": 1.3, "prefill": 3.0, "batch16_tps": 1000.0}
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def run_json(cmd, env=None):
+    """Runs cmd under /usr/bin/time -v; returns (last JSON line of stdout, max RSS MiB)."""
+    full = ["/usr/bin/time", "-v"] + cmd if os.path.exists("/usr/bin/time") else cmd
+    p = subprocess.run(full, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-3000:]}")
+    line = [l for l in p.stdout.splitlines() if l.startswith("{")][-1]
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
+    return json.loads(line), (int(m.group(1)) / 1024 if m else None)
+
+
+def roofline(threads, quick):
+    exe = os.path.join(ROOT, "build-bench", "roofline")
+    src = os.path.join(ROOT, "bench", "roofline.cpp")
+    if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
+        os.makedirs(os.path.dirname(exe), exist_ok=True)
+        flags = ["-mavx2", "-mfma"]
+        probe = subprocess.run(["g++", "-mavxvnni", "-x", "c++", "-c", "-o", "/dev/null", "-"],
+                               input="int x;", capture_output=True, text=True)
+        if probe.returncode == 0:
+            flags.append("-mavxvnni")
+        probe = subprocess.run(["g++", "-mavx512f", "-mavx512vnni", "-x", "c++", "-c", "-o", "/dev/null", "-"],
+                               input="int x;", capture_output=True, text=True)
+        if probe.returncode == 0:
+            flags += ["-mavx512f", "-mavx512vnni"]
+        subprocess.run(["g++", "-O2", "-std=c++20", *flags, "-pthread", src, "-o", exe], check=True)
+    out, _ = run_json([exe, str(threads)] + (["--quick"] if quick else []))
+    return out
+
+
+def q4_0_model(src):
+    """A Q4_0 requantization of src made by llama.cpp's quantizer (cached beside it)."""
+    dst = re.sub(r"\.Q4_1\.gguf$", ".Q4_0.gguf", src)
+    if dst == src:
+        dst = src[:-5] + ".Q4_0.gguf"
+    if not os.path.exists(dst):
+        import llama_cpp as L
+        p = L.llama_model_quantize_default_params()
+        p.ftype = L.LLAMA_FTYPE_MOSTLY_Q4_0
+        p.allow_requantize = True
+        p.nthread = 2
+        log(f"making {dst} with llama_model_quantize ...")
+        rc = L.llama_model_quantize(src.encode(), dst.encode(), p)
+        if rc != 0:
+            sys.exit(f"llama_model_quantize failed: {rc}")
+    return dst
+
+
+def tern_bench(a, model, isa):
+    env = dict(os.environ)
+    if isa:
+        env["TERN_KERNELS"] = isa
+    cmd = [a.tern, "bench", "-m", model, "-t", str(a.threads), "--pp", str(a.pp), "--tg", str(a.tg),
+           "--batch", a.batch, "-r", str(a.reps), "--json"]
+    out, rss = run_json(cmd, env)
+    out["max_rss_mib"] = rss
+    return out
+
+
+def llama_bench(a, model):
+    cmd = [sys.executable, os.path.join(ROOT, "bench", "llama_peer.py"), "-m", model,
+           "-t", str(a.threads), "--pp", str(a.pp), "--tg", str(a.tg), "--batch", a.batch,
+           "-r", str(a.reps)]
+    out, rss = run_json(cmd)
+    out["max_rss_mib"] = rss
+    return out
+
+
+def decode_tps(r, b):
+    for d in r.get("decode", []):
+        if d["batch"] == b:
+            return d["tokens_per_s"]
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-m", "--model", default=DEFAULT_MODEL)
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--tern", default=os.path.join(ROOT, "build", "tern"))
+    ap.add_argument("--pp", type=int, default=512)
+    ap.add_argument("--tg", type=int, default=128)
+    ap.add_argument("--batch", default="1,4,16")
+    ap.add_argument("-r", "--reps", type=int, default=3)
+    ap.add_argument("--no-q4_0", action="store_true", help="skip the Q4_0 comparison")
+    ap.add_argument("--quick-roofline", action="store_true")
+    ap.add_argument("--json-out")
+    a = ap.parse_args()
+    batches = [int(x) for x in a.batch.split(",") if x]
+
+    res = {"machine": {}, "load_before": loadavg()}
+    with open("/proc/cpuinfo") as f:
+        res["machine"]["cpu"] = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
+    res["machine"]["cores"] = os.cpu_count()
+    log(f"load average before: {res['load_before']}")
+    log("roofline ...")
+    roof = res["roofline"] = roofline(a.threads, a.quick_roofline)
+    runs = {}
+    log("tern (avx2) ...")
+    runs["tern_avx2"] = tern_bench(a, a.model, "avx2")
+    log("tern (best kernels) ...")
+    runs["tern_best"] = tern_bench(a, a.model, None)
+    log("llama.cpp ...")
+    runs["llama"] = llama_bench(a, a.model)
+    if not a.no_q4_0:
+        q40 = q4_0_model(a.model)
+        log("tern on Q4_0 (avx2) ...")
+        runs["tern_avx2_q4_0"] = tern_bench(a, q40, "avx2")
+        log("llama.cpp on Q4_0 ...")
+        runs["llama_q4_0"] = llama_bench(a, q40)
+    res["runs"] = runs
+    res["load_after"] = loadavg()
+
+    t2, tb, ll = runs["tern_avx2"], runs["tern_best"], runs["llama"]
+    best_isa = tb["kernels"]
+    bw_dram, bw_ws = roof["dram_read_gbs"] * 1e9, roof["ws96mib_read_gbs"] * 1e9
+    peak = {"avx2": roof["int8_madd_gmacs"] * 1e9, "avxvnni": roof["int8_vnni_gmacs"] * 1e9,
+            "avx512vnni": roof.get("int8_vnni512_gmacs", 0) * 1e9 or roof["int8_vnni_gmacs"] * 1e9}
+    wbytes, lmacs, hmacs = t2["weight_bytes"], t2["layer_macs_per_token"], t2["head_macs_per_token"]
+
+    print(f"\n{res['machine']['cpu']}, {a.threads} threads; model {os.path.basename(a.model)}")
+    print(f"roofline ({a.threads} threads): DRAM read {roof['dram_read_gbs']:.1f} GB/s, "
+          f"96 MiB working set {roof['ws96mib_read_gbs']:.1f} GB/s; int8 MAC peak "
+          f"{roof['int8_madd_gmacs']:.0f} G/s (vpmaddubsw+vpmaddwd), {roof['int8_i16_gmacs']:.0f} G/s "
+          f"(vpmaddubsw+vpaddw), {roof['int8_vnni_gmacs']:.0f} G/s (vpdpbusd ymm), "
+          f"{roof.get('int8_vnni512_gmacs', 0):.0f} G/s (vpdpbusd zmm); fp32 FMA "
+          f"{roof['fp32_fma_gmacs']:.0f} GMAC/s")
+    print(f"tern: {wbytes / 2**20:.1f} MiB of repacked weights read per decode step; "
+          f"{lmacs / 1e6:.1f} M layer MACs per token (+{hmacs / 1e6:.1f} M head)")
+    hdr = f"{'phase':<22}{'tern avx2':>11}{'tern ' + best_isa:>15}{'llama.cpp':>11}{'avx2/llama':>12}{'best/llama':>12}"
+    print("\n" + hdr + "\n" + "-" * len(hdr))
+    rows = [("prefill pp%d" % a.pp, t2["prefill"]["tokens_per_s"], tb["prefill"]["tokens_per_s"],
+             ll["prefill"]["tokens_per_s"])]
+    for b in batches:
+        rows.append((f"decode tg{a.tg} batch {b}", decode_tps(t2, b), decode_tps(tb, b), decode_tps(ll, b)))
+    for name, x, y, z in rows:
+        print(f"{name:<22}{x:>11.1f}{y:>15.1f}{z:>11.1f}{x / z:>11.2f}x{y / z:>11.2f}x")
+    if "tern_avx2_q4_0" in runs:
+        tq, lq = runs["tern_avx2_q4_0"], runs["llama_q4_0"]
+        print(f"\nQ4_0 requantization (llama.cpp's quantizer), tern avx2 vs llama.cpp:")
+        print(f"{'prefill pp%d' % a.pp:<22}{tq['prefill']['tokens_per_s']:>11.1f}{'':>15}"
+              f"{lq['prefill']['tokens_per_s']:>11.1f}{tq['prefill']['tokens_per_s'] / lq['prefill']['tokens_per_s']:>11.2f}x")
+        for b in batches:
+            x, z = decode_tps(tq, b), decode_tps(lq, b)
+            print(f"{'decode batch %d' % b:<22}{x:>11.1f}{'':>15}{z:>11.1f}{x / z:>11.2f}x")
+
+    print("\nfractions of the bounds:")
+    for label, r, isa in (("avx2", t2, "avx2"), (best_isa, tb, best_isa)):
+        d1 = decode_tps(r, 1)
+        pf = r["prefill"]["tokens_per_s"]
+        pk = peak.get(isa, peak["avx2"])
+        print(f"  {label:<8} decode b1: {d1 * wbytes / bw_dram:5.0%} of DRAM bound "
+              f"({bw_dram / wbytes:.0f} t/s), {d1 * wbytes / bw_ws:5.0%} of 96 MiB-working-set bound "
+              f"({bw_ws / wbytes:.0f} t/s); prefill: {pf * lmacs / pk:5.0%} of int8 peak "
+              f"({pk / lmacs:.0f} t/s, head excluded)")
+    lw = os.path.getsize(a.model)
+    print(f"  llama.cpp decode b1: {decode_tps(ll, 1) * lw / bw_dram:5.0%} of DRAM bound "
+          f"({lw / 2**20:.0f} MiB file read per token)")
+
+    mem = t2.get("memory", {})
+    print(f"\nmemory (tern bench, avx2): max RSS {t2['max_rss_mib']:.0f} MiB (llama.cpp process "
+          f"{ll['max_rss_mib']:.0f} MiB); anonymous {mem.get('rss_anon_mib', 0):.0f} MiB, "
+          f"model file mapping resident {mem.get('model_mapping_resident_mib', 0):.0f} of "
+          f"{mem.get('model_mapping_mib', 0):.0f} MiB; load {t2['load_s']:.2f} s; pool "
+          f"dispatch-and-join {t2['dispatch_us']:.2f} us")
+
+    print("\ntargets:")
+    checks = [
+        ("decode b1 >= 1.3x llama.cpp (avx2)", decode_tps(t2, 1) / decode_tps(ll, 1), TARGETS["decode"]),
+        ("prefill >= 3x llama.cpp (avx2)", t2["prefill"]["tokens_per_s"] / ll["prefill"]["tokens_per_s"],
+         TARGETS["prefill"]),
+    ]
+    if 16 in batches:
+        checks.append(("batch 16 >= 1000 t/s (avx2)", decode_tps(t2, 16), TARGETS["batch16_tps"]))
+    for name, v, want in checks:
+        print(f"  {'PASS' if v >= want else 'MISS'}  {name}: {v:.2f}")
+    print(f"\nload average before {res['load_before']}, after {res['load_after']}")
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump(res, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
