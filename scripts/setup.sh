@@ -66,6 +66,12 @@ if [ "$PEER" = 1 ] && ! .venv/bin/python -c "import llama_cpp" 2>/dev/null; then
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF" \
     CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install -q llama-cpp-python
 fi
+if [ "$PEER" = 1 ]; then
+  # gguf: the fp64 oracle in scripts/gen_engine_golden.py; the rest: llama-cpp-python's
+  # OpenAI server, used by bench/llama_server_peer.py.
+  .venv/bin/pip install -q --disable-pip-version-check gguf fastapi uvicorn sse-starlette \
+    starlette-context pydantic-settings
+fi
 
 # --- The default model -------------------------------------------------------
 MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -88,7 +94,7 @@ fi
 # --- npm (browser test) ------------------------------------------------------
 if [ -f package.json ] && [ ! -d node_modules/playwright-core ]; then
   log "installing npm packages"
-  npm install --silent --no-audit --no-fund >/dev/null
+  npm ci --silent --no-audit --no-fund >/dev/null
 fi
 
 # --- Build -------------------------------------------------------------------

@@ -1,0 +1,65 @@
+#pragma once
+// Counters, gauges and histograms the scheduler updates and the server exports
+// (as Prometheus text, see server/metrics_text.h). Updates are lock-free
+// atomics except histogram observations, which take a short lock. Nothing here
+// knows about HTTP.
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace tern::sched {
+
+// A cumulative histogram with fixed upper bounds (Prometheus style).
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+
+  void observe(double value);
+
+  struct Snapshot {
+    std::vector<double> upper_bounds;  // ascending; +Inf is implicit
+    std::vector<uint64_t> cumulative;  // count of values <= bound, one per bound
+    uint64_t count = 0;                // all values (the +Inf bucket)
+    double sum = 0;
+  };
+  Snapshot snapshot() const;
+
+  // Latency buckets in seconds, 1 ms .. 30 s.
+  static std::vector<double> latency_buckets();
+
+ private:
+  std::vector<double> bounds_;
+  mutable std::mutex mu_;
+  std::vector<uint64_t> counts_;  // per bucket (not cumulative), last = +Inf
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+struct Metrics {
+  // Requests by outcome.
+  std::atomic<uint64_t> requests_submitted{0};
+  std::atomic<uint64_t> requests_rejected{0};   // queue full or shutting down
+  std::atomic<uint64_t> requests_finished{0};   // stop or length
+  std::atomic<uint64_t> requests_cancelled{0};  // before or while running
+  std::atomic<uint64_t> requests_failed{0};     // engine errors
+
+  std::atomic<uint64_t> prompt_tokens{0};     // prompt tokens prefilled
+  std::atomic<uint64_t> generated_tokens{0};  // tokens sampled
+  std::atomic<uint64_t> steps{0};             // forward passes run
+  std::atomic<uint64_t> step_tokens{0};       // tokens over all forward passes
+
+  // Gauges, refreshed at every token boundary.
+  std::atomic<int64_t> queue_depth{0};
+  std::atomic<int64_t> running{0};
+  std::atomic<int64_t> kv_sequences_used{0};
+  std::atomic<int64_t> kv_sequences_capacity{0};
+  std::atomic<int64_t> kv_tokens_used{0};
+  std::atomic<int64_t> kv_tokens_capacity{0};
+
+  Histogram time_to_first_token{Histogram::latency_buckets()};  // seconds
+  Histogram inter_token_latency{Histogram::latency_buckets()};  // seconds
+  Histogram step_duration{Histogram::latency_buckets()};        // seconds
+};
+
+}  // namespace tern::sched

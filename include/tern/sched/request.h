@@ -1,0 +1,32 @@
+#pragma once
+// What the scheduler is asked to run: prompt token ids, sampling settings and
+// the stream results go to. Built by the server from an HTTP/WebSocket
+// message; the scheduler never sees JSON or sockets.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tern/sampling/params.h"
+#include "tern/sched/stream.h"
+
+namespace tern::sched {
+
+using Clock = std::chrono::steady_clock;
+
+struct Request {
+  std::string id;               // request id, carried by every log line about it
+  std::vector<int32_t> prompt;  // token ids, non-empty
+  SamplingParams params;        // validated; max_tokens -1 = until the context is full
+  std::shared_ptr<Stream> stream;
+  Clock::time_point arrival = Clock::now();
+};
+
+enum class SubmitStatus : uint8_t {
+  Accepted,
+  QueueFull,     // the waiting queue is at max_queue: answer 429
+  ShuttingDown,  // stop_accepting() was called: answer 503
+};
+
+}  // namespace tern::sched

@@ -1,0 +1,116 @@
+#pragma once
+// Continuous batching at token boundaries.
+//
+// One engine thread runs steps. Each step it
+//   1. drops cancelled requests (waiting ones never run; running ones free
+//      their sequence),
+//   2. admits waiting requests while the batch, the KV cache and the optional
+//      KV token budget allow,
+//   3. builds ONE batch: a decode token for every running sequence, then
+//      prefill chunks of newly admitted prompts within a per-step token
+//      budget (a long prompt never stalls everyone else's decode),
+//   4. runs one forward pass (Engine::step, kernels on the task pool),
+//   5. samples each sequence with its own Sampler, turns tokens into text
+//      (UTF-8 safe, stop strings held back) and pushes it to its Stream,
+//   6. retires finished sequences.
+// It sleeps on a condition variable when there is nothing to do; submit(),
+// cancel() and stop() wake it. Nothing here polls.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "tern/model/batch.h"
+#include "tern/sched/metrics.h"
+#include "tern/sched/request.h"
+
+namespace tern {
+class Engine;
+}
+
+namespace tern::sched {
+
+struct SchedulerOptions {
+  int max_batch = 16;     // sequences decoding together (clamped to the engine's free sequences)
+  int max_queue = 64;     // waiting requests beyond which submit() answers QueueFull
+  int step_tokens = 256;  // tokens per forward pass (decode tokens + prefill chunks), >= max_batch
+  int64_t kv_tokens = 0;  // admit only while KV tokens in use + new prompt fit; 0: no limit
+};
+
+class Sequence;  // engine-thread state of one running request (src/sched/sequence.h)
+
+class Scheduler {
+ public:
+  // The engine must outlive the scheduler. Validates options (InvalidArgument).
+  Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics);
+  ~Scheduler();  // stop()
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  void start();  // launches the engine thread
+
+  // Thread-safe. Throws InvalidArgument for an empty prompt, one that does not
+  // fit the context, or no stream. Never blocks on a step.
+  SubmitStatus submit(Request r);
+
+  // Thread-safe: the request is dropped (waiting) or its sequence freed
+  // (running) at the next token boundary; its stream then gets
+  // Finish{Cancelled} unless it already finished.
+  void cancel(const std::shared_ptr<Stream>& stream);
+
+  // Graceful shutdown, in order: stop_accepting() (submit answers
+  // ShuttingDown), wait for idle() (see set_idle_callback), cancel_all(), stop().
+  void stop_accepting();
+  void cancel_all();
+  void stop();  // cancels everything left and joins the engine thread
+
+  // No request waiting or running. Thread-safe.
+  bool idle() const;
+  // Called on the engine thread each time the scheduler becomes idle.
+  void set_idle_callback(std::function<void()> fn);
+
+  int n_ctx() const { return n_ctx_; }
+  const SchedulerOptions& options() const { return opts_; }
+
+ private:
+  void loop();
+  bool take_work(std::vector<Request>& admitted);  // false: stop
+  void start_sequences(std::vector<Request>& admitted);
+  void retire_cancelled();
+  void run_step();
+  void emit_token(Sequence& s, int32_t token);
+  void finish(Sequence& s, FinishReason reason, std::string error = {});
+  void retire_finished();
+  void update_gauges();
+  int64_t kv_tokens_in_use() const;
+
+  Engine& engine_;
+  SchedulerOptions opts_;
+  Metrics& metrics_;
+  int n_ctx_ = 0;
+  int n_vocab_ = 0;
+
+  // Shared with submitters, guarded by mu_.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Request> queue_;
+  bool accepting_ = true;
+  bool cancel_all_ = false;
+  bool stop_ = false;
+  bool wake_ = false;      // a cancel arrived
+  int64_t n_running_ = 0;  // mirror of running_.size() for idle()
+  std::function<void()> idle_callback_;
+
+  // Engine-thread state.
+  std::vector<std::unique_ptr<Sequence>> running_;  // admission order
+  Batch batch_;  // reused every step: no allocation in steady state
+  StepOutput out_;
+  std::vector<Sequence*> entry_seq_;  // (batch entries) whose entry it is
+  std::thread thread_;
+};
+
+}  // namespace tern::sched

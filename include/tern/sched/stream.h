@@ -1,0 +1,102 @@
+#pragma once
+// The channel from the engine thread to one client stream.
+//
+// The scheduler (producer, engine thread) appends text pieces and finally one
+// Finish; the session (consumer, reactor thread) drains everything pending in
+// one go. The queue is bounded by construction: pieces that arrive while the
+// consumer is busy are coalesced into one string, so a slow reader never makes
+// a step wait and never grows a queue of events. The producer calls `notify`
+// once per drain cycle (when the stream goes from "nothing pending" to
+// "something pending"), outside the lock; the consumer must drain before it
+// sleeps, which makes lost wake-ups impossible.
+//
+// Cancellation flows the other way: the session calls Scheduler::cancel(),
+// which sets the flag here and wakes the engine thread; the sequence is freed
+// at the next token boundary.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tern::sched {
+
+enum class FinishReason : uint8_t {
+  Stop,       // end-of-generation token or a stop string
+  Length,     // max_tokens reached or the context is full
+  Cancelled,  // client went away, sent a cancel, or the server is shutting down
+  Error,      // the engine failed; Finish::error says why
+};
+
+const char* to_string(FinishReason r);
+
+struct Usage {
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens whose KV was reused (prefix cache)
+};
+
+// Per-request timings in the spirit of llama.cpp's `timings` object.
+struct Timings {
+  double queue_ms = 0;      // submit -> admitted
+  double prompt_ms = 0;     // admitted -> first token sampled (prefill)
+  double ttft_ms = 0;       // submit -> first token sampled
+  double predicted_ms = 0;  // first token -> last token
+  int prompt_n = 0;         // prompt tokens prefilled
+  int cache_n = 0;          // prompt tokens reused from cache
+  int predicted_n = 0;      // tokens generated
+};
+
+struct Finish {
+  FinishReason reason = FinishReason::Stop;
+  Usage usage;
+  Timings timings;
+  std::string error;  // set when reason == Error
+};
+
+// What one drain() returns: the text since the last drain and, at the end, the Finish.
+struct StreamChunk {
+  std::string text;
+  int n_tokens = 0;  // tokens generated since the last drain
+  std::optional<Finish> finish;
+  bool empty() const { return text.empty() && n_tokens == 0 && !finish; }
+};
+
+class Stream {
+ public:
+  using Notify = std::function<void()>;
+
+  // `notify` is called from the engine thread; it must be cheap and thread-safe
+  // (the server posts a wake-up to the session's executor).
+  explicit Stream(Notify notify) : notify_(std::move(notify)) {}
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  // Producer side (engine thread).
+  void push(std::string_view text, int n_tokens);
+  void finish(Finish f);  // exactly once; later pushes are ignored
+
+  // Consumer side (session): everything pending since the last drain.
+  StreamChunk drain();
+  bool finished() const;  // a Finish was pushed (it may not be drained yet)
+
+  // Cancellation flag: set by Scheduler::cancel(), read by the scheduler.
+  void mark_cancelled() { cancelled_.store(true, std::memory_order_release); }
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+
+ private:
+  void signal(std::unique_lock<std::mutex>& lock);
+
+  Notify notify_;
+  mutable std::mutex mu_;
+  std::string text_;
+  int n_tokens_ = 0;
+  std::optional<Finish> finish_;
+  bool finished_ = false;
+  bool signalled_ = false;  // a notify is outstanding since the last drain
+  std::atomic<bool> cancelled_{false};
+};
+
+}  // namespace tern::sched

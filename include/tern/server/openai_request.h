@@ -1,0 +1,48 @@
+#pragma once
+// Parsing and validation of OpenAI request bodies (chat completions and
+// completions), shared by the HTTP routes and the WebSocket protocol. Every
+// problem becomes an ApiError (400) naming the field, in the words OpenAI uses.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tern/sampling/params.h"
+#include "tern/server/api_error.h"
+
+namespace tern::server {
+
+struct Message {
+  std::string role;  // system, user, assistant ("developer" is read as system)
+  std::string content;
+};
+
+struct GenerationRequest {
+  enum class Kind : uint8_t { Chat, Completion };
+  Kind kind = Kind::Chat;
+  std::string model;                   // as sent; any name is accepted
+  std::vector<Message> messages;       // Chat
+  std::string prompt;                  // Completion given as text
+  std::vector<int32_t> prompt_tokens;  // Completion given as token ids (then prompt is empty)
+  bool echo = false;                   // Completion: prepend the prompt to the text
+  SamplingParams params;               // validated
+  bool max_tokens_given = false;       // false: params.max_tokens is the endpoint's default
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+// Parses a request body; malformed JSON or a non-object is an ApiError.
+nlohmann::json parse_json_body(std::string_view body);
+
+// `body` is the request object. `extra_keys` are keys the caller handles
+// itself (e.g. the WebSocket "type" and "id") and that are not unknown fields.
+GenerationRequest parse_chat_request(const nlohmann::json& body,
+                                     const std::vector<std::string>& extra_keys = {});
+GenerationRequest parse_completion_request(const nlohmann::json& body,
+                                           const std::vector<std::string>& extra_keys = {});
+
+// Default max_tokens of /v1/completions when the request gives none (OpenAI's).
+inline constexpr int kCompletionDefaultMaxTokens = 16;
+
+}  // namespace tern::server

@@ -1,0 +1,59 @@
+#pragma once
+// The HTTP/WebSocket front end: one Boost.Asio reactor thread running a C++20
+// coroutine per connection (Boost.Beast HTTP/1.1 with keep-alive, and
+// WebSocket on the same port), the OpenAI-compatible API, SSE streaming,
+// /metrics, and the demo page from web/. Generation runs on the scheduler's
+// engine thread; tokens come back through sched::Stream.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tern {
+class Engine;
+}
+namespace tern::sched {
+class Scheduler;
+struct Metrics;
+}  // namespace tern::sched
+
+namespace tern::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";  // loopback unless asked otherwise
+  uint16_t port = 8080;            // 0: any free port (see Server::port())
+  std::string api_key;             // "" = no authentication
+  std::string model_name;          // id reported by /v1/models and in responses
+  std::string web_root;            // "" = find web/ (StaticFiles::find_root)
+  size_t body_limit = 1 << 20;     // bytes; larger bodies get 413
+  size_t header_limit = 16 << 10;  // bytes; larger headers get 431
+  int idle_timeout_s = 60;         // keep-alive idle time and per-read deadline
+  int write_timeout_s = 60;        // a client that reads nothing for this long is dropped
+  double shutdown_grace_s = 10;    // in-flight generations may finish within this
+  int ws_max_generations = 32;     // concurrent generations per WebSocket
+};
+
+class Server {
+ public:
+  Server(Engine& engine, sched::Scheduler& scheduler, sched::Metrics& metrics, ServerOptions opts);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds and listens; throws IoError naming the address when it cannot.
+  void listen();
+  uint16_t port() const;  // the bound port (after listen())
+
+  // Serves until SIGINT/SIGTERM (or stop()), then shuts down gracefully: stop
+  // accepting, let generations finish within the grace period, cancel the
+  // rest, close every connection. Returns when all is closed.
+  void run();
+
+  // Thread-safe: begins the same graceful shutdown as a signal.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tern::server

@@ -1,0 +1,91 @@
+// tern serve: the OpenAI-compatible HTTP + WebSocket server with continuous
+// batching. Loopback only unless --host says otherwise.
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+#include "commands.h"
+#include "common.h"
+#include "tern/core/error.h"
+#include "tern/core/log.h"
+#include "tern/engine/engine.h"
+#include "tern/sched/metrics.h"
+#include "tern/sched/scheduler.h"
+#include "tern/server/server.h"
+
+namespace tern::cli {
+
+void add_serve_command(CLI::App& app) {
+  struct Opts {
+    ModelFlags model;
+    server::ServerOptions server;
+    sched::SchedulerOptions sched;
+    int max_seqs = 0;
+    size_t body_limit_kib = 1024;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand(
+      "serve", "serve the model over an OpenAI-compatible HTTP API and WebSocket");
+  o->model.add(*cmd);
+  auto& s = o->server;
+  cmd->add_option("--host", s.host, "address to bind (default 127.0.0.1: loopback only)")
+      ->capture_default_str();
+  cmd->add_option("--port", s.port, "port to listen on (0: any free port)")->capture_default_str();
+  cmd->add_option("--api-key", s.api_key,
+                  "require 'Authorization: Bearer KEY' on /v1/* and /metrics")
+      ->envname("TERN_API_KEY");
+  cmd->add_option("--alias", s.model_name, "model id reported by /v1/models (default: file name)");
+  cmd->add_option("--web-root", s.web_root,
+                  "directory of the demo page (default: web/ of the install)");
+  cmd->add_option("--max-batch", o->sched.max_batch, "sequences decoding together")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--max-queue", o->sched.max_queue, "waiting requests before answering 429")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--step-tokens", o->sched.step_tokens,
+                  "tokens per forward pass (decode + prefill chunks; at least --max-batch)")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--kv-tokens", o->sched.kv_tokens,
+                  "admit while KV tokens in use fit this (0: no limit)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40))
+      ->capture_default_str();
+  cmd->add_option("--max-seqs", o->max_seqs, "KV cache sequences (default: --max-batch)")
+      ->check(CLI::Range(0, 4096));
+  cmd->add_option("--body-limit", o->body_limit_kib, "max request body in KiB (413 beyond)")
+      ->check(CLI::Range(size_t(1), size_t(1) << 20))
+      ->capture_default_str();
+  cmd->add_option("--idle-timeout", s.idle_timeout_s, "seconds a keep-alive connection may idle")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  cmd->add_option("--shutdown-grace", s.shutdown_grace_s,
+                  "seconds running generations may finish after SIGINT/SIGTERM")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("--ws-max-generations", s.ws_max_generations,
+                  "concurrent generations per WebSocket")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->callback([o, cmd] {
+    o->server.body_limit = o->body_limit_kib * 1024;
+    // A large --max-batch raises the default step budget with it.
+    if (cmd->count("--step-tokens") == 0)
+      o->sched.step_tokens = std::max(o->sched.step_tokens, o->sched.max_batch);
+    const std::string path = o->model.model.empty() ? default_model_path() : o->model.model;
+    if (o->server.model_name.empty())
+      o->server.model_name = std::filesystem::path(path).stem().string();
+    auto engine = load_engine(o->model, o->max_seqs > 0 ? o->max_seqs : o->sched.max_batch);
+    sched::Metrics metrics;
+    sched::Scheduler scheduler(*engine, o->sched, metrics);
+    {
+      server::Server srv(*engine, scheduler, metrics, o->server);
+      srv.listen();
+      scheduler.start();
+      srv.run();
+      scheduler.stop();  // before the reactor goes: streams post to it
+    }
+  });
+}
+
+}  // namespace tern::cli

@@ -1,0 +1,229 @@
+#include "tern/sched/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "sequence.h"
+#include "tern/core/error.h"
+#include "tern/core/log.h"
+#include "tern/engine/engine.h"
+
+namespace tern::sched {
+namespace {
+
+const std::shared_ptr<spdlog::logger>& logger() {
+  static const auto l = tern::log::get("sched");
+  return l;
+}
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+}  // namespace
+
+Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
+    : engine_(engine), opts_(opts), metrics_(metrics) {
+  if (opts_.max_batch < 1) throw InvalidArgument("max_batch must be at least 1");
+  if (opts_.max_queue < 1) throw InvalidArgument("max_queue must be at least 1");
+  if (opts_.step_tokens < opts_.max_batch)
+    throw InvalidArgument("step_tokens (" + std::to_string(opts_.step_tokens) +
+                          ") must be at least max_batch (" + std::to_string(opts_.max_batch) + ")");
+  if (opts_.kv_tokens < 0) throw InvalidArgument("kv_tokens must be >= 0");
+  n_ctx_ = engine_.n_ctx();
+  n_vocab_ = engine_.n_vocab();
+  const int64_t seqs = engine_.free_sequences();
+  metrics_.kv_sequences_capacity = seqs;
+  metrics_.kv_tokens_capacity = opts_.kv_tokens > 0 ? opts_.kv_tokens : seqs * n_ctx_;
+  running_.reserve(size_t(opts_.max_batch));
+}
+
+Scheduler::~Scheduler() {
+  stop();
+}
+
+void Scheduler::start() {
+  std::lock_guard lock(mu_);
+  if (thread_.joinable() || stop_) return;
+  thread_ = std::thread([this] { loop(); });
+}
+
+SubmitStatus Scheduler::submit(Request r) {
+  if (!r.stream) throw InvalidArgument("request " + r.id + " has no stream");
+  if (r.prompt.empty()) throw InvalidArgument("the prompt is empty");
+  if (int64_t(r.prompt.size()) > n_ctx_)
+    throw InvalidArgument("the prompt has " + std::to_string(r.prompt.size()) +
+                          " tokens but the context holds " + std::to_string(n_ctx_));
+  if (opts_.kv_tokens > 0 && int64_t(r.prompt.size()) > opts_.kv_tokens)
+    throw InvalidArgument("the prompt has " + std::to_string(r.prompt.size()) +
+                          " tokens but the KV budget is " + std::to_string(opts_.kv_tokens));
+  for (int32_t t : r.prompt)
+    if (t < 0 || t >= n_vocab_)
+      throw InvalidArgument("token id " + std::to_string(t) + " is out of range");
+  {
+    std::lock_guard lock(mu_);
+    if (!accepting_) {
+      metrics_.requests_rejected += 1;
+      return SubmitStatus::ShuttingDown;
+    }
+    if (int64_t(queue_.size()) >= opts_.max_queue) {
+      metrics_.requests_rejected += 1;
+      return SubmitStatus::QueueFull;
+    }
+    queue_.push_back(std::move(r));
+    metrics_.queue_depth = int64_t(queue_.size());
+    metrics_.requests_submitted += 1;
+  }
+  cv_.notify_one();
+  return SubmitStatus::Accepted;
+}
+
+void Scheduler::cancel(const std::shared_ptr<Stream>& stream) {
+  if (!stream || stream->finished()) return;
+  stream->mark_cancelled();
+  {
+    std::lock_guard lock(mu_);
+    wake_ = true;
+  }
+  cv_.notify_one();
+}
+
+void Scheduler::stop_accepting() {
+  std::lock_guard lock(mu_);
+  accepting_ = false;
+}
+
+void Scheduler::cancel_all() {
+  {
+    std::lock_guard lock(mu_);
+    cancel_all_ = true;
+  }
+  cv_.notify_one();
+}
+
+void Scheduler::stop() {
+  {
+    std::lock_guard lock(mu_);
+    accepting_ = false;
+    cancel_all_ = true;
+    stop_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+  // Requests submitted to a scheduler whose thread never ran.
+  std::deque<Request> left;
+  {
+    std::lock_guard lock(mu_);
+    left.swap(queue_);
+  }
+  for (auto& r : left) r.stream->finish(Finish{FinishReason::Cancelled, {}, {}, {}});
+}
+
+bool Scheduler::idle() const {
+  std::lock_guard lock(mu_);
+  return queue_.empty() && n_running_ == 0;
+}
+
+void Scheduler::set_idle_callback(std::function<void()> fn) {
+  std::lock_guard lock(mu_);
+  idle_callback_ = std::move(fn);
+}
+
+void Scheduler::loop() {
+  logger()->debug("engine thread started: max_batch={} step_tokens={} n_ctx={}", opts_.max_batch,
+                  opts_.step_tokens, n_ctx_);
+  std::vector<Request> admitted;
+  while (take_work(admitted)) {
+    start_sequences(admitted);
+    update_gauges();  // admitted sequences count as running before their first token
+    retire_cancelled();
+    run_step();
+    retire_finished();
+    update_gauges();
+    std::function<void()> on_idle;
+    {
+      std::lock_guard lock(mu_);
+      n_running_ = int64_t(running_.size());
+      if (running_.empty() && queue_.empty()) on_idle = idle_callback_;
+    }
+    if (on_idle) on_idle();
+  }
+  logger()->debug("engine thread stopped");
+}
+
+// Waits for work, applies cancellations to the waiting queue and pops the
+// requests that can be admitted now. Returns false when the loop should end.
+bool Scheduler::take_work(std::vector<Request>& admitted) {
+  admitted.clear();
+  std::vector<Request> dropped;
+  {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock,
+             [&] { return stop_ || cancel_all_ || wake_ || !queue_.empty() || !running_.empty(); });
+    wake_ = false;
+    if (cancel_all_) {
+      cancel_all_ = false;
+      for (auto& r : queue_) r.stream->mark_cancelled();
+      for (auto& s : running_) s->req.stream->mark_cancelled();
+    }
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if (it->stream->cancelled()) {
+        dropped.push_back(std::move(*it));
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (stop_ && queue_.empty() && running_.empty()) return false;
+    const size_t free_seqs = size_t(std::max(0, engine_.free_sequences()));
+    int64_t kv_used = kv_tokens_in_use();
+    while (!queue_.empty() && running_.size() + admitted.size() < size_t(opts_.max_batch) &&
+           admitted.size() < free_seqs) {
+      const int64_t need = int64_t(queue_.front().prompt.size());
+      if (opts_.kv_tokens > 0 && kv_used + need > opts_.kv_tokens) break;  // FIFO: no overtaking
+      kv_used += need;
+      admitted.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    metrics_.queue_depth = int64_t(queue_.size());
+    n_running_ = int64_t(running_.size() + admitted.size());
+  }
+  for (auto& r : dropped) {
+    logger()->info("[{}] cancelled while waiting", r.id);
+    metrics_.requests_cancelled += 1;
+    Finish f{FinishReason::Cancelled, {}, {}, {}};
+    f.usage.prompt_tokens = int(r.prompt.size());
+    f.timings.queue_ms = ms_between(r.arrival, Clock::now());
+    r.stream->finish(std::move(f));
+  }
+  return true;
+}
+
+void Scheduler::start_sequences(std::vector<Request>& admitted) {
+  for (auto& r : admitted) {
+    const auto stream = r.stream;
+    const std::string id = r.id;
+    SeqId seq = -1;
+    try {
+      r.params.validate();
+      seq = engine_.new_sequence();
+      auto s = std::make_unique<Sequence>(std::move(r), seq, engine_.tokenizer(), n_vocab_);
+      logger()->debug("[{}] admitted: seq={} prompt={} tokens, waited {:.1f} ms", id, seq,
+                      s->prompt_len(), ms_between(s->req.arrival, s->admitted));
+      running_.push_back(std::move(s));
+    } catch (const std::exception& e) {
+      if (seq >= 0) engine_.free_sequence(seq);
+      logger()->error("[{}] could not start: {}", id, e.what());
+      metrics_.requests_failed += 1;
+      stream->finish(Finish{FinishReason::Error, {}, {}, e.what()});
+    }
+  }
+  admitted.clear();
+}
+
+void Scheduler::retire_cancelled() {
+  for (auto& s : running_)
+    if (!s->done && s->req.stream->cancelled()) finish(*s, FinishReason::Cancelled);
+}
+
+}  // namespace tern::sched

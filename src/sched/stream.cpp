@@ -1,0 +1,59 @@
+#include "tern/sched/stream.h"
+
+namespace tern::sched {
+
+const char* to_string(FinishReason r) {
+  switch (r) {
+    case FinishReason::Stop:
+      return "stop";
+    case FinishReason::Length:
+      return "length";
+    case FinishReason::Cancelled:
+      return "cancelled";
+    case FinishReason::Error:
+      return "error";
+  }
+  return "stop";
+}
+
+void Stream::signal(std::unique_lock<std::mutex>& lock) {
+  const bool first = !signalled_;
+  signalled_ = true;
+  lock.unlock();
+  if (first && notify_) notify_();
+}
+
+void Stream::push(std::string_view text, int n_tokens) {
+  std::unique_lock lock(mu_);
+  if (finished_ || (text.empty() && n_tokens == 0)) return;
+  text_.append(text);
+  n_tokens_ += n_tokens;
+  signal(lock);
+}
+
+void Stream::finish(Finish f) {
+  std::unique_lock lock(mu_);
+  if (finished_) return;
+  finished_ = true;
+  finish_ = std::move(f);
+  signal(lock);
+}
+
+StreamChunk Stream::drain() {
+  std::lock_guard lock(mu_);
+  StreamChunk c;
+  c.text.swap(text_);
+  c.n_tokens = n_tokens_;
+  n_tokens_ = 0;
+  c.finish = std::move(finish_);
+  finish_.reset();
+  signalled_ = false;
+  return c;
+}
+
+bool Stream::finished() const {
+  std::lock_guard lock(mu_);
+  return finished_;
+}
+
+}  // namespace tern::sched

@@ -1,0 +1,63 @@
+#pragma once
+// State shared by every session of one server. The reactor runs on one
+// thread: members marked (reactor) are only touched there; the rest is
+// thread-safe or immutable after start.
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "tern/core/log.h"
+#include "tern/server/metrics_text.h"
+#include "tern/server/server.h"
+#include "tern/server/static_files.h"
+
+namespace tern::sched {
+class Scheduler;
+struct Metrics;
+}  // namespace tern::sched
+
+namespace tern::server {
+
+// Something that must hear about shutdown (open WebSockets close themselves).
+class ShutdownListener {
+ public:
+  virtual ~ShutdownListener() = default;
+  virtual void on_shutdown() = 0;  // (reactor)
+};
+
+struct ServerContext {
+  ServerContext(Engine& e, sched::Scheduler& s, sched::Metrics& m, ServerOptions o)
+      : engine(e),
+        scheduler(s),
+        metrics(m),
+        opts(std::move(o)),
+        files(StaticFiles::find_root(opts.web_root)) {}
+
+  Engine& engine;
+  sched::Scheduler& scheduler;
+  sched::Metrics& metrics;
+  const ServerOptions opts;
+  const StaticFiles files;
+  std::string model_id;  // what /v1/models lists
+  int64_t created = 0;   // unix time the server started
+  HttpStats http;
+  std::shared_ptr<spdlog::logger> log = tern::log::get("server");
+
+  bool stopping = false;                   // (reactor) shutdown has begun
+  std::set<ShutdownListener*> listeners;   // (reactor)
+  int busy_exchanges = 0;                  // (reactor) HTTP requests being answered
+  std::function<void()> on_exchange_done;  // (reactor) shutdown waits on this
+
+  // "req-<n>": names a request in every log line and in response ids.
+  std::string next_request_id() {
+    return "req-" + std::to_string(next_id_.fetch_add(1, std::memory_order_relaxed));
+  }
+
+ private:
+  std::atomic<uint64_t> next_id_{1};
+};
+
+}  // namespace tern::server

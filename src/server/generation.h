@@ -1,0 +1,32 @@
+#pragma once
+// From a parsed OpenAI request to a running generation: build the prompt
+// (chat template or raw text), tokenize it, check it fits the context, and
+// submit it to the scheduler. Shared by the HTTP routes and the WebSocket.
+#include <memory>
+#include <string>
+
+#include "context.h"
+#include "tern/sched/stream.h"
+#include "tern/server/openai_request.h"
+#include "tern/server/openai_response.h"
+
+namespace tern::server {
+
+struct Submission {
+  std::shared_ptr<sched::Stream> stream;
+  ResponseMeta meta;
+  std::string echo;  // completions with echo: the prompt text to put first
+  int prompt_tokens = 0;
+};
+
+// Throws ApiError: 400 (template or prompt problems, context_length_exceeded),
+// 429 (queue full), 503 (shutting down). `notify` wakes the caller's session.
+Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, const std::string& rid,
+                             sched::Stream::Notify notify);
+
+// "chatcmpl-..." / "cmpl-..." for a request id.
+std::string response_id(GenerationRequest::Kind kind, const std::string& rid);
+
+int64_t unix_now();
+
+}  // namespace tern::server

@@ -1,0 +1,149 @@
+// POST /v1/chat/completions and /v1/completions. The response is produced
+// while a watcher waits for the client to hang up: if it does, the request is
+// cancelled at once (the scheduler frees its sequence at the next token
+// boundary) instead of being noticed by a later failed write.
+#include <boost/asio/experimental/awaitable_operators.hpp>
+
+#include "generation.h"
+#include "routes.h"
+#include "session.h"
+#include "tern/sched/scheduler.h"
+#include "waker.h"
+
+namespace tern::server {
+namespace {
+
+using namespace net::experimental::awaitable_operators;
+using json = nlohmann::json;
+
+struct Exchange {
+  ServerContext& ctx;
+  beast::tcp_stream& stream;
+  const Request& req;
+  const std::string& rid;
+  const GenerationRequest& g;
+  Submission& sub;
+  Waker& waker;
+};
+
+awaitable<bool> write_chunk(Exchange& x, const std::string& data) {
+  x.stream.expires_after(std::chrono::seconds(x.ctx.opts.write_timeout_s));
+  auto [ec, n] =
+      co_await net::async_write(x.stream, http::make_chunk(net::buffer(data)), use_nothrow);
+  co_return !ec;
+}
+
+// Server-sent events in the shape OpenAI clients parse.
+awaitable<bool> pump_sse(Exchange& x) {
+  http::response<http::empty_body> res{http::status::ok, x.req.version()};
+  res.set(http::field::server, "tern");
+  res.set(http::field::content_type, "text/event-stream; charset=utf-8");
+  res.set(http::field::cache_control, "no-cache");
+  res.set(http::field::access_control_allow_origin, "*");
+  res.set("X-Accel-Buffering", "no");
+  res.set("X-Request-Id", x.rid);
+  res.keep_alive(x.req.keep_alive() && !x.ctx.stopping);
+  res.chunked(true);
+  http::response_serializer<http::empty_body> sr{res};
+  x.ctx.http.count_response(200);
+  x.stream.expires_after(std::chrono::seconds(x.ctx.opts.write_timeout_s));
+  if (auto [ec, n] = co_await http::async_write_header(x.stream, sr, use_nothrow); ec)
+    co_return false;
+
+  const bool usage = x.g.include_usage;
+  const ResponseMeta& m = x.sub.meta;
+  std::string out;
+  if (m.kind == GenerationRequest::Kind::Chat) out += sse_event(chunk_role(m, usage));
+  if (!x.sub.echo.empty()) out += sse_event(chunk_text(m, x.sub.echo, usage));
+  for (;;) {
+    auto c = x.sub.stream->drain();
+    if (!c.text.empty()) out += sse_event(chunk_text(m, c.text, usage));
+    if (c.finish) {
+      if (c.finish->reason == sched::FinishReason::Error) {
+        out += sse_event(
+            error_body(ApiError(500, "server_error", "Generation failed: " + c.finish->error)));
+      } else {
+        out += sse_event(chunk_finish(m, *c.finish, usage));
+        if (usage) out += sse_event(chunk_usage(m, *c.finish));
+      }
+      out += kSseDone;
+    }
+    if (!out.empty()) {
+      if (!co_await write_chunk(x, out)) co_return false;
+      out.clear();
+      if (c.finish) break;
+      continue;  // more may have arrived during the write: drain again before sleeping
+    }
+    if (!co_await x.waker.wait()) co_return false;
+  }
+  x.stream.expires_after(std::chrono::seconds(x.ctx.opts.write_timeout_s));
+  auto [ec, n] = co_await net::async_write(x.stream, http::make_chunk_last(), use_nothrow);
+  co_return !ec && res.keep_alive();
+}
+
+// One JSON body when the generation is complete.
+awaitable<bool> pump_whole(Exchange& x) {
+  std::string text = x.sub.echo;
+  for (;;) {
+    auto c = x.sub.stream->drain();
+    text += c.text;
+    if (c.finish) {
+      if (c.finish->reason == sched::FinishReason::Error) {
+        co_return co_await write_response(
+            x.ctx, x.stream,
+            error_response(x.req,
+                           ApiError(500, "server_error", "Generation failed: " + c.finish->error)),
+            x.rid, "generation");
+      }
+      Response res = json_response(x.req, http::status::ok,
+                                   dump(completion_body(x.sub.meta, text, *c.finish)));
+      res.set("X-Request-Id", x.rid);
+      co_return co_await write_response(x.ctx, x.stream, std::move(res), x.rid, "generation");
+    }
+    if (!co_await x.waker.wait()) co_return false;
+  }
+}
+
+GenerationRequest parse(const Request& req, GenerationRequest::Kind kind) {
+  const json body = parse_json_body(req.body());
+  return kind == GenerationRequest::Kind::Chat ? parse_chat_request(body)
+                                               : parse_completion_request(body);
+}
+
+}  // namespace
+
+awaitable<bool> handle_generation(ServerContext& ctx, beast::tcp_stream& stream, Request req,
+                                  const std::string& rid, GenerationRequest::Kind kind) {
+  const std::string what = std::string(req.method_string()) + " " + std::string(req.target());
+  auto waker = std::make_shared<Waker>(stream.get_executor());
+  GenerationRequest g;
+  Submission sub;
+  std::optional<ApiError> refused;
+  try {
+    g = parse(req, kind);
+    sub = submit_generation(ctx, g, rid, waker->notifier());
+  } catch (const ApiError& e) {
+    refused = e;
+  } catch (const InvalidArgument& e) {
+    refused = ApiError::bad_request(e.what());
+  } catch (const std::exception& e) {
+    refused = ApiError(500, "server_error", std::string("Internal error: ") + e.what());
+  }
+  if (refused)
+    co_return co_await write_response(ctx, stream, error_response(req, *refused), rid, what);
+
+  ctx.log->info("[{}] {} prompt={} tokens stream={} max_tokens={}", rid, what, sub.prompt_tokens,
+                g.stream, g.params.max_tokens);
+  Exchange x{ctx, stream, req, rid, g, sub, *waker};
+  awaitable<bool> pump = g.stream ? pump_sse(x) : pump_whole(x);
+  auto outcome = co_await (std::move(pump) || watch_peer(stream.socket()));
+  if (outcome.index() == 0 && std::get<0>(outcome)) co_return true;  // answered, keep-alive
+  if (!sub.stream->finished()) {
+    // The client hung up (or a write failed) before the end: free the slot now.
+    ctx.log->info("[{}] client went away; cancelling", rid);
+    ctx.scheduler.cancel(sub.stream);
+  }
+  co_return false;
+}
+
+}  // namespace tern::server

@@ -1,0 +1,429 @@
+#include "tern/server/openai_request.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tern::server {
+namespace {
+
+using json = nlohmann::json;
+
+const char* type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a number";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
+    default:
+      return "an unsupported value";
+  }
+}
+
+[[noreturn]] void wrong_type(const std::string& field, const char* expected, const json& v) {
+  throw ApiError::bad_request("Invalid type for '" + field + "': expected " + expected +
+                                  ", but got " + type_name(v) + " instead.",
+                              field, "invalid_type");
+}
+
+[[noreturn]] void bad_value(const std::string& field, const std::string& why) {
+  throw ApiError::bad_request("Invalid value for '" + field + "': " + why, field, "invalid_value");
+}
+
+[[noreturn]] void unsupported(const std::string& field, const std::string& why) {
+  throw ApiError::bad_request("Unsupported value for '" + field + "': " + why, field,
+                              "unsupported_value");
+}
+
+// Field readers: false when the key is absent or null; wrong types throw.
+const json* field(const json& o, const char* key) {
+  auto it = o.find(key);
+  if (it == o.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+bool get_number(const json& o, const char* key, double& out) {
+  const json* v = field(o, key);
+  if (!v) return false;
+  if (!v->is_number()) wrong_type(key, "a number", *v);
+  out = v->get<double>();
+  if (!std::isfinite(out)) bad_value(key, "must be a finite number.");
+  return true;
+}
+
+bool get_int(const json& o, const char* key, int64_t& out) {
+  const json* v = field(o, key);
+  if (!v) return false;
+  if (v->is_number_integer()) {
+    if (v->is_number_unsigned() &&
+        v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+      bad_value(key, "integer is too large.");
+    out = v->get<int64_t>();
+    return true;
+  }
+  // 3.0 is an integer in JSON's eyes for many clients.
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) {
+      out = int64_t(d);
+      return true;
+    }
+  }
+  wrong_type(key, "an integer", *v);
+}
+
+bool get_bool(const json& o, const char* key, bool& out) {
+  const json* v = field(o, key);
+  if (!v) return false;
+  if (!v->is_boolean()) wrong_type(key, "a boolean", *v);
+  out = v->get<bool>();
+  return true;
+}
+
+void check_range(const char* key, double v, double lo, double hi) {
+  if (v < lo || v > hi) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%g is out of range. Expected a value between %g and %g.", v, lo,
+                  hi);
+    bad_value(key, buf);
+  }
+}
+
+void reject_unknown_keys(const json& body, std::initializer_list<const char*> known,
+                         const std::vector<std::string>& extra) {
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    const std::string& k = it.key();
+    if (std::any_of(known.begin(), known.end(), [&](const char* s) { return k == s; })) continue;
+    if (std::find(extra.begin(), extra.end(), k) != extra.end()) continue;
+    throw ApiError::bad_request("Unrecognized request argument supplied: " + k, k,
+                                "unknown_parameter");
+  }
+}
+
+// Fields both endpoints share that only make sense at their neutral value.
+void reject_unsupported_common(const json& body) {
+  int64_t n = 1;
+  if (get_int(body, "n", n) && n != 1) unsupported("n", "only n=1 is supported.");
+  int64_t best_of = 1;
+  if (get_int(body, "best_of", best_of) && best_of != 1)
+    unsupported("best_of", "only best_of=1 is supported.");
+  if (const json* v = field(body, "logprobs")) {
+    if (!(v->is_boolean() && !v->get<bool>()))
+      unsupported("logprobs", "log probabilities are not supported.");
+  }
+  if (field(body, "top_logprobs"))
+    unsupported("top_logprobs", "log probabilities are not supported.");
+  if (const json* v = field(body, "logit_bias")) {
+    if (!v->is_object()) wrong_type("logit_bias", "an object", *v);
+    if (!v->empty()) unsupported("logit_bias", "logit bias is not supported.");
+  }
+  if (const json* v = field(body, "suffix"))
+    if (!(v->is_string() && v->get<std::string>().empty()))
+      unsupported("suffix", "suffix is not supported.");
+}
+
+void parse_stop(const json& body, SamplingParams& p) {
+  const json* v = field(body, "stop");
+  if (!v) return;
+  if (v->is_string()) {
+    p.stop = {v->get<std::string>()};
+  } else if (v->is_array()) {
+    for (const auto& s : *v) {
+      if (!s.is_string()) wrong_type("stop", "a string or an array of strings", s);
+      p.stop.push_back(s.get<std::string>());
+    }
+  } else {
+    wrong_type("stop", "a string or an array of strings", *v);
+  }
+  if (p.stop.size() > kMaxStopStrings)
+    bad_value("stop", "at most " + std::to_string(kMaxStopStrings) + " stop strings are allowed.");
+  for (const auto& s : p.stop) {
+    if (s.empty()) bad_value("stop", "stop strings must not be empty.");
+    if (s.size() > kMaxStopBytes)
+      bad_value("stop",
+                "a stop string is longer than " + std::to_string(kMaxStopBytes) + " bytes.");
+  }
+}
+
+void parse_max_tokens(const json& body, const char* key, GenerationRequest& r) {
+  int64_t v = 0;
+  if (!get_int(body, key, v)) return;
+  if (v < 1) bad_value(key, std::to_string(v) + " is less than the minimum of 1.");
+  r.params.max_tokens = int(std::min<int64_t>(v, std::numeric_limits<int>::max()));
+  r.max_tokens_given = true;
+}
+
+// Sampling settings and streaming flags, common to both endpoints.
+void parse_common(const json& body, GenerationRequest& r) {
+  if (const json* v = field(body, "model")) {
+    if (!v->is_string()) wrong_type("model", "a string", *v);
+    r.model = v->get<std::string>();
+  }
+  reject_unsupported_common(body);
+  SamplingParams& p = r.params;
+  double d = 0;
+  int64_t i = 0;
+  parse_max_tokens(body, "max_tokens", r);
+  if (get_number(body, "temperature", d)) {
+    check_range("temperature", d, 0.0, 2.0);
+    p.temperature = float(d);
+  }
+  if (get_number(body, "top_p", d)) {
+    check_range("top_p", d, 0.0, 1.0);
+    if (d == 0.0) {
+      p.top_p = 1.0f;  // a zero nucleus keeps only the most likely token: greedy
+      p.top_k = 1;
+    } else {
+      p.top_p = float(d);
+    }
+  }
+  if (get_number(body, "presence_penalty", d)) {
+    check_range("presence_penalty", d, -2.0, 2.0);
+    p.presence_penalty = float(d);
+  }
+  if (get_number(body, "frequency_penalty", d)) {
+    check_range("frequency_penalty", d, -2.0, 2.0);
+    p.frequency_penalty = float(d);
+  }
+  if (get_int(body, "seed", i)) p.seed = uint64_t(i);
+  parse_stop(body, p);
+  // llama.cpp extensions.
+  if (get_int(body, "top_k", i)) {
+    if (i < 0) bad_value("top_k", "must be >= 0.");
+    p.top_k = int(std::min<int64_t>(i, std::numeric_limits<int>::max()));
+  }
+  if (get_number(body, "min_p", d)) {
+    check_range("min_p", d, 0.0, 1.0);
+    p.min_p = float(d);
+  }
+  if (get_number(body, "repeat_penalty", d)) {
+    if (d <= 0) bad_value("repeat_penalty", "must be greater than 0.");
+    p.repeat_penalty = float(d);
+  }
+  if (get_int(body, "repeat_last_n", i)) {
+    check_range("repeat_last_n", double(i), -1, kMaxRepeatLastN);
+    p.repeat_last_n = int(i);
+  }
+  get_bool(body, "ignore_eos", p.ignore_eos);
+  get_bool(body, "stream", r.stream);
+  if (const json* v = field(body, "stream_options")) {
+    if (!v->is_object()) wrong_type("stream_options", "an object", *v);
+    get_bool(*v, "include_usage", r.include_usage);
+  }
+  try {
+    p.validate();
+  } catch (const InvalidArgument& e) {
+    throw ApiError::bad_request(e.what());
+  }
+}
+
+std::string message_content(const json& m, const std::string& where, const std::string& role) {
+  const json* c = field(m, "content");
+  if (!c) {
+    if (role == "assistant") return {};
+    throw ApiError::bad_request("Missing required parameter: '" + where + ".content'.",
+                                where + ".content", "missing_required_parameter");
+  }
+  if (c->is_string()) return c->get<std::string>();
+  if (!c->is_array()) wrong_type(where + ".content", "a string or an array of content parts", *c);
+  std::string text;
+  for (size_t k = 0; k < c->size(); ++k) {
+    const json& part = (*c)[k];
+    const std::string pw = where + ".content[" + std::to_string(k) + "]";
+    if (!part.is_object()) wrong_type(pw, "an object", part);
+    const json* type = field(part, "type");
+    if (!type || !type->is_string())
+      throw ApiError::bad_request("Missing required parameter: '" + pw + ".type'.", pw + ".type",
+                                  "missing_required_parameter");
+    if (type->get<std::string>() != "text")
+      unsupported(pw + ".type", "content parts of type '" + type->get<std::string>() +
+                                    "' are not supported; only 'text' is.");
+    const json* t = field(part, "text");
+    if (!t || !t->is_string()) wrong_type(pw + ".text", "a string", t ? *t : json());
+    if (!text.empty()) text += "\n";
+    text += t->get<std::string>();
+  }
+  return text;
+}
+
+std::vector<Message> parse_messages(const json& body) {
+  const json* msgs = field(body, "messages");
+  if (!msgs)
+    throw ApiError::bad_request("Missing required parameter: 'messages'.", "messages",
+                                "missing_required_parameter");
+  if (!msgs->is_array()) wrong_type("messages", "an array", *msgs);
+  if (msgs->empty()) bad_value("messages", "empty array. Expected an array with minimum length 1.");
+  std::vector<Message> out;
+  out.reserve(msgs->size());
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) wrong_type(where, "an object", m);
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      const std::string& k = it.key();
+      if (k == "role" || k == "content" || k == "name") continue;
+      if ((k == "tool_calls" || k == "refusal") &&
+          (it->is_null() || (it->is_array() && it->empty())))
+        continue;
+      throw ApiError::bad_request("Unrecognized parameter in " + where + ": '" + k + "'.",
+                                  where + "." + k, "unknown_parameter");
+    }
+    const json* role = field(m, "role");
+    if (!role)
+      throw ApiError::bad_request("Missing required parameter: '" + where + ".role'.",
+                                  where + ".role", "missing_required_parameter");
+    if (!role->is_string()) wrong_type(where + ".role", "a string", *role);
+    std::string r = role->get<std::string>();
+    if (r == "developer") r = "system";
+    if (r != "system" && r != "user" && r != "assistant")
+      bad_value(where + ".role", "'" + role->get<std::string>() +
+                                     "' is not supported. Supported values are: 'system', "
+                                     "'developer', 'user' and 'assistant'.");
+    out.push_back({r, message_content(m, where, r)});
+  }
+  return out;
+}
+
+void parse_prompt(const json& body, GenerationRequest& r) {
+  const json* p = field(body, "prompt");
+  if (!p)
+    throw ApiError::bad_request("Missing required parameter: 'prompt'.", "prompt",
+                                "missing_required_parameter");
+  const json* one = p;
+  if (p->is_array() && !p->empty() && (p->front().is_string() || p->front().is_array())) {
+    if (p->size() != 1) unsupported("prompt", "only one prompt per request is supported.");
+    one = &p->front();
+  }
+  if (one->is_string()) {
+    r.prompt = one->get<std::string>();
+    return;
+  }
+  if (!one->is_array()) wrong_type("prompt", "a string or an array of token ids", *one);
+  if (one->empty()) bad_value("prompt", "the token array is empty.");
+  for (const auto& t : *one) {
+    if (!t.is_number_integer()) wrong_type("prompt", "an array of token ids", t);
+    const int64_t id = t.get<int64_t>();
+    if (id < 0 || id > std::numeric_limits<int32_t>::max())
+      bad_value("prompt", "token id out of range.");
+    r.prompt_tokens.push_back(int32_t(id));
+  }
+}
+
+}  // namespace
+
+json parse_json_body(std::string_view body) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded())
+    throw ApiError::bad_request(
+        "We could not parse the JSON body of your request. The body must be valid JSON.", {},
+        "invalid_json");
+  if (!j.is_object())
+    throw ApiError::bad_request(
+        "The request body must be a JSON object, but got " + std::string(type_name(j)) + ".", {},
+        "invalid_json");
+  return j;
+}
+
+GenerationRequest parse_chat_request(const json& body, const std::vector<std::string>& extra) {
+  reject_unknown_keys(body,
+                      {"model",
+                       "messages",
+                       "max_tokens",
+                       "max_completion_tokens",
+                       "temperature",
+                       "top_p",
+                       "seed",
+                       "stop",
+                       "presence_penalty",
+                       "frequency_penalty",
+                       "n",
+                       "stream",
+                       "stream_options",
+                       "user",
+                       "logprobs",
+                       "top_logprobs",
+                       "logit_bias",
+                       "response_format",
+                       "tools",
+                       "tool_choice",
+                       "parallel_tool_calls",
+                       "metadata",
+                       "store",
+                       "service_tier",
+                       "top_k",
+                       "min_p",
+                       "repeat_penalty",
+                       "repeat_last_n",
+                       "ignore_eos",
+                       "cache_prompt"},
+                      extra);
+  GenerationRequest r;
+  r.kind = GenerationRequest::Kind::Chat;
+  r.messages = parse_messages(body);
+  if (const json* v = field(body, "tools"))
+    if (!(v->is_array() && v->empty())) unsupported("tools", "tool calling is not supported.");
+  if (const json* v = field(body, "tool_choice"))
+    if (!(v->is_string() && v->get<std::string>() == "none"))
+      unsupported("tool_choice", "tool calling is not supported.");
+  if (const json* v = field(body, "response_format")) {
+    if (!v->is_object()) wrong_type("response_format", "an object", *v);
+    const json* t = field(*v, "type");
+    if (!t || !t->is_string() || t->get<std::string>() != "text")
+      unsupported("response_format", "only {\"type\": \"text\"} is supported.");
+  }
+  parse_common(body, r);
+  parse_max_tokens(body, "max_completion_tokens", r);
+  return r;
+}
+
+GenerationRequest parse_completion_request(const json& body,
+                                           const std::vector<std::string>& extra) {
+  reject_unknown_keys(body,
+                      {"model",
+                       "prompt",
+                       "max_tokens",
+                       "temperature",
+                       "top_p",
+                       "seed",
+                       "stop",
+                       "presence_penalty",
+                       "frequency_penalty",
+                       "n",
+                       "best_of",
+                       "stream",
+                       "stream_options",
+                       "user",
+                       "logprobs",
+                       "logit_bias",
+                       "echo",
+                       "suffix",
+                       "metadata",
+                       "top_k",
+                       "min_p",
+                       "repeat_penalty",
+                       "repeat_last_n",
+                       "ignore_eos",
+                       "cache_prompt"},
+                      extra);
+  GenerationRequest r;
+  r.kind = GenerationRequest::Kind::Completion;
+  parse_prompt(body, r);
+  get_bool(body, "echo", r.echo);
+  if (r.echo && !r.prompt_tokens.empty()) unsupported("echo", "echo needs a text prompt.");
+  parse_common(body, r);
+  if (!r.max_tokens_given) r.params.max_tokens = kCompletionDefaultMaxTokens;
+  return r;
+}
+
+}  // namespace tern::server

@@ -1,0 +1,160 @@
+#include "routes.h"
+
+#include <nlohmann/json.hpp>
+
+#include "tern/engine/engine.h"
+#include "tern/sched/scheduler.h"
+#include "tern/server/openai_response.h"
+
+namespace tern::server {
+namespace {
+
+using json = nlohmann::json;
+
+// Constant-time comparison: the key must not leak through timing.
+bool same_secret(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? a[i] : 0;
+    const unsigned char y = i < b.size() ? b[i] : 0;
+    diff |= x ^ y;
+  }
+  return diff == 0;
+}
+
+Response health(ServerContext& ctx, const Request& req) {
+  if (ctx.stopping)
+    return json_response(req, http::status::service_unavailable,
+                         dump(json{{"status", "shutting down"}}));
+  return json_response(req, http::status::ok, dump(json{{"status", "ok"}}));
+}
+
+Response models(ServerContext& ctx, const Request& req) {
+  json m = {{"id", ctx.model_id},
+            {"object", "model"},
+            {"created", ctx.created},
+            {"owned_by", "tern"},
+            {"meta",
+             {{"n_ctx", ctx.scheduler.n_ctx()},
+              {"n_vocab", ctx.engine.n_vocab()},
+              {"arch", ctx.engine.config().arch}}}};
+  return json_response(req, http::status::ok,
+                       dump(json{{"object", "list"}, {"data", json::array({m})}}));
+}
+
+}  // namespace
+
+std::string_view target_path(std::string_view target) {
+  const size_t q = target.find('?');
+  return q == std::string_view::npos ? target : target.substr(0, q);
+}
+
+std::string query_param(std::string_view target, std::string_view key) {
+  const size_t q = target.find('?');
+  if (q == std::string_view::npos) return {};
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    const size_t amp = rest.find('&');
+    const std::string_view kv = rest.substr(0, amp);
+    const size_t eq = kv.find('=');
+    if (kv.substr(0, eq) == key)
+      return eq == std::string_view::npos ? "" : std::string(kv.substr(eq + 1));
+    if (amp == std::string_view::npos) break;
+    rest = rest.substr(amp + 1);
+  }
+  return {};
+}
+
+Response make_response(const Request& req, http::status status, std::string body,
+                       std::string_view content_type) {
+  Response res{status, req.version()};
+  res.set(http::field::server, "tern");
+  res.set(http::field::content_type, content_type);
+  res.set(http::field::access_control_allow_origin, "*");
+  res.keep_alive(req.keep_alive());
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+Response json_response(const Request& req, http::status status, std::string body) {
+  return make_response(req, status, std::move(body), "application/json");
+}
+
+Response error_response(const Request& req, const ApiError& e) {
+  Response res = json_response(req, http::int_to_status(unsigned(e.status())), dump(error_body(e)));
+  if (e.status() == 401) res.set(http::field::www_authenticate, "Bearer");
+  if (e.status() == 429 || e.status() == 503) res.set(http::field::retry_after, "1");
+  return res;
+}
+
+bool needs_api_key(std::string_view path) {
+  return path.substr(0, 4) == "/v1/" || path == "/metrics";
+}
+
+void check_api_key(const ServerContext& ctx, const Request& req, bool allow_query) {
+  if (ctx.opts.api_key.empty()) return;
+  std::string_view auth;
+  if (auto it = req.find(http::field::authorization); it != req.end()) auth = it->value();
+  std::string given;
+  if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer "))
+    given = std::string(auth.substr(7));
+  else if (allow_query)
+    given = query_param(req.target(), "api_key");
+  if (given.empty())
+    throw ApiError(401, "invalid_request_error",
+                   "You didn't provide an API key. Send it in the Authorization header: "
+                   "'Authorization: Bearer YOUR_KEY'.",
+                   {}, "missing_api_key");
+  if (!same_secret(given, ctx.opts.api_key))
+    throw ApiError(401, "invalid_request_error", "Incorrect API key provided.", {},
+                   "invalid_api_key");
+}
+
+Response handle_simple(ServerContext& ctx, const Request& req, const std::string& rid) {
+  const std::string_view path = target_path(req.target());
+  const auto method = req.method();
+  if (method == http::verb::options) {
+    Response res = make_response(req, http::status::no_content, "", "text/plain");
+    res.set(http::field::access_control_allow_methods, "GET, POST, OPTIONS");
+    res.set(http::field::access_control_allow_headers, "Authorization, Content-Type");
+    res.set(http::field::access_control_max_age, "86400");
+    return res;
+  }
+  const bool get = method == http::verb::get || method == http::verb::head;
+  auto only_get = [&]() -> Response {
+    return error_response(req, ApiError(405, "invalid_request_error",
+                                        "Method " + std::string(req.method_string()) +
+                                            " is not allowed on " + std::string(path) + ".",
+                                        {}, "method_not_allowed"));
+  };
+  if (path == "/health") return get ? health(ctx, req) : only_get();
+  if (path == "/v1/models") return get ? models(ctx, req) : only_get();
+  if (path == "/metrics") {
+    if (!get) return only_get();
+    return make_response(req, http::status::ok, render_metrics(ctx.metrics, ctx.http),
+                         "text/plain; version=0.0.4; charset=utf-8");
+  }
+  if (path == "/v1/chat/completions" || path == "/v1/completions") {
+    Response res = error_response(
+        req, ApiError(405, "invalid_request_error", "Use POST for " + std::string(path) + ".", {},
+                      "method_not_allowed"));
+    res.set(http::field::allow, "POST");
+    return res;
+  }
+  if (get && path.substr(0, 4) != "/v1/") {
+    if (auto f = ctx.files.get(path)) {
+      Response res = make_response(req, http::status::ok, std::move(f->body), f->content_type);
+      res.set(http::field::cache_control, "no-cache");
+      return res;
+    }
+  }
+  ctx.log->debug("[{}] no route for {} {}", rid, std::string(req.method_string()),
+                 std::string(path));
+  return error_response(
+      req, ApiError::not_found("Unknown request URL: " + std::string(req.method_string()) + " " +
+                               std::string(path) + "."));
+}
+
+}  // namespace tern::server

@@ -1,0 +1,35 @@
+#pragma once
+// The routes that answer at once (no generation): /health, /v1/models,
+// /metrics, the demo page, 404/405, CORS preflight, plus the response helpers
+// every route uses and the API-key check.
+#include <string>
+#include <string_view>
+
+#include "context.h"
+#include "net.h"
+#include "tern/server/api_error.h"
+
+namespace tern::server {
+
+// The path of a request target, without the query.
+std::string_view target_path(std::string_view target);
+// The value of `key` in the target's query string ("" if absent; no decoding).
+std::string query_param(std::string_view target, std::string_view key);
+
+Response make_response(const Request& req, http::status status, std::string body,
+                       std::string_view content_type);
+Response json_response(const Request& req, http::status status, std::string body);
+Response error_response(const Request& req, const ApiError& e);
+
+// Whether the request may use the API: no key configured, or
+// "Authorization: Bearer <key>" (WebSocket upgrades may pass ?api_key=<key>,
+// since browsers cannot set headers on them). Throws ApiError 401 otherwise.
+void check_api_key(const ServerContext& ctx, const Request& req, bool allow_query);
+
+// Routes needing auth: everything under /v1/ and /metrics.
+bool needs_api_key(std::string_view path);
+
+// Answers a request that is not a generation. `rid` names it in logs.
+Response handle_simple(ServerContext& ctx, const Request& req, const std::string& rid);
+
+}  // namespace tern::server

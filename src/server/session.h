@@ -1,0 +1,33 @@
+#pragma once
+// Session coroutines of the reactor and the helpers they share.
+#include <string>
+
+#include "context.h"
+#include "net.h"
+#include "tern/server/openai_request.h"
+
+namespace tern::server {
+
+// One HTTP/1.1 connection: keep-alive request loop, limits, routing, and the
+// hand-over to a WebSocket session on upgrade.
+awaitable<void> run_http_session(ServerContext& ctx, tcp::socket socket);
+
+// A WebSocket session on an already-read upgrade request.
+awaitable<void> run_ws_session(ServerContext& ctx, beast::tcp_stream stream, Request upgrade,
+                               std::string rid);
+
+// POST /v1/chat/completions and /v1/completions, streaming (SSE) or not.
+// Returns whether the connection may be kept alive.
+awaitable<bool> handle_generation(ServerContext& ctx, beast::tcp_stream& stream, Request req,
+                                  const std::string& rid, GenerationRequest::Kind kind);
+
+// Writes a complete response; counts it and logs it with the request id.
+// Returns whether the connection may be kept alive.
+awaitable<bool> write_response(ServerContext& ctx, beast::tcp_stream& stream, Response res,
+                               const std::string& rid, std::string_view what);
+
+// Completes when the peer closes the connection (EOF or reset) while a
+// response is being produced; runs until cancelled otherwise.
+awaitable<void> watch_peer(tcp::socket& socket);
+
+}  // namespace tern::server

@@ -1,0 +1,5 @@
+"""The browser test reuses the integration tests' server launcher."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
