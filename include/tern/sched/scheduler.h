@@ -37,7 +37,10 @@ namespace tern::sched {
 struct SchedulerOptions {
   int max_batch = 16;     // sequences decoding together (clamped to the engine's free sequences)
   int max_queue = 64;     // waiting requests beyond which submit() answers QueueFull
-  int step_tokens = 256;  // tokens per forward pass (decode tokens + prefill chunks), >= max_batch
+  // Tokens per forward pass (decode tokens + prefill chunks), >= max_batch.
+  // 64 measured best on a 2-core machine at 16 concurrent: vs 256, TTFT p50
+  // 120 vs 178 ms and p99 inter-token latency 40 vs 65 ms at equal throughput.
+  int step_tokens = 64;
   int64_t kv_tokens = 0;  // admit only while KV tokens in use + new prompt fit; 0: no limit
 };
 
