@@ -33,6 +33,22 @@ void ModelFlags::add(CLI::App& cmd) {
   cmd.add_option("-c,--ctx", ctx, "context length per sequence")->check(CLI::Range(16, 1 << 20));
   cmd.add_option("--weights", weights, "repacked weight format: auto, int4 or int8")
       ->check(CLI::IsMember({"auto", "int4", "int8"}));
+  cmd.add_option("--kv-type", kv_type,
+                 "KV cache layout: int8-fp8 (keys int8, values fp8), int4-fp8, int8 or f16")
+      ->check(CLI::IsMember({"f16", "int8", "int8-fp8", "mixed", "int4-fp8"}))
+      ->capture_default_str();
+  cmd.add_option("--kv-dram-mb", kv_dram_mb, "DRAM budget for KV blocks in MiB")
+      ->check(CLI::Range(size_t(1), size_t(1) << 20))
+      ->capture_default_str();
+  cmd.add_option("--kv-flash-dir", kv_flash_dir,
+                 "folder for spilled KV blocks (default: tern-kv under the system temp folder)");
+  cmd.add_option("--kv-flash-mb", kv_flash_mb, "spill file budget in MiB (0: no flash tier)")
+      ->check(CLI::Range(size_t(0), size_t(1) << 24))
+      ->capture_default_str();
+  cmd.add_option("--kv-prefetch-layers", kv_prefetch_layers,
+                 "layers ahead that spilled KV is read (0: read when needed)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
 }
 
 void SamplingFlags::add(CLI::App& cmd) {
@@ -74,6 +90,11 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int max_seqs) {
   o.max_seqs = max_seqs;
   if (flags.weights == "int4") o.load.force_format = kernels::WeightFormat::Int4Asym;
   if (flags.weights == "int8") o.load.force_format = kernels::WeightFormat::Int8Sym;
+  o.kv_type = kv::parse_kv_type(flags.kv_type);
+  o.kv_dram_mb = flags.kv_dram_mb;
+  o.kv_flash_dir = flags.kv_flash_dir;
+  o.kv_flash_mb = flags.kv_flash_mb;
+  o.kv_prefetch_layers = flags.kv_prefetch_layers;
   const bool tty = isatty(STDERR_FILENO);
   std::fprintf(stderr, "loading %s ...", o.model_path.c_str());
   auto progress = [&](float f) {

@@ -16,6 +16,12 @@ struct ModelFlags {
   int threads = 0;
   int ctx = 4096;
   std::string weights = "auto";  // auto | int4 | int8
+  // KV memory hierarchy.
+  std::string kv_type = "int8-fp8";
+  size_t kv_dram_mb = 1024;
+  std::string kv_flash_dir;  // empty: a folder under the system temp directory
+  size_t kv_flash_mb = 4096;
+  int kv_prefetch_layers = 1;
   void add(CLI::App& cmd);
 };
 

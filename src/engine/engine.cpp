@@ -8,12 +8,32 @@
 #include "tern/core/task_pool.h"
 #include "tern/gguf/gguf.h"
 #include "tern/kernels/ops.h"
-#include "tern/kv/simple_kv.h"
+#include "tern/kv/block_hash.h"
+#include "tern/kv/paged_kv.h"
 #include "tern/model/model.h"
 #include "tern/tokenizer/chat_template.h"
 #include "tern/tokenizer/tokenizer.h"
 
 namespace tern {
+
+namespace {
+
+// SHA-256 over the file's size, its header (metadata and tensor table) and
+// the weight format: anything that changes the KV a token produces. Tensor
+// data is not hashed (a full read of the file); a file rewritten with new
+// weights but the same header and size is the one case this misses, and the
+// flash index is not kept across restarts, so it cannot outlive the process.
+std::string model_fingerprint(const gguf::GgufFile& f, const LoadOptions& load) {
+  const auto bytes = f.file_bytes();
+  std::string s = std::to_string(bytes.size()) + "/" +
+                  std::to_string(load.force_format ? int(*load.force_format) : -1) + "/" +
+                  std::to_string(int(load.head_format)) + "/";
+  const kv::BlockHash h = kv::sha256(bytes.data(), std::min(bytes.size(), f.data_offset()));
+  s.append(reinterpret_cast<const char*>(h.data()), h.size());
+  return s;
+}
+
+}  // namespace
 
 struct Engine::Text {
   Tokenizer tokenizer;
@@ -27,6 +47,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts,
   std::unique_ptr<Engine> e(new Engine());
   e->pool_ = std::make_unique<TaskPool>(opts.n_threads);
   auto file = std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(opts.model_path));
+  // Before repacking releases the mapping: what identifies this model's KV.
+  const std::string fingerprint = model_fingerprint(*file, opts.load);
   e->text_ = std::make_unique<Text>(
       Text{Tokenizer::from_gguf(*file), ChatTemplate::from_gguf(*file)});
   e->model_ = Model::load(file, opts.load, *e->pool_, progress);
@@ -39,11 +61,24 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts,
   if (opts.n_ctx <= 0) throw InvalidArgument("context size must be positive");
   e->n_ctx_ = std::min(opts.n_ctx, c.n_ctx_train);
   if (opts.max_seqs <= 0) throw InvalidArgument("max_seqs must be positive");
-  e->kv_ = std::make_unique<SimpleKvCache>(c.n_layers, c.kv_dim(), e->n_ctx_, opts.max_seqs);
+  kv::KvConfig kc;
+  kc.n_layers = c.n_layers;
+  kc.n_kv_heads = c.n_kv_heads;
+  kc.head_dim = c.head_dim;
+  kc.type = opts.kv_type;
+  kc.max_seqs = opts.max_seqs;
+  kc.max_seq_tokens = e->n_ctx_;
+  kc.dram_bytes = opts.kv_dram_mb << 20;
+  kc.flash_dir = opts.kv_flash_dir.empty() ? kv::default_flash_dir() : opts.kv_flash_dir;
+  kc.flash_bytes = opts.kv_flash_mb << 20;
+  kc.prefetch_layers = opts.kv_prefetch_layers;
+  kc.model_fingerprint = fingerprint;
+  e->kv_ = std::make_unique<kv::PagedKv>(kc);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  lg->info("loaded {} in {:.0f} ms: {} threads, {} kernels, context {}", opts.model_path, ms,
-           e->pool_->size(), kernels::kernel_isa(), e->n_ctx_);
+  lg->info("loaded {} in {:.0f} ms: {} threads, {} kernels, context {}, KV {} ({} bytes/token)",
+           opts.model_path, ms, e->pool_->size(), kernels::kernel_isa(), e->n_ctx_,
+           kv::to_string(kc.type), e->kv_->bytes_per_token());
   return e;
 }
 
@@ -57,10 +92,15 @@ int Engine::n_vocab() const { return model_->config().n_vocab; }
 TaskPool& Engine::pool() { return *pool_; }
 const Model& Engine::model() const { return *model_; }
 
-SeqId Engine::new_sequence() { return kv_->alloc(); }
-void Engine::free_sequence(SeqId seq) { kv_->free(seq); }
+SeqId Engine::new_sequence(const kv::SeqKeys& keys) { return kv_->create(keys); }
+void Engine::free_sequence(SeqId seq) { kv_->release(seq); }
 int Engine::seq_len(SeqId seq) const { return kv_->length(seq); }
-int Engine::free_sequences() const { return kv_->free_slots(); }
+int Engine::free_sequences() const { return kv_->free_seq_slots(); }
+int Engine::attach_prefix(SeqId seq, std::span<const int32_t> prompt) {
+  return kv_->attach_prefix(seq, prompt);
+}
+kv::PagedKv& Engine::kv() { return *kv_; }
+const kv::PagedKv& Engine::kv() const { return *kv_; }
 
 void Engine::step(const Batch& batch, StepOutput& out) { model_->forward(batch, *kv_, out, *pool_); }
 

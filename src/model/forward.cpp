@@ -9,7 +9,7 @@
 #include "tern/core/task_pool.h"
 #include "tern/kernels/dequant.h"
 #include "tern/kernels/ops.h"
-#include "tern/kv/kv_cache.h"
+#include "tern/kv/paged_kv.h"
 #include "tern/model/model.h"
 
 namespace tern {
@@ -75,7 +75,7 @@ void Model::embed(const Batch& batch, float* x) const {
   }
 }
 
-void Model::attention_block(int l, const Batch& batch, KvCache& kv, TaskPool& pool) {
+void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool& pool) {
   const LayerWeights& L = layers_[size_t(l)];
   const ModelConfig& c = cfg_;
   const int T = batch.total_tokens();
@@ -112,13 +112,12 @@ void Model::attention_block(int l, const Batch& batch, KvCache& kv, TaskPool& po
     kernels::rope(qt, c.n_heads, kt, c.n_kv_heads, w.tok_pos[size_t(t)], rope);
     for (int i = 0; i < qd; ++i) qt[i] *= q_scale;  // Q pre-scaled by 1/sqrt(head_dim)
   });
-  // Append each token's K and V (fp16) to its sequence's cache.
-  for (int t = 0; t < T; ++t) {
+  // Append each token's K and V to its sequence's blocks (encoded in the
+  // cache's KV type; distinct positions, so tokens encode in parallel).
+  for_each_token(pool, T, 8 * kvd, [&](int t) {
     const SeqId seq = batch.entries[size_t(w.tok_entry[size_t(t)])].seq;
-    const int pos = w.tok_pos[size_t(t)];
-    kernels::f32_to_f16(w.k.data() + size_t(t) * kvd, kv.k_row(seq, l, pos), kvd);
-    kernels::f32_to_f16(w.v.data() + size_t(t) * kvd, kv.v_row(seq, l, pos), kvd);
-  }
+    kv.write(seq, l, w.tok_pos[size_t(t)], w.k.data() + size_t(t) * kvd, w.v.data() + size_t(t) * kvd);
+  });
 
   // attn[t] = softmax(q_t . K[0..pos]) V[0..pos], per head; GQA maps query
   // head h to kv head h / group. A task is one kv head for a block of
@@ -142,11 +141,9 @@ void Model::attention_block(int l, const Batch& batch, KvCache& kv, TaskPool& po
     }
     const int n = int(batch.entries[ei].tokens.size());
     const int t0 = t + b * tok_block, n_tok = std::min(tok_block, n - b * tok_block);
-    const KvView view = kv.view(batch.entries[ei].seq, l);
     const size_t at = size_t(t0) * qd + size_t(kvh) * group * hd;
-    kernels::attention_f16(w.q.data() + at, w.attn.data() + at, qd, n_tok, group,
-                           w.tok_pos[size_t(t0)] + 1, view.k + kvh * hd, view.v + kvh * hd,
-                           view.stride, hd);
+    kv.attend(batch.entries[ei].seq, l, kvh, w.tok_pos[size_t(t0)], n_tok, group, w.q.data() + at, qd,
+              w.attn.data() + at, qd);
   });
 
   // x += attn @ Wo
@@ -204,7 +201,7 @@ void Model::logits(const Batch& batch, StepOutput& out, TaskPool& pool) {
   kernels::matmul(head_, w.qa, out.logits.data(), pool);
 }
 
-void Model::forward(const Batch& batch, KvCache& kv, StepOutput& out, TaskPool& pool) {
+void Model::forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPool& pool) {
   const int T = batch.total_tokens();
   // Validate everything before touching any state.
   for (size_t i = 0; i < batch.entries.size(); ++i) {
@@ -218,31 +215,38 @@ void Model::forward(const Batch& batch, KvCache& kv, StepOutput& out, TaskPool& 
                               std::to_string(cfg_.n_vocab) + ")");
       }
     }
-    const int need = kv.length(e.seq) + int(e.tokens.size());
-    if (need > kv.capacity_tokens()) {
-      throw InvalidArgument("context full: " + std::to_string(need) + " tokens exceed the context of " +
-                            std::to_string(kv.capacity_tokens()));
-    }
   }
+  // Room for every new token (a no-op when the caller reserved already).
+  // Throws InvalidArgument past the context, kv::KvFullError or
+  // kv::KvIoError; lengths are unchanged then.
+  for (const BatchEntry& e : batch.entries) kv.reserve(e.seq, int(e.tokens.size()));
   ws_.ensure(cfg_, T);
+  std::vector<SeqId>& seqs = ws_.seqs;
+  seqs.clear();
   int t = 0;
   for (size_t i = 0; i < batch.entries.size(); ++i) {
     const BatchEntry& e = batch.entries[i];
     const int base = kv.length(e.seq);
-    kv.reserve(e.seq, base + int(e.tokens.size()));
+    seqs.push_back(e.seq);
     for (size_t j = 0; j < e.tokens.size(); ++j, ++t) {
       ws_.tok_entry[size_t(t)] = int(i);
       ws_.tok_pos[size_t(t)] = base + int(j);
     }
   }
   if (T > 0) {
+    kv.begin_step(seqs);
+    struct EndStep {  // closes the step on every path (waits for flash reads in flight)
+      kv::PagedKv& kv;
+      ~EndStep() { kv.end_step(); }
+    } end_step{kv};
     embed(batch, ws_.x.data());
     for (int l = 0; l < cfg_.n_layers; ++l) {
+      kv.begin_layer(l);
       attention_block(l, batch, kv, pool);
       ffn_block(l, T, pool);
     }
   }
-  for (const BatchEntry& e : batch.entries) kv.commit(e.seq, kv.length(e.seq) + int(e.tokens.size()));
+  for (const BatchEntry& e : batch.entries) kv.commit(e.seq, e.tokens);
   logits(batch, out, pool);
 }
 

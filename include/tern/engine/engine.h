@@ -11,6 +11,7 @@
 
 #include <functional>
 
+#include "tern/kv/kv_types.h"
 #include "tern/model/batch.h"
 #include "tern/model/config.h"
 #include "tern/model/model.h"
@@ -20,7 +21,9 @@ namespace tern {
 class Tokenizer;
 class ChatTemplate;
 class TaskPool;
-class KvCache;
+namespace kv {
+class PagedKv;
+}
 
 struct EngineOptions {
   std::string model_path;  // GGUF file
@@ -28,6 +31,12 @@ struct EngineOptions {
   int n_ctx = 4096;        // max tokens per sequence (clamped to the model's context)
   int max_seqs = 64;       // max live sequences in the KV cache
   LoadOptions load;        // weight repacking policy
+  // KV memory hierarchy (kv/paged_kv.h).
+  kv::KvType kv_type = kv::KvType::Int8Fp8;
+  size_t kv_dram_mb = 1024;     // DRAM budget for KV blocks (committed as used)
+  std::string kv_flash_dir;     // empty: kv::default_flash_dir()
+  size_t kv_flash_mb = 4096;    // spill file budget; 0 turns the flash tier off
+  int kv_prefetch_layers = 1;   // flash reads run this many layers ahead
 };
 
 class Engine {
@@ -46,15 +55,28 @@ class Engine {
   TaskPool& pool();
   const Model& model() const;
 
-  // Sequences own KV. new_sequence() throws tern::Error when max_seqs are live.
-  SeqId new_sequence();
-  void free_sequence(SeqId seq);
-  int seq_len(SeqId seq) const;  // tokens already in the KV
+  // Sequences own KV. new_sequence() throws kv::KvFullError when max_seqs
+  // are live. keys: what besides token ids decides the KV (media hashes).
+  SeqId new_sequence(const kv::SeqKeys& keys = {});
+  void free_sequence(SeqId seq);  // its full blocks stay in the prefix cache
+  int seq_len(SeqId seq) const;   // tokens already in the KV
   int free_sequences() const;
+  // Reuses cached KV for the start of prompt (seq must be empty): returns the
+  // tokens reused (a multiple of the block size, less than prompt.size());
+  // step() continues from there.
+  int attach_prefix(SeqId seq, std::span<const int32_t> prompt);
+
+  // The KV cache itself: capacity (reserve, available_blocks), stats, faults.
+  kv::PagedKv& kv();
+  const kv::PagedKv& kv() const;
 
   // One forward pass. Every entry appends its tokens to its sequence's KV at
   // positions seq_len(seq) .. seq_len(seq)+n-1. Logits are returned per the
-  // entry's LogitsMode in batch order: StepOutput::row(i) etc.
+  // entry's LogitsMode in batch order: StepOutput::row(i) etc. Throws
+  // InvalidArgument past the context, kv::KvFullError when the KV pool has
+  // no room (nothing changed: preempt a sequence and retry), kv::KvIoError
+  // when a sequence's flash tier failed. After a step, a sequence whose flash
+  // reads failed has a non-empty kv().failure(seq) and must be ended.
   void step(const Batch& batch, StepOutput& out);
 
  private:
@@ -62,7 +84,7 @@ class Engine {
   struct Text;  // tokenizer + chat template
   std::unique_ptr<Text> text_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<kv::PagedKv> kv_;
   std::unique_ptr<TaskPool> pool_;
   int n_ctx_ = 0;
 };

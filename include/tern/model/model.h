@@ -15,8 +15,10 @@
 
 namespace tern {
 
-class KvCache;
 class TaskPool;
+namespace kv {
+class PagedKv;
+}
 
 struct LoadOptions {
   // Force a packed format for every linear weight (default: per-tensor policy).
@@ -45,6 +47,7 @@ struct Workspace {
   AlignedBuffer<float> tmp;         // (T, max(d_model, d_ff))
   kernels::QuantizedActs qa;
   std::vector<int> tok_entry, tok_pos;  // (T) which entry, which position
+  std::vector<SeqId> seqs;              // the batch's sequences
   void ensure(const ModelConfig& c, int tokens);
 };
 
@@ -59,14 +62,16 @@ class Model {
   const gguf::GgufFile& file() const { return *file_; }
   size_t packed_bytes() const;  // resident bytes of repacked weights
 
-  // One forward pass: appends each entry's tokens to its KV and writes the
-  // requested logits into out (resized here).
-  void forward(const Batch& batch, KvCache& kv, StepOutput& out, TaskPool& pool);
+  // One forward pass: appends each entry's tokens to its KV (reserving room
+  // first, committing after) and writes the requested logits into out
+  // (resized here). A sequence whose flash reads failed during the pass has
+  // kv.failure(seq) set and garbage logits: the caller must check.
+  void forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPool& pool);
 
  private:
   Model() = default;
   void embed(const Batch& batch, float* x) const;
-  void attention_block(int layer, const Batch& batch, KvCache& kv, TaskPool& pool);
+  void attention_block(int layer, const Batch& batch, kv::PagedKv& kv, TaskPool& pool);
   void ffn_block(int layer, int T, TaskPool& pool);
   void logits(const Batch& batch, StepOutput& out, TaskPool& pool);
 

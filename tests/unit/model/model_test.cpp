@@ -14,7 +14,7 @@
 #include "tern/core/error.h"
 #include "tern/core/task_pool.h"
 #include "tern/kernels/dequant.h"
-#include "tern/kv/simple_kv.h"
+#include "tern/kv/paged_kv.h"
 #include "tern/model/model.h"
 
 namespace tern {
@@ -25,6 +25,27 @@ using test::TinyModelSpec;
 struct Loaded {
   std::shared_ptr<const gguf::GgufFile> file;
   std::unique_ptr<Model> model;
+};
+
+// A paged f16 KV cache (DRAM only) shaped for the model.
+class TestKv : public kv::PagedKv {
+ public:
+  TestKv(const ModelConfig& c, int ctx, int seqs) : kv::PagedKv(config(c, ctx, seqs)) {}
+  SeqId alloc() { return create(); }
+  void free(SeqId s) { release(s); }
+
+ private:
+  static kv::KvConfig config(const ModelConfig& c, int ctx, int seqs) {
+    kv::KvConfig k;
+    k.n_layers = c.n_layers;
+    k.n_kv_heads = c.n_kv_heads;
+    k.head_dim = c.head_dim;
+    k.type = kv::KvType::F16;
+    k.max_seqs = seqs;
+    k.max_seq_tokens = ctx;
+    k.dram_bytes = size_t(16) << 20;
+    return k;
+  }
 };
 
 Loaded load(const TinyModelSpec& spec, const std::string& name, TaskPool& pool) {
@@ -133,7 +154,7 @@ std::vector<float> naive_forward(const gguf::GgufFile& f, const ModelConfig& c,
   return matvec(embd, xn, c.n_vocab);
 }
 
-std::vector<float> run_one(Model& m, KvCache& kv, TaskPool& pool, SeqId s,
+std::vector<float> run_one(Model& m, kv::PagedKv& kv, TaskPool& pool, SeqId s,
                            const std::vector<int32_t>& toks) {
   Batch b;
   b.entries.push_back({s, toks, LogitsMode::Last});
@@ -151,7 +172,7 @@ TEST_P(ModelArch, MatchesNaiveFp32Forward) {
   spec.arch = GetParam();
   auto L = load(spec, "naive_" + spec.arch + ".gguf", pool);
   const ModelConfig& c = L.model->config();
-  SimpleKvCache kv(c.n_layers, c.kv_dim(), 256, 4);
+  TestKv kv(c, 256, 4);
   const std::vector<int32_t> toks = {5, 17, 42, 8, 77, 3, 60, 21, 9, 33, 12};
   const auto got = run_one(*L.model, kv, pool, kv.alloc(), toks);
   const auto want = naive_forward(*L.file, c, toks);
@@ -176,7 +197,7 @@ TEST(Model, BatchingAndChunkingAreBitIdentical) {
   TaskPool pool(2);
   auto L = load({}, "batching.gguf", pool);
   const ModelConfig& c = L.model->config();
-  SimpleKvCache kv(c.n_layers, c.kv_dim(), 256, 8);
+  TestKv kv(c, 256, 8);
   const std::vector<int32_t> a = {4, 9, 15, 23, 42, 7, 7, 1, 30};
   const std::vector<int32_t> b = {11, 12, 13};
 
@@ -216,7 +237,7 @@ TEST(Model, AllLogitsModeMatchesLastForEachPrefix) {
   TaskPool pool(1);
   auto L = load({}, "all_logits.gguf", pool);
   const ModelConfig& c = L.model->config();
-  SimpleKvCache kv(c.n_layers, c.kv_dim(), 256, 4);
+  TestKv kv(c, 256, 4);
   const std::vector<int32_t> toks = {3, 14, 15, 9, 26};
   Batch batch;
   batch.entries = {{kv.alloc(), toks, LogitsMode::All}};
@@ -236,7 +257,7 @@ TEST(Model, RejectsBadBatchesWithoutChangingState) {
   TaskPool pool(1);
   auto L = load({}, "bad_batch.gguf", pool);
   const ModelConfig& c = L.model->config();
-  SimpleKvCache kv(c.n_layers, c.kv_dim(), 16, 2);
+  TestKv kv(c, 16, 2);
   const SeqId s = kv.alloc();
   StepOutput out;
   Batch bad_token;
