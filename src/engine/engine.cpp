@@ -1,7 +1,11 @@
 #include "tern/engine/engine.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cstdlib>
+#include <sstream>
+#include <vector>
 
 #include "tern/core/error.h"
 #include "tern/core/log.h"
@@ -31,6 +35,26 @@ std::string model_fingerprint(const gguf::GgufFile& f, const LoadOptions& load) 
   const kv::BlockHash h = kv::sha256(bytes.data(), std::min(bytes.size(), f.data_offset()));
   s.append(reinterpret_cast<const char*>(h.data()), h.size());
   return s;
+}
+
+// TERN_KV_FAULT=read|write,ERRNO,COUNT[,AFTER]: a fault-injection hook for
+// tests of the flash tier (the server's disk-fault tests set it): after AFTER
+// more successful operations of that kind, COUNT fail with -ERRNO.
+void inject_fault(kv::PagedKv& kv, const std::string& spec) {
+  std::vector<std::string> parts;
+  std::stringstream in(spec);
+  for (std::string p; std::getline(in, p, ',');) parts.push_back(p);
+  int err = 0, count = 0, after = 0;
+  auto num = [&](const std::string& s, int& v) {
+    const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+    return r.ec == std::errc() && r.ptr == s.data() + s.size() && v >= 0;
+  };
+  if ((parts.size() != 3 && parts.size() != 4) || (parts[0] != "read" && parts[0] != "write") ||
+      !num(parts[1], err) || !num(parts[2], count) || (parts.size() == 4 && !num(parts[3], after))) {
+    throw InvalidArgument("TERN_KV_FAULT must be read|write,ERRNO,COUNT[,AFTER], got '" + spec + "'");
+  }
+  kv.inject_flash_fault(parts[0] == "read" ? kv::IoKind::Read : kv::IoKind::Write, count, err, after);
+  log::get("engine")->warn("KV flash fault injection on: {}", spec);
 }
 
 }  // namespace
@@ -73,7 +97,16 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts,
   kc.flash_bytes = opts.kv_flash_mb << 20;
   kc.prefetch_layers = opts.kv_prefetch_layers;
   kc.model_fingerprint = fingerprint;
-  e->kv_ = std::make_unique<kv::PagedKv>(kc);
+  try {
+    e->kv_ = std::make_unique<kv::PagedKv>(kc);
+  } catch (const kv::KvIoError& err) {
+    if (kc.flash_bytes == 0) throw;
+    // An unusable flash folder costs the spill tier, not the server.
+    lg->error("{}; the KV cache runs without a flash tier (DRAM only)", err.what());
+    kc.flash_bytes = 0;
+    e->kv_ = std::make_unique<kv::PagedKv>(kc);
+  }
+  if (const char* f = std::getenv("TERN_KV_FAULT")) inject_fault(*e->kv_, f);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   lg->info("loaded {} in {:.0f} ms: {} threads, {} kernels, context {}, KV {} ({} bytes/token)",

@@ -7,6 +7,7 @@
 #include "tern/core/error.h"
 #include "tern/core/log.h"
 #include "tern/engine/engine.h"
+#include "tern/kv/paged_kv.h"
 
 namespace tern::sched {
 namespace {
@@ -34,7 +35,10 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
   n_vocab_ = engine_.n_vocab();
   const int64_t seqs = engine_.free_sequences();
   metrics_.kv_sequences_capacity = seqs;
-  metrics_.kv_tokens_capacity = opts_.kv_tokens > 0 ? opts_.kv_tokens : seqs * n_ctx_;
+  const kv::KvStats st = engine_.kv().stats();
+  metrics_.kv_tokens_capacity =
+      opts_.kv_tokens > 0 ? opts_.kv_tokens : st.dram_blocks * st.block_tokens;
+  metrics_.set_kv(st);
   running_.reserve(size_t(opts_.max_batch));
 }
 
@@ -143,8 +147,8 @@ void Scheduler::loop() {
     std::function<void()> on_idle;
     {
       std::lock_guard lock(mu_);
-      n_running_ = int64_t(running_.size());
-      if (running_.empty() && queue_.empty()) on_idle = idle_callback_;
+      n_running_ = int64_t(running_.size() + preempted_.size());
+      if (running_.empty() && preempted_.empty() && queue_.empty()) on_idle = idle_callback_;
     }
     if (on_idle) on_idle();
   }
@@ -152,19 +156,24 @@ void Scheduler::loop() {
 }
 
 // Waits for work, applies cancellations to the waiting queue and pops the
-// requests that can be admitted now. Returns false when the loop should end.
+// requests that can be admitted now (after preempted sequences, which are
+// re-admitted first: n_readmit_ of them). Returns false when the loop should end.
 bool Scheduler::take_work(std::vector<Request>& admitted) {
   admitted.clear();
+  n_readmit_ = 0;
   std::vector<Request> dropped;
   {
     std::unique_lock lock(mu_);
-    cv_.wait(lock,
-             [&] { return stop_ || cancel_all_ || wake_ || !queue_.empty() || !running_.empty(); });
+    cv_.wait(lock, [&] {
+      return stop_ || cancel_all_ || wake_ || !queue_.empty() || !running_.empty() ||
+             !preempted_.empty();
+    });
     wake_ = false;
     if (cancel_all_) {
       cancel_all_ = false;
       for (auto& r : queue_) r.stream->mark_cancelled();
       for (auto& s : running_) s->req.stream->mark_cancelled();
+      for (auto& s : preempted_) s->req.stream->mark_cancelled();
     }
     for (auto it = queue_.begin(); it != queue_.end();) {
       if (it->stream->cancelled()) {
@@ -174,19 +183,47 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
         ++it;
       }
     }
-    if (stop_ && queue_.empty() && running_.empty()) return false;
-    const size_t free_seqs = size_t(std::max(0, engine_.free_sequences()));
+    if (stop_ && queue_.empty() && running_.empty() && preempted_.empty()) return false;
+    // Admission: a batch slot, a KV sequence slot, the optional token budget,
+    // and free KV blocks for the whole context (the prefix cache may make it
+    // cheaper; preemption covers growth). FIFO: nobody overtakes. When
+    // nothing runs, the head is admitted anyway: it gets the whole pool, and
+    // fails with a clear error if even that is too small.
+    kv::PagedKv& kv = engine_.kv();
+    const int64_t B = kv.block_tokens();
+    int64_t blocks = kv.available_blocks();
+    int64_t seq_slots = engine_.free_sequences();
     int64_t kv_used = kv_tokens_in_use();
-    while (!queue_.empty() && running_.size() + admitted.size() < size_t(opts_.max_batch) &&
-           admitted.size() < free_seqs) {
-      const int64_t need = int64_t(queue_.front().prompt.size());
-      if (opts_.kv_tokens > 0 && kv_used + need > opts_.kv_tokens) break;  // FIFO: no overtaking
-      kv_used += need;
+    size_t taken = running_.size();
+    auto fits = [&](int64_t ctx_tokens) {
+      if (taken >= size_t(opts_.max_batch) || seq_slots <= 0) return false;
+      if (taken == 0) return true;
+      if (opts_.kv_tokens > 0 && kv_used + ctx_tokens > opts_.kv_tokens) return false;
+      return (ctx_tokens + 1 + B - 1) / B <= blocks;
+    };
+    auto take = [&](int64_t ctx_tokens) {
+      taken += 1;
+      seq_slots -= 1;
+      kv_used += ctx_tokens;
+      blocks -= (ctx_tokens + 1 + B - 1) / B;
+    };
+    bool blocked = false;
+    for (const auto& p : preempted_) {
+      if (p->req.stream->cancelled()) continue;  // retired by start_sequences or retire_cancelled
+      if (!fits(int64_t(p->tokens.size()))) {
+        blocked = true;
+        break;
+      }
+      take(int64_t(p->tokens.size()));
+      n_readmit_ += 1;
+    }
+    while (!blocked && !queue_.empty() && fits(int64_t(queue_.front().prompt.size()))) {
+      take(int64_t(queue_.front().prompt.size()));
       admitted.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
     metrics_.queue_depth = int64_t(queue_.size());
-    n_running_ = int64_t(running_.size() + admitted.size());
+    n_running_ = int64_t(running_.size() + preempted_.size() + admitted.size());
   }
   for (auto& r : dropped) {
     logger()->info("[{}] cancelled while waiting", r.id);
@@ -199,20 +236,59 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
   return true;
 }
 
+// Gives s a KV sequence and attaches the longest cached prefix of its tokens.
+void Scheduler::attach(Sequence& s) {
+  kv::PagedKv& kv = engine_.kv();
+  s.seq = engine_.new_sequence();
+  const kv::KvStats before = kv.stats();
+  s.in_kv = engine_.attach_prefix(s.seq, s.tokens);
+  const kv::KvStats after = kv.stats();
+  if (!s.started) {
+    s.started = true;
+    s.admitted = Clock::now();
+    s.reused_dram = int(after.tokens_reused_dram - before.tokens_reused_dram);
+    s.reused_flash = int(after.tokens_reused_flash - before.tokens_reused_flash);
+  }
+}
+
 void Scheduler::start_sequences(std::vector<Request>& admitted) {
+  // Preempted sequences first, in admission order: they keep their order.
+  for (int i = 0; i < n_readmit_ && !preempted_.empty();) {
+    std::unique_ptr<Sequence> s = std::move(preempted_.front());
+    preempted_.pop_front();
+    if (s->req.stream->cancelled()) {
+      finish(*s, FinishReason::Cancelled);
+      continue;
+    }
+    ++i;
+    try {
+      attach(*s);
+      logger()->info("[{}] re-admitted after preemption: seq={} context={} tokens, {} reused", s->req.id,
+                     s->seq, s->tokens.size(), s->in_kv);
+    } catch (const std::exception& e) {
+      if (s->seq >= 0) engine_.free_sequence(s->seq);
+      s->seq = -1;
+      logger()->error("[{}] could not resume: {}", s->req.id, e.what());
+      finish(*s, FinishReason::Error, e.what());
+      continue;
+    }
+    auto pos = std::find_if(running_.begin(), running_.end(),
+                            [&](const auto& r) { return r->order > s->order; });
+    running_.insert(pos, std::move(s));
+  }
   for (auto& r : admitted) {
     const auto stream = r.stream;
     const std::string id = r.id;
-    SeqId seq = -1;
+    std::unique_ptr<Sequence> s;
     try {
       r.params.validate();
-      seq = engine_.new_sequence();
-      auto s = std::make_unique<Sequence>(std::move(r), seq, engine_.tokenizer(), n_vocab_);
-      logger()->debug("[{}] admitted: seq={} prompt={} tokens, waited {:.1f} ms", id, seq,
-                      s->prompt_len(), ms_between(s->req.arrival, s->admitted));
+      s = std::make_unique<Sequence>(std::move(r), engine_.tokenizer(), n_vocab_, next_order_++);
+      attach(*s);
+      logger()->debug("[{}] admitted: seq={} prompt={} tokens ({} from the prefix cache), waited {:.1f} ms",
+                      id, s->seq, s->prompt_len(), s->in_kv, ms_between(s->req.arrival, s->admitted));
       running_.push_back(std::move(s));
     } catch (const std::exception& e) {
-      if (seq >= 0) engine_.free_sequence(seq);
+      if (s && s->seq >= 0) engine_.free_sequence(s->seq);
       logger()->error("[{}] could not start: {}", id, e.what());
       metrics_.requests_failed += 1;
       stream->finish(Finish{FinishReason::Error, {}, {}, e.what()});
@@ -224,6 +300,14 @@ void Scheduler::start_sequences(std::vector<Request>& admitted) {
 void Scheduler::retire_cancelled() {
   for (auto& s : running_)
     if (!s->done && s->req.stream->cancelled()) finish(*s, FinishReason::Cancelled);
+  for (auto it = preempted_.begin(); it != preempted_.end();) {
+    if ((*it)->req.stream->cancelled()) {
+      finish(**it, FinishReason::Cancelled);
+      it = preempted_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 }  // namespace tern::sched

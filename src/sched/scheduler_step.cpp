@@ -6,6 +6,7 @@
 #include "sequence.h"
 #include "tern/core/log.h"
 #include "tern/engine/engine.h"
+#include "tern/kv/paged_kv.h"
 #include "tern/sched/scheduler.h"
 #include "tern/tokenizer/tokenizer.h"
 
@@ -27,31 +28,138 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 
 }  // namespace
 
+// Makes room in the KV cache for n more tokens of s. When the pool is full,
+// preempts the newest running sequence (possibly s itself) and retries; a
+// sequence alone that still does not fit fails. Returns whether s may run.
+bool Scheduler::reserve_for(Sequence& s, int n) {
+  // No room could be made (KvFullError), or spilling to make it failed
+  // (KvIoError: disk full, write error): the same remedy, preempting the
+  // newest sequence. Returns whether to retry.
+  auto no_room = [&](const std::exception& e, bool full) {
+    Sequence* victim = nullptr;
+    int with_kv = 0;
+    for (auto& r : running_) {
+      if (r->done || !r->has_kv()) continue;
+      ++with_kv;
+      if (!victim || r->order > victim->order) victim = r.get();
+    }
+    if (with_kv <= 1) {
+      finish(s, FinishReason::Error,
+             std::string(e.what()) + (full ? " (nothing left to preempt; raise --kv-dram-mb)" : ""));
+      return false;
+    }
+    preempt(*victim, e.what());
+    return victim != &s;
+  };
+  for (;;) {
+    try {
+      engine_.kv().reserve(s.seq, n);
+      return true;
+    } catch (const kv::KvFullError& e) {
+      if (!no_room(e, true)) return false;
+    } catch (const kv::KvIoError& e) {
+      const std::string& broken = engine_.kv().failure(s.seq);
+      if (!broken.empty()) {  // a flash read s depends on failed
+        kv_failed(s, broken);
+        return false;
+      }
+      if (!no_room(e, false)) return false;
+    } catch (const std::exception& e) {
+      finish(s, FinishReason::Error, e.what());
+      return false;
+    }
+  }
+}
+
+// Releases s's KV (its full blocks stay in the prefix cache, spilling to
+// flash under pressure) and parks it until it can be re-admitted.
+void Scheduler::preempt(Sequence& s, const char* why) {
+  logger()->info("[{}] preempted at {} tokens: {}", s.req.id, s.tokens.size(), why);
+  engine_.free_sequence(s.seq);
+  s.seq = -1;
+  s.in_kv = 0;
+  s.preemptions += 1;
+  metrics_.preemptions += 1;
+}
+
+// A flash read or write that s depended on failed: its KV is incomplete.
+// Recompute it once from the prompt (the failed blocks are never reused);
+// fail the request with the I/O error if it happens again.
+void Scheduler::kv_failed(Sequence& s, std::string why) {  // by value: a reference into the KV dies with the sequence
+  metrics_.kv_io_failures += 1;
+  if (s.io_retries == 0) {
+    s.io_retries += 1;
+    logger()->warn("[{}] KV lost to a flash-tier error, recomputing: {}", s.req.id, why);
+    preempt(s, "flash-tier error");
+    return;
+  }
+  logger()->error("[{}] KV lost to a flash-tier error again: {}", s.req.id, why);
+  engine_.free_sequence(s.seq);
+  s.seq = -1;
+  finish(s, FinishReason::Error, std::move(why));
+}
+
+// Moves preempted sequences from running_ to preempted_, keeping both in
+// admission order.
+void Scheduler::park_preempted() {
+  for (auto it = running_.begin(); it != running_.end();) {
+    if ((*it)->done || (*it)->has_kv()) {
+      ++it;
+      continue;
+    }
+    auto pos = std::find_if(preempted_.begin(), preempted_.end(),
+                            [&](const auto& p) { return p->order > (*it)->order; });
+    preempted_.insert(pos, std::move(*it));
+    it = running_.erase(it);
+  }
+}
+
 void Scheduler::run_step() {
   batch_.entries.clear();
   entry_seq_.clear();
+  // Plan: decode first (one token for every sequence whose context is in),
+  // then prefill chunks, oldest admission first, within the token budget.
+  // Each planned sequence gets its KV room in admission order, which may
+  // preempt newer ones (they drop out of the plan).
+  plan_.clear();
   int budget = opts_.step_tokens;
-  // Decode first: one token for every sequence whose prompt is in.
   for (auto& s : running_) {
-    if (s->done || s->prefilling()) continue;
-    batch_.entries.push_back(
-        {s->seq, std::span<const int32_t>(&s->next_token, 1), LogitsMode::Last});
-    entry_seq_.push_back(s.get());
+    if (s->done || s->pending() != 1) continue;
+    plan_.push_back({s.get(), 1});
     budget -= 1;
   }
-  // Then prefill chunks, oldest admission first, within what is left of the budget.
   for (auto& s : running_) {
     if (budget <= 0) break;
-    if (s->done || !s->prefilling()) continue;
-    const int n = std::min(budget, s->prompt_len() - s->prefilled);
-    const bool last = s->prefilled + n == s->prompt_len();
-    batch_.entries.push_back(
-        {s->seq, std::span<const int32_t>(s->req.prompt.data() + s->prefilled, size_t(n)),
-         last ? LogitsMode::Last : LogitsMode::None});
-    entry_seq_.push_back(s.get());
+    if (s->done || s->pending() <= 1) continue;
+    const int n = std::min(budget, s->pending());
+    plan_.push_back({s.get(), n});
     budget -= n;
   }
-  if (batch_.entries.empty()) return;
+  std::vector<std::pair<Sequence*, int>>& order = plan_order_;
+  order.assign(plan_.begin(), plan_.end());
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first->order < b.first->order; });
+  for (auto& [s, n] : order) {
+    if (s->done || !s->has_kv()) continue;  // preempted for an older one
+    reserve_for(*s, n);
+  }
+  const kv::PagedKv& kv = engine_.kv();
+  for (auto& [s, n] : plan_) {
+    if (s->done || !s->has_kv()) continue;
+    // Making room for one sequence may have found a block another one needs
+    // unreadable on flash.
+    if (const std::string& why = kv.failure(s->seq); !why.empty()) {
+      kv_failed(*s, why);
+      continue;
+    }
+    const bool last = s->in_kv + n == int(s->tokens.size());
+    batch_.entries.push_back({s->seq, std::span<const int32_t>(s->tokens.data() + s->in_kv, size_t(n)),
+                              last ? LogitsMode::Last : LogitsMode::None});
+    entry_seq_.push_back(s);
+  }
+  if (batch_.entries.empty()) {
+    park_preempted();
+    return;
+  }
 
   const auto t0 = Clock::now();
   try {
@@ -59,6 +167,7 @@ void Scheduler::run_step() {
   } catch (const std::exception& e) {
     logger()->error("forward pass over {} sequences failed: {}", batch_.entries.size(), e.what());
     for (Sequence* s : entry_seq_) finish(*s, FinishReason::Error, e.what());
+    park_preempted();
     return;
   }
   const auto t1 = Clock::now();
@@ -69,9 +178,15 @@ void Scheduler::run_step() {
   for (size_t i = 0; i < batch_.entries.size(); ++i) {
     Sequence& s = *entry_seq_[i];
     const auto& e = batch_.entries[i];
-    if (s.prefilling()) {
-      s.prefilled += int(e.tokens.size());
-      metrics_.prompt_tokens += e.tokens.size();
+    const int n = int(e.tokens.size());
+    s.in_kv += n;
+    if (const std::string& why = kv.failure(s.seq); !why.empty()) {
+      kv_failed(s, why);  // its logits are not to be trusted
+      continue;
+    }
+    if (s.n_generated == 0) {  // the prompt (or its recompute before the first token)
+      s.prompt_computed += n;
+      metrics_.prompt_tokens += uint64_t(n);
     }
     if (e.logits == LogitsMode::None) continue;
     if (s.req.params.max_tokens == 0) {
@@ -80,6 +195,7 @@ void Scheduler::run_step() {
     }
     emit_token(s, s.sampler.sample(out_.last(int(i))));
   }
+  park_preempted();
 }
 
 void Scheduler::emit_token(Sequence& s, int32_t token) {
@@ -106,10 +222,10 @@ void Scheduler::emit_token(Sequence& s, int32_t token) {
     finish(s, FinishReason::Stop);
   } else if (s.req.params.max_tokens > 0 && s.n_generated >= s.req.params.max_tokens) {
     finish(s, FinishReason::Length);
-  } else if (engine_.seq_len(s.seq) >= n_ctx_) {
+  } else if (int(s.tokens.size()) >= n_ctx_) {
     finish(s, FinishReason::Length);  // no room left to feed the token back
   } else {
-    s.next_token = token;
+    s.tokens.push_back(token);
   }
 }
 
@@ -117,6 +233,7 @@ void Scheduler::finish(Sequence& s, FinishReason reason, std::string error) {
   if (s.done) return;
   s.done = true;
   auto& stream = *s.req.stream;
+  const auto now = Clock::now();
   if (reason != FinishReason::Error && !s.stop.stopped()) {
     // Whatever the detokenizer and the stop matcher still hold is final text now.
     auto r = s.stop.push(s.decoder.flush());
@@ -124,14 +241,19 @@ void Scheduler::finish(Sequence& s, FinishReason reason, std::string error) {
     if (!r.stopped) tail += s.stop.flush();
     stream.push(tail, 0);
   }
-  const auto now = Clock::now();
   Finish f;
   f.reason = reason;
   f.error = std::move(error);
   f.usage.prompt_tokens = s.prompt_len();
   f.usage.completion_tokens = s.n_generated;
+  if (!s.started) s.admitted = now;
+  f.usage.cached_tokens = s.reused_dram + s.reused_flash;
   f.timings.queue_ms = ms_between(s.req.arrival, s.admitted);
-  f.timings.prompt_n = s.prefilled;
+  f.timings.prompt_n = s.prompt_computed;
+  f.timings.cache_n = s.reused_dram + s.reused_flash;
+  f.timings.cache_dram_n = s.reused_dram;
+  f.timings.cache_flash_n = s.reused_flash;
+  f.timings.preemptions = s.preemptions;
   f.timings.predicted_n = s.n_generated;
   if (s.n_generated > 0) {
     f.timings.prompt_ms = ms_between(s.admitted, s.first_token);
@@ -152,9 +274,9 @@ void Scheduler::finish(Sequence& s, FinishReason reason, std::string error) {
       metrics_.requests_failed += 1;
       break;
   }
-  logger()->info("[{}] finished: {} prompt={} completion={} ttft={:.1f}ms gen={:.1f}ms", s.req.id,
-                 to_string(reason), f.usage.prompt_tokens, f.usage.completion_tokens,
-                 f.timings.ttft_ms, f.timings.predicted_ms);
+  logger()->info("[{}] finished: {} prompt={} (cached {}) completion={} ttft={:.1f}ms gen={:.1f}ms",
+                 s.req.id, to_string(reason), f.usage.prompt_tokens, f.usage.cached_tokens,
+                 f.usage.completion_tokens, f.timings.ttft_ms, f.timings.predicted_ms);
   stream.finish(std::move(f));
 }
 
@@ -162,7 +284,7 @@ void Scheduler::retire_finished() {
   auto it =
       std::remove_if(running_.begin(), running_.end(), [&](const std::unique_ptr<Sequence>& s) {
         if (!s->done) return false;
-        engine_.free_sequence(s->seq);
+        if (s->has_kv()) engine_.free_sequence(s->seq);
         return true;
       });
   running_.erase(it, running_.end());
@@ -170,16 +292,18 @@ void Scheduler::retire_finished() {
 
 int64_t Scheduler::kv_tokens_in_use() const {
   int64_t n = 0;
-  for (const auto& s : running_) n += engine_.seq_len(s->seq) + (s->prompt_len() - s->prefilled);
+  for (const auto& s : running_) n += int64_t(s->tokens.size());
   return n;
 }
 
 void Scheduler::update_gauges() {
   int64_t kv = 0;
-  for (const auto& s : running_) kv += engine_.seq_len(s->seq);
+  for (const auto& s : running_) kv += s->in_kv;
   metrics_.running = int64_t(running_.size());
+  metrics_.preempted = int64_t(preempted_.size());
   metrics_.kv_sequences_used = int64_t(running_.size());
   metrics_.kv_tokens_used = kv;
+  metrics_.set_kv(engine_.kv().stats());
 }
 
 }  // namespace tern::sched

@@ -1,8 +1,17 @@
 #pragma once
 // Engine-thread state of one running request: its KV sequence, sampler,
-// detokenizer and stop-string matcher, and where its prompt prefill stands.
-// Private to the scheduler.
+// detokenizer and stop-string matcher, and how much of its context is in the
+// KV cache. Private to the scheduler.
+//
+// `tokens` is the whole context: the prompt, then every sampled token that is
+// to be fed back. The KV holds the first `in_kv` of them; each step feeds the
+// next ones (a prefill chunk when several are pending, a decode token when
+// one is) and asks for logits only when the chunk reaches the end. A
+// preempted sequence loses its KV (in_kv = 0, seq = -1) but keeps its tokens
+// and sampler, so on re-admission it reattaches what the prefix cache still
+// holds and recomputes the rest: the same path as a new prompt.
 #include <cstdint>
+#include <vector>
 
 #include "tern/model/batch.h"
 #include "tern/sampling/sampler.h"
@@ -15,32 +24,43 @@ namespace tern::sched {
 
 class Sequence {
  public:
-  Sequence(Request r, SeqId seq, const Tokenizer& tok, int32_t n_vocab)
+  Sequence(Request r, const Tokenizer& tok, int32_t n_vocab, uint64_t order)
       : req(std::move(r)),
-        seq(seq),
+        order(order),
         sampler(req.params, n_vocab),
         decoder(tok),
         stop(req.params.stop),
-        admitted(Clock::now()) {
+        tokens(req.prompt) {
     // The repeat penalty looks at the prompt too.
     for (int32_t t : req.prompt) sampler.accept(t, false);
   }
 
-  bool prefilling() const { return prefilled < int(req.prompt.size()); }
   int prompt_len() const { return int(req.prompt.size()); }
+  int pending() const { return int(tokens.size()) - in_kv; }  // tokens to feed
+  bool has_kv() const { return seq >= 0; }
 
   Request req;
-  SeqId seq;
+  uint64_t order;  // admission order, kept across preemptions: larger is newer
+  SeqId seq = -1;  // -1: waiting for (re-)admission
   Sampler sampler;
   IncrementalDecoder decoder;
   StopMatcher stop;
 
-  int prefilled = 0;        // prompt tokens already in the KV
-  int32_t next_token = -1;  // the decode input once the prompt is in (last sampled token)
-  int n_generated = 0;      // tokens sampled
-  bool done = false;        // finished: retire at this boundary
+  std::vector<int32_t> tokens;  // prompt + sampled tokens to feed back
+  int in_kv = 0;                // tokens[0, in_kv) are in the KV cache
+  int n_generated = 0;          // tokens sampled
+  bool done = false;            // finished: retire at this boundary
+  int preemptions = 0;
+  int io_retries = 0;           // recomputes after a flash-tier failure
 
-  Clock::time_point admitted;
+  // Prompt accounting for timings (first admission only: a recompute after
+  // preemption is the server's cost, not the request's prompt).
+  bool started = false;
+  int prompt_computed = 0;      // prompt tokens run through the model
+  int reused_dram = 0;          // prompt tokens whose KV came from DRAM
+  int reused_flash = 0;         // ... reloaded from flash
+
+  Clock::time_point admitted{};
   Clock::time_point first_token{};
   Clock::time_point last_token{};
 };

@@ -47,6 +47,49 @@ void histogram(std::string& out, const char* name, const char* help, const sched
   sample(out, n + "_count", double(s.count));
 }
 
+// The KV memory hierarchy: blocks per tier, prefix-cache hits per tier,
+// flash traffic.
+void kv_metrics(std::string& out, const kv::KvStats& k) {
+  scalar(out, "tern_kv_block_tokens", "gauge", "Tokens per KV block.", double(k.block_tokens));
+  scalar(out, "tern_kv_bytes_per_token", "gauge", "KV bytes per token, all layers.",
+         double(k.bytes_per_token));
+  header(out, "tern_kv_blocks", "gauge", "KV blocks by tier and state.");
+  sample(out, "tern_kv_blocks{tier=\"dram\",state=\"capacity\"}", double(k.dram_blocks));
+  sample(out, "tern_kv_blocks{tier=\"dram\",state=\"free\"}", double(k.dram_free));
+  sample(out, "tern_kv_blocks{tier=\"dram\",state=\"used\"}", double(k.dram_used));
+  sample(out, "tern_kv_blocks{tier=\"dram\",state=\"cached\"}", double(k.dram_cached));
+  sample(out, "tern_kv_blocks{tier=\"flash\",state=\"capacity\"}", double(k.flash_blocks));
+  sample(out, "tern_kv_blocks{tier=\"flash\",state=\"used\"}", double(k.flash_used));
+  sample(out, "tern_kv_blocks{tier=\"flash\",state=\"live\"}", double(k.flash_live));
+  sample(out, "tern_kv_blocks{tier=\"flash\",state=\"cached\"}", double(k.flash_cached));
+  scalar(out, "tern_kv_prefix_lookups_total", "counter", "Prefix-cache lookups (one per admitted prompt).",
+         double(k.lookups));
+  header(out, "tern_kv_prefix_hits_total", "counter", "Prefix-cache blocks reused, by tier.");
+  sample(out, "tern_kv_prefix_hits_total{tier=\"dram\"}", double(k.hits_dram));
+  sample(out, "tern_kv_prefix_hits_total{tier=\"flash\"}", double(k.hits_flash));
+  scalar(out, "tern_kv_prefix_misses_total", "counter",
+         "Lookups that stopped before the prompt's last full block.", double(k.misses));
+  header(out, "tern_kv_prefix_tokens_total", "counter", "Prompt tokens by where their KV came from.");
+  sample(out, "tern_kv_prefix_tokens_total{source=\"dram\"}", double(k.tokens_reused_dram));
+  sample(out, "tern_kv_prefix_tokens_total{source=\"flash\"}", double(k.tokens_reused_flash));
+  sample(out, "tern_kv_prefix_tokens_total{source=\"computed\"}", double(k.tokens_computed));
+  header(out, "tern_kv_flash_blocks_total", "counter", "Blocks moved to flash.");
+  sample(out, "tern_kv_flash_blocks_total{kind=\"spilled\"}", double(k.blocks_spilled));
+  sample(out, "tern_kv_flash_blocks_total{kind=\"evicted\"}", double(k.blocks_evicted_to_flash));
+  sample(out, "tern_kv_flash_blocks_total{kind=\"dropped\"}", double(k.blocks_dropped));
+  header(out, "tern_kv_flash_bytes_total", "counter", "Bytes written to and read from flash.");
+  sample(out, "tern_kv_flash_bytes_total{op=\"spilled\"}", double(k.bytes_spilled));
+  sample(out, "tern_kv_flash_bytes_total{op=\"prefetched\"}", double(k.bytes_prefetched));
+  sample(out, "tern_kv_flash_bytes_total{op=\"reloaded\"}", double(k.bytes_reloaded));
+  scalar(out, "tern_kv_prefetch_stalls_total", "counter",
+         "Attention waits that found flash reads still in flight.", double(k.prefetch_stalls));
+  scalar(out, "tern_kv_prefetch_stall_seconds_total", "counter", "Time spent in those waits.",
+         k.prefetch_stall_ms / 1000.0);
+  header(out, "tern_kv_flash_errors_total", "counter", "Failed flash operations.");
+  sample(out, "tern_kv_flash_errors_total{op=\"write\"}", double(k.write_errors));
+  sample(out, "tern_kv_flash_errors_total{op=\"read\"}", double(k.read_errors));
+}
+
 }  // namespace
 
 void HttpStats::count_response(int status) {
@@ -96,6 +139,13 @@ std::string render_metrics(const sched::Metrics& m, const HttpStats& http) {
   const double cap = double(m.kv_tokens_capacity.load());
   scalar(out, "tern_kv_usage_ratio", "gauge", "KV tokens used / capacity.",
          cap > 0 ? double(m.kv_tokens_used.load()) / cap : 0.0);
+  scalar(out, "tern_preempted_sequences", "gauge", "Sequences preempted for KV room, waiting to resume.",
+         double(m.preempted.load()));
+  scalar(out, "tern_preemptions_total", "counter", "Sequences preempted to make KV room.",
+         double(m.preemptions.load()));
+  scalar(out, "tern_kv_io_failures_total", "counter", "Requests whose KV a flash-tier error broke.",
+         double(m.kv_io_failures.load()));
+  kv_metrics(out, m.kv());
   header(out, "tern_http_responses_total", "counter", "HTTP responses by status code.");
   for (const auto& [code, n] : http.responses())
     sample(out, "tern_http_responses_total{code=\"" + std::to_string(code) + "\"}", double(n));

@@ -52,6 +52,9 @@ json timings_json(const sched::Timings& t) {
   // Generation speed counts the gaps between tokens: n tokens span n-1 gaps.
   const int gaps = t.predicted_n > 1 ? t.predicted_n - 1 : 0;
   return json{{"cache_n", t.cache_n},
+              {"cache_dram_n", t.cache_dram_n},
+              {"cache_flash_n", t.cache_flash_n},
+              {"preemptions", t.preemptions},
               {"prompt_n", t.prompt_n},
               {"prompt_ms", t.prompt_ms},
               {"prompt_per_token_ms", per_token(t.prompt_n, t.prompt_ms)},

@@ -42,8 +42,9 @@ def missing_reason() -> str | None:
 
 
 class TernServer:
-    def __init__(self, *args: str, startup_timeout: float = 120.0):
+    def __init__(self, *args: str, startup_timeout: float = 120.0, env: dict | None = None):
         self.args = list(args)
+        self.env = None if env is None else {**os.environ, **env}
         self.startup_timeout = startup_timeout
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
@@ -65,7 +66,7 @@ class TernServer:
         cmd = [str(tern_bin()), "serve", "-m", str(model_path()), "--host", "127.0.0.1",
                "--port", "0", *self.args]
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+                                     stdin=subprocess.DEVNULL, env=self.env)
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -8,6 +8,8 @@
 #include <mutex>
 #include <vector>
 
+#include "tern/kv/kv_types.h"
+
 namespace tern::sched {
 
 // A cumulative histogram with fixed upper bounds (Prometheus style).
@@ -56,10 +58,27 @@ struct Metrics {
   std::atomic<int64_t> kv_sequences_capacity{0};
   std::atomic<int64_t> kv_tokens_used{0};
   std::atomic<int64_t> kv_tokens_capacity{0};
+  std::atomic<int64_t> preempted{0};             // sequences waiting to be re-admitted
+  std::atomic<uint64_t> preemptions{0};          // sequences preempted for KV room
+  std::atomic<uint64_t> kv_io_failures{0};       // requests whose KV a flash error broke
+
+  // The KV cache's counters (kv::KvStats), copied at every token boundary.
+  void set_kv(const kv::KvStats& s) {
+    std::lock_guard lock(kv_mu_);
+    kv_ = s;
+  }
+  kv::KvStats kv() const {
+    std::lock_guard lock(kv_mu_);
+    return kv_;
+  }
 
   Histogram time_to_first_token{Histogram::latency_buckets()};  // seconds
   Histogram inter_token_latency{Histogram::latency_buckets()};  // seconds
   Histogram step_duration{Histogram::latency_buckets()};        // seconds
+
+ private:
+  mutable std::mutex kv_mu_;
+  kv::KvStats kv_;
 };
 
 }  // namespace tern::sched

@@ -4,12 +4,19 @@
 // One engine thread runs steps. Each step it
 //   1. drops cancelled requests (waiting ones never run; running ones free
 //      their sequence),
-//   2. admits waiting requests while the batch, the KV cache and the optional
-//      KV token budget allow,
+//   2. admits waiting requests (preempted sequences first) while the batch,
+//      the KV cache's free blocks and the optional KV token budget allow;
+//      an admitted prompt reuses the KV of its longest cached prefix
+//      (automatic prefix caching) and only its tail is computed,
 //   3. builds ONE batch: a decode token for every running sequence, then
 //      prefill chunks of newly admitted prompts within a per-step token
-//      budget (a long prompt never stalls everyone else's decode),
-//   4. runs one forward pass (Engine::step, kernels on the task pool),
+//      budget (a long prompt never stalls everyone else's decode), and
+//      reserves KV blocks for it; when the pool has no room, the newest
+//      sequence is preempted (its KV released to the prefix cache, where it
+//      may spill to flash) and later re-admitted to recompute or reload it,
+//   4. runs one forward pass (Engine::step, kernels on the task pool); a
+//      sequence whose spilled KV could not be read is recomputed once, then
+//      failed with the I/O error, without affecting the others,
 //   5. samples each sequence with its own Sampler, turns tokens into text
 //      (UTF-8 safe, stop strings held back) and pushes it to its Stream,
 //   6. retires finished sequences.
@@ -22,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tern/model/batch.h"
@@ -83,7 +91,12 @@ class Scheduler {
   void loop();
   bool take_work(std::vector<Request>& admitted);  // false: stop
   void start_sequences(std::vector<Request>& admitted);
+  void attach(Sequence& s);
   void retire_cancelled();
+  bool reserve_for(Sequence& s, int n);
+  void preempt(Sequence& s, const char* why);
+  void kv_failed(Sequence& s, std::string why);
+  void park_preempted();
   void run_step();
   void emit_token(Sequence& s, int32_t token);
   void finish(Sequence& s, FinishReason reason, std::string error = {});
@@ -110,9 +123,15 @@ class Scheduler {
 
   // Engine-thread state.
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order
+  // Preempted sequences waiting to be re-admitted, oldest admission first;
+  // they go before any new request. Read under mu_ by take_work's predicate.
+  std::deque<std::unique_ptr<Sequence>> preempted_;
+  int n_readmit_ = 0;            // preempted_ entries take_work admitted this round
+  uint64_t next_order_ = 0;      // admission counter
   Batch batch_;  // reused every step: no allocation in steady state
   StepOutput out_;
   std::vector<Sequence*> entry_seq_;  // (batch entries) whose entry it is
+  std::vector<std::pair<Sequence*, int>> plan_, plan_order_;  // this step's (sequence, tokens)
   std::thread thread_;
 };
 

@@ -44,8 +44,11 @@ struct Timings {
   double prompt_ms = 0;     // admitted -> first token sampled (prefill)
   double ttft_ms = 0;       // submit -> first token sampled
   double predicted_ms = 0;  // first token -> last token
-  int prompt_n = 0;         // prompt tokens prefilled
-  int cache_n = 0;          // prompt tokens reused from cache
+  int prompt_n = 0;         // prompt tokens computed (prefilled)
+  int cache_n = 0;          // prompt tokens reused from the prefix cache, all tiers
+  int cache_dram_n = 0;     // ... of which found in DRAM
+  int cache_flash_n = 0;    // ... of which reloaded from flash
+  int preemptions = 0;      // times the request lost its KV to make room
   int predicted_n = 0;      // tokens generated
 };
 
