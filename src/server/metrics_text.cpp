@@ -68,7 +68,7 @@ void kv_metrics(std::string& out, const kv::KvStats& k) {
   sample(out, "tern_kv_prefix_hits_total{tier=\"dram\"}", double(k.hits_dram));
   sample(out, "tern_kv_prefix_hits_total{tier=\"flash\"}", double(k.hits_flash));
   scalar(out, "tern_kv_prefix_misses_total", "counter",
-         "Lookups that stopped before the prompt's last full block.", double(k.misses));
+         "Prompt blocks a prefix-cache lookup wanted but did not find.", double(k.misses));
   header(out, "tern_kv_prefix_tokens_total", "counter", "Prompt tokens by where their KV came from.");
   sample(out, "tern_kv_prefix_tokens_total{source=\"dram\"}", double(k.tokens_reused_dram));
   sample(out, "tern_kv_prefix_tokens_total{source=\"flash\"}", double(k.tokens_reused_flash));

@@ -99,7 +99,7 @@ struct KvStats {
   int64_t lookups = 0;            // attach_prefix calls
   int64_t hits_dram = 0;          // blocks reused from DRAM
   int64_t hits_flash = 0;         // blocks reused from flash
-  int64_t misses = 0;             // lookups that stopped before the prompt's last full block
+  int64_t misses = 0;             // prompt blocks a lookup wanted but did not find (counted like hits_*)
   int64_t tokens_reused_dram = 0;
   int64_t tokens_reused_flash = 0;
   int64_t tokens_computed = 0;    // tokens committed (written by the forward pass)
