@@ -49,6 +49,11 @@ void ModelFlags::add(CLI::App& cmd) {
                  "layers ahead that spilled KV is read (0: read when needed)")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
+  cmd.add_option("--kv-staging-mb", kv_staging_mb,
+                 "part of --kv-dram-mb that buffers spilled blocks streamed into attention "
+                 "(bounds how much of live contexts may sit on flash; 0: 1/16 of it)")
+      ->check(CLI::Range(size_t(0), size_t(1) << 20))
+      ->capture_default_str();
 }
 
 void SamplingFlags::add(CLI::App& cmd) {
@@ -95,6 +100,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int max_seqs) {
   o.kv_flash_dir = flags.kv_flash_dir;
   o.kv_flash_mb = flags.kv_flash_mb;
   o.kv_prefetch_layers = flags.kv_prefetch_layers;
+  o.kv_staging_mb = flags.kv_staging_mb;
   const bool tty = isatty(STDERR_FILENO);
   std::fprintf(stderr, "loading %s ...", o.model_path.c_str());
   auto progress = [&](float f) {

@@ -22,6 +22,7 @@ struct ModelFlags {
   std::string kv_flash_dir;  // empty: a folder under the system temp directory
   size_t kv_flash_mb = 4096;
   int kv_prefetch_layers = 1;
+  size_t kv_staging_mb = 0;
   void add(CLI::App& cmd);
 };
 

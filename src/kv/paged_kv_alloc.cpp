@@ -355,9 +355,14 @@ void PagedKvImpl::reserve(SeqId id, int n_new) {
   if (need <= 0) return;
   const int64_t avail = available_blocks();
   if (need > avail) {
-    throw KvFullError("KV cache full: sequence " + std::to_string(id) + " needs " + std::to_string(need) +
+    std::string why = "KV cache full: sequence " + std::to_string(id) + " needs " + std::to_string(need) +
                       " more blocks of " + std::to_string(B) + " tokens, " + std::to_string(avail) +
-                      " can be freed");
+                      " can be freed";
+    if (flash && stage_cap - streamed < spillable) {
+      why += " (flash staging streams at most " + std::to_string(stage_cap) +
+             " blocks of live sequences: raise --kv-staging-mb or --kv-dram-mb)";
+    }
+    throw KvFullError(why);
   }
   obtain_frames(need);
   if (int64_t(free_ids.size()) < need) {  // only lost blocks can hold records without room
