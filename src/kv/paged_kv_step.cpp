@@ -139,12 +139,15 @@ void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int 
     return;
   }
   const AttendBlockFn fn = kern->for_type(L.type);
+  const AttendRowsFn rows_fn = kern->rows_for_type(L.type);
   float m[kMaxRows], l[kMaxRows];
   alignas(64) float acc[kMaxRows * 512];
   alignas(64) float rq[kMaxRows * 512];  // rotated queries, when keys are stored rotated
   const int rows = n_tok * group;
-  for (int r0 = 0; r0 < rows; r0 += kMaxRows) {
-    const int nr = std::min(kMaxRows, rows - r0);
+  // Whole tokens per chunk when a group fits, so a token's rows share block reads.
+  const int chunk = group <= kMaxRows ? kMaxRows / group * group : kMaxRows;
+  for (int r0 = 0; r0 < rows; r0 += chunk) {
+    const int nr = std::min(chunk, rows - r0);
     const float* qrow[kMaxRows];
     for (int r = 0; r < nr; ++r) {
       attend_start(hd, &m[r], &l[r], acc + r * hd);
@@ -156,10 +159,21 @@ void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int 
     for (int blk = 0; blk * B < ctx_max; ++blk) {
       const Block& b = blocks[size_t(s.table[size_t(blk)])];
       const HeadBlock hb = head_block(L, slice_ptr(b, layer), kvh);
-      for (int r = 0; r < nr; ++r) {
-        const int n_ctx = pos0 + (r0 + r) / group + 1;
-        if (n_ctx <= blk * B) continue;
-        fn(L, hb, std::min(B, n_ctx - blk * B), qrow[r], &m[r], &l[r], acc + r * hd);
+      for (int r = 0; r < nr;) {
+        // Rows of one token (its group's query heads) see the same positions.
+        const int t = (r0 + r) / group;
+        int r_end = r + 1;
+        while (r_end < nr && (r0 + r_end) / group == t) ++r_end;
+        const int n_ctx = pos0 + t + 1;
+        if (n_ctx > blk * B) {
+          const int n = std::min(B, n_ctx - blk * B);
+          if (rows_fn) {
+            rows_fn(L, hb, n, r_end - r, qrow + r, m + r, l + r, acc + r * hd);
+          } else {
+            for (int i = r; i < r_end; ++i) fn(L, hb, n, qrow[i], &m[i], &l[i], acc + i * hd);
+          }
+        }
+        r = r_end;
       }
     }
     for (int r = 0; r < nr; ++r) {

@@ -23,10 +23,19 @@ namespace tern::kv {
 using AttendBlockFn = void (*)(const KvLayout& L, const HeadBlock& hb, int n_tok, const float* q,
                                float* m, float* l, float* acc);
 
+// The same for nr query rows that attend the same n_tok tokens (the query
+// heads of one GQA group, for one token): row r's query is q[r] and its state
+// m[r], l[r], acc + r*head_dim. Each key and value row is decoded once for all
+// of them. Results are bit-identical to calling the one-row kernel per row.
+using AttendRowsFn = void (*)(const KvLayout& L, const HeadBlock& hb, int n_tok, int nr,
+                              const float* const* q, float* m, float* l, float* acc);
+
 struct AttendKernels {
   const char* isa;
   AttendBlockFn block[kNumKvTypes];  // indexed by KvType
+  AttendRowsFn rows[kNumKvTypes] = {};  // optional (null: one row at a time)
   AttendBlockFn for_type(KvType t) const { return block[int(t)]; }
+  AttendRowsFn rows_for_type(KvType t) const { return rows[int(t)]; }
 };
 
 const AttendKernels& scalar_attend_kernels();

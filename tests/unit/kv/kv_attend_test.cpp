@@ -145,6 +145,43 @@ TEST(KvAttend, KernelsMatchFloat64OracleOnOddShapes) {
   }
 }
 
+// The multi-row kernels (a GQA group's query rows sharing each decoded key
+// and value) give bit-identical results to the one-row kernel run per row,
+// for 1..7 rows, odd head sizes and partial blocks.
+TEST(KvAttend, MultiRowKernelsAreBitIdenticalToOneRowKernels) {
+  for (const AttendKernels* K : all_kernels()) {
+    for (KvType t : kTypes) {
+      if (!K->rows_for_type(t)) continue;
+      for (int hd : {64, 40, 18}) {
+        const Blocks b(t, hd, 32, 77, 11 + hd);
+        for (int nr = 1; nr <= 7; ++nr) {
+          std::vector<std::vector<float>> qs;
+          std::vector<const float*> qp;
+          for (int r = 0; r < nr; ++r) qs.push_back(random_q(hd, 100 + r));
+          for (auto& q : qs) qp.push_back(q.data() + 1);  // unaligned
+          std::vector<float> m1(static_cast<size_t>(nr)), l1(static_cast<size_t>(nr)), acc1(static_cast<size_t>(nr * hd));
+          std::vector<float> m2(static_cast<size_t>(nr)), l2(static_cast<size_t>(nr)), acc2(static_cast<size_t>(nr * hd));
+          for (int r = 0; r < nr; ++r) {
+            attend_start(hd, &m1[size_t(r)], &l1[size_t(r)], &acc1[size_t(r * hd)]);
+            attend_start(hd, &m2[size_t(r)], &l2[size_t(r)], &acc2[size_t(r * hd)]);
+          }
+          for (int blk = 0; blk * 32 < b.n_ctx; ++blk) {
+            const int n = std::min(32, b.n_ctx - blk * 32);
+            for (int r = 0; r < nr; ++r) {
+              K->for_type(t)(b.L, b.head(blk, 1), n, qp[size_t(r)], &m1[size_t(r)], &l1[size_t(r)],
+                             &acc1[size_t(r * hd)]);
+            }
+            K->rows_for_type(t)(b.L, b.head(blk, 1), n, nr, qp.data(), m2.data(), l2.data(), acc2.data());
+          }
+          EXPECT_EQ(0, std::memcmp(m1.data(), m2.data(), m1.size() * 4)) << K->isa << " " << to_string(t) << " hd " << hd << " rows " << nr;
+          EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4)) << K->isa << " " << to_string(t);
+          EXPECT_EQ(0, std::memcmp(acc1.data(), acc2.data(), acc1.size() * 4)) << K->isa << " " << to_string(t) << " hd " << hd << " rows " << nr;
+        }
+      }
+    }
+  }
+}
+
 TEST(KvAttend, ScalarF16BlocksAreBitIdenticalToContiguous) {
   for (int hd : {7, 64}) {
     for (int B : {1, 5, 32}) {
