@@ -114,6 +114,8 @@ class Generation {
       ttft: this.tFirst === null ? null : this.tFirst - this.t0,
       rate: t.predicted_per_second || this.liveStats().rate,
       tokens: msg.usage ? msg.usage.completion_tokens : this.tokens,
+      prompt: msg.usage ? msg.usage.prompt_tokens : null,
+      cached: t.cache_n || 0,
       reason: msg.finish_reason,
     };
     if (msg.error) {
@@ -130,6 +132,8 @@ function formatStats(s) {
   parts.push(s.ttft === null ? 'TTFT –' : `TTFT ${Math.round(s.ttft)} ms`);
   parts.push(s.rate ? `${s.rate.toFixed(1)} tok/s` : '– tok/s');
   parts.push(`${s.tokens} tokens`);
+  // The prompt's KV reused from the prefix cache (earlier turns, shared system prompts).
+  if (s.prompt) parts.push(`prompt ${s.prompt} (${s.cached} cached)`);
   if (s.reason) parts.push(s.reason);
   return parts.join(' · ');
 }

@@ -91,6 +91,7 @@ async function main() {
     const meta1 = await chat1.locator('.bubble.assistant .meta').last().textContent();
     check(/TTFT \d+ ms/.test(meta1) && /tok\/s/.test(meta1), `per-reply stats: ${meta1}`);
     check(/stop|length/.test(meta1), 'the reply finished normally');
+    check(/prompt \d+ \(\d+ cached\)/.test(meta1), `prompt and prefix-cache stats: ${meta1}`);
 
     // 2. Start a long generation and stop it.
     await page.fill('#max-tokens', '2000');
