@@ -2,8 +2,8 @@
 // only called when cpu_features() reports all three (see kv_attend.cpp).
 //
 // Per block and query row: scores for all tokens, one block max, one rescale
-// of (l, acc), exps vectorised, then acc += sum_t p_t v_t with 8..32 output
-// dims held in registers while the block's value rows stream past.
+// of (l, acc), exps vectorised, then acc += sum_t p_t v_t with 16 output dims
+// per row held in registers while the block's value rows stream past.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -79,111 +79,10 @@ inline float int4_tail(float acc, const float* q, const uint8_t* k, int j, int h
   return std::fma(q[j + half], float(int(k[j] >> 4) - 8), acc);
 }
 
-template <KvType T>
-float key_dot(const uint8_t* k, int n, const float* q) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  float tail = 0.0f;
-  if constexpr (T == KvType::Int4Fp8) {
-    const int half = n / 2;
-    int j = 0;
-    const __m256i lo_mask = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
-    for (; j + 8 <= half; j += 8) {
-      const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k + j)));
-      const __m256 lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(b, lo_mask), eight));
-      const __m256 hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(b, 4), eight));
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), lo, a0);
-      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j + half), hi, a1);
-    }
-    for (; j < half; ++j) tail = int4_tail(tail, q, k, j, half);
-  } else {
-    int j = 0;
-    for (; j + 16 <= n; j += 16) {
-      a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), load8_v<T>(k, j), a0);
-      a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j + 8), load8_v<T>(k, j + 8), a1);
-    }
-    for (; j + 8 <= n; j += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + j), load8_v<T>(k, j), a0);
-    for (; j < n; ++j) tail = std::fma(q[j], load1_v<T>(k, j), tail);
-  }
-  return hsum(_mm256_add_ps(a0, a1)) + tail;
-}
-
-// acc (n) = acc * corr + sum_t pv[t] * v_t, for n_tok value rows of v_row bytes.
-template <KvType VT>
-void value_accumulate(const uint8_t* v, size_t v_row, int n_tok, int n, const float* pv, float corr,
-                      float* acc) {
-  const __m256 c = _mm256_set1_ps(corr);
-  int j = 0;
-  for (; j + 32 <= n; j += 32) {
-    __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(acc + j), c);
-    __m256 a1 = _mm256_mul_ps(_mm256_loadu_ps(acc + j + 8), c);
-    __m256 a2 = _mm256_mul_ps(_mm256_loadu_ps(acc + j + 16), c);
-    __m256 a3 = _mm256_mul_ps(_mm256_loadu_ps(acc + j + 24), c);
-    for (int t = 0; t < n_tok; ++t) {
-      const uint8_t* row = v + size_t(t) * v_row;
-      const __m256 p = _mm256_broadcast_ss(pv + t);
-      a0 = _mm256_fmadd_ps(p, load8_v<VT>(row, j), a0);
-      a1 = _mm256_fmadd_ps(p, load8_v<VT>(row, j + 8), a1);
-      a2 = _mm256_fmadd_ps(p, load8_v<VT>(row, j + 16), a2);
-      a3 = _mm256_fmadd_ps(p, load8_v<VT>(row, j + 24), a3);
-    }
-    _mm256_storeu_ps(acc + j, a0);
-    _mm256_storeu_ps(acc + j + 8, a1);
-    _mm256_storeu_ps(acc + j + 16, a2);
-    _mm256_storeu_ps(acc + j + 24, a3);
-  }
-  for (; j + 8 <= n; j += 8) {
-    __m256 a = _mm256_mul_ps(_mm256_loadu_ps(acc + j), c);
-    for (int t = 0; t < n_tok; ++t) {
-      a = _mm256_fmadd_ps(_mm256_broadcast_ss(pv + t), load8_v<VT>(v + size_t(t) * v_row, j), a);
-    }
-    _mm256_storeu_ps(acc + j, a);
-  }
-  for (; j < n; ++j) {
-    float a = acc[j] * corr;
-    for (int t = 0; t < n_tok; ++t) a = std::fma(pv[t], load1_v<VT>(v + size_t(t) * v_row, j), a);
-    acc[j] = a;
-  }
-}
-
-template <KvType T>
-void attend_block_avx2(const KvLayout& L, const HeadBlock& hb, int n_tok, const float* q,
-                       float* m_io, float* l_io, float* acc) {
-  if (n_tok <= 0) return;
-  constexpr KvType KT = T == KvType::Int8Fp8 ? KvType::Int8 : T;  // int8 keys
-  constexpr KvType VT = T == KvType::F16 ? KvType::F16 : T == KvType::Int8 ? KvType::Int8 : KvType::Int8Fp8;
-  const int n = L.head_dim;
-  alignas(32) float s[256 + 8];
-  float mb = -std::numeric_limits<float>::infinity();
-  for (int t = 0; t < n_tok; ++t) {
-    float d = key_dot<KT>(hb.k + size_t(t) * L.k_row, n, q);
-    if constexpr (T != KvType::F16) d *= hb.ks[t];
-    s[t] = d;
-    mb = std::max(mb, d);
-  }
-  const float m_new = std::max(*m_io, mb);
-  const float corr = std::exp(*m_io - m_new);  // 0 for a fresh row (m = -inf)
-  const int padded = (n_tok + 7) & ~7;
-  for (int t = n_tok; t < padded; ++t) s[t] = -std::numeric_limits<float>::infinity();
-  const __m256 mv = _mm256_set1_ps(m_new);
-  __m256 sum = _mm256_setzero_ps();
-  for (int t = 0; t < padded; t += 8) {
-    const __m256 p = exp_neg(_mm256_sub_ps(_mm256_load_ps(s + t), mv));
-    sum = _mm256_add_ps(sum, p);
-    _mm256_store_ps(s + t, p);
-  }
-  *l_io = *l_io * corr + hsum(sum);
-  *m_io = m_new;
-  // pv_t = p_t * value scale (fp8 rows decode as value / 256).
-  if constexpr (T != KvType::F16) {
-    const float k = VT == KvType::Int8Fp8 ? 256.0f : 1.0f;
-    for (int t = 0; t < n_tok; ++t) s[t] *= hb.vs[t] * k;
-  }
-  value_accumulate<VT>(hb.v, L.v_row, n_tok, n, s, corr, acc);
-}
-
-// ---- Several query rows per block (GQA): keys and values decoded once. ----
-// Per row, every floating-point operation and its order are those of the
-// one-row kernels above, so the results are bit-identical.
+// NR query rows per block (the query heads of one GQA group for one token):
+// each key and value row is decoded once for all of them, and per row every
+// floating-point operation and its order are independent of NR, so one row
+// alone and the same row among others give bit-identical results.
 
 template <KvType T, int NR>
 void key_dots(const uint8_t* k, int n, const float* const* q, float* out) {
@@ -326,6 +225,13 @@ void attend_rows_avx2(const KvLayout& L, const HeadBlock& hb, int n_tok, int nr,
     }
     r += take;
   }
+}
+
+// The one-row kernel is the NR = 1 case.
+template <KvType T>
+void attend_block_avx2(const KvLayout& L, const HeadBlock& hb, int n_tok, const float* q, float* m, float* l,
+                       float* acc) {
+  if (n_tok > 0) attend_rows_fixed<T, 1>(L, hb, n_tok, &q, m, l, acc);
 }
 
 }  // namespace
