@@ -18,6 +18,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "tern/model/model.h"
 #include "tern/core/task_pool.h"
 #include "tern/kernels/ops.h"
 #include "tern/kv/paged_kv.h"

@@ -22,6 +22,7 @@ void add_serve_command(CLI::App& app) {
     sched::SchedulerOptions sched;
     int max_seqs = 0;
     size_t body_limit_kib = 1024;
+    size_t ws_outbox_kib = 1024;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -34,6 +35,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--api-key", s.api_key,
                   "require 'Authorization: Bearer KEY' on /v1/* and /metrics")
       ->envname("TERN_API_KEY");
+  cmd->add_option("--cors-origin", s.cors_origins,
+                  "allow browser pages from this origin to call the API, e.g. "
+                  "http://localhost:3000 (repeatable; '*' for any; default: same origin only)");
   cmd->add_option("--alias", s.model_name, "model id reported by /v1/models (default: file name)");
   cmd->add_option("--web-root", s.web_root,
                   "directory of the demo page (default: web/ of the install)");
@@ -59,6 +63,16 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--idle-timeout", s.idle_timeout_s, "seconds a keep-alive connection may idle")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
+  cmd->add_option("--write-timeout", s.write_timeout_s,
+                  "seconds a client may leave a response or WebSocket frame unread before it is "
+                  "dropped (a WebSocket is closed with 1008)")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
+  cmd->add_option("--ws-outbox-kb", o->ws_outbox_kib,
+                  "KiB of frames queued per WebSocket before the server stops reading its "
+                  "requests and pauses its generations (backpressure)")
+      ->check(CLI::Range(size_t(16), size_t(1) << 20))
+      ->capture_default_str();
   cmd->add_option("--shutdown-grace", s.shutdown_grace_s,
                   "seconds running generations may finish after SIGINT/SIGTERM")
       ->check(CLI::Range(0.0, 3600.0))
@@ -69,6 +83,7 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->callback([o, cmd] {
     o->server.body_limit = o->body_limit_kib * 1024;
+    o->server.ws_outbox_bytes = o->ws_outbox_kib * 1024;
     // A large --max-batch raises the default step budget with it.
     if (cmd->count("--step-tokens") == 0)
       o->sched.step_tokens = std::max(o->sched.step_tokens, o->sched.max_batch);

@@ -93,8 +93,8 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int max_seqs) {
   o.n_threads = flags.threads;
   o.n_ctx = flags.ctx;
   o.max_seqs = max_seqs;
-  if (flags.weights == "int4") o.load.force_format = kernels::WeightFormat::Int4Asym;
-  if (flags.weights == "int8") o.load.force_format = kernels::WeightFormat::Int8Sym;
+  if (flags.weights == "int4") o.weights = EngineOptions::Weights::Int4;
+  if (flags.weights == "int8") o.weights = EngineOptions::Weights::Int8;
   o.kv_type = kv::parse_kv_type(flags.kv_type);
   o.kv_dram_mb = flags.kv_dram_mb;
   o.kv_flash_dir = flags.kv_flash_dir;

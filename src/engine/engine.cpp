@@ -71,11 +71,14 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts,
   std::unique_ptr<Engine> e(new Engine());
   e->pool_ = std::make_unique<TaskPool>(opts.n_threads);
   auto file = std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(opts.model_path));
+  LoadOptions load;
+  if (opts.weights == EngineOptions::Weights::Int4) load.force_format = kernels::WeightFormat::Int4Asym;
+  if (opts.weights == EngineOptions::Weights::Int8) load.force_format = kernels::WeightFormat::Int8Sym;
   // Before repacking releases the mapping: what identifies this model's KV.
-  const std::string fingerprint = model_fingerprint(*file, opts.load);
+  const std::string fingerprint = model_fingerprint(*file, load);
   e->text_ = std::make_unique<Text>(
       Text{Tokenizer::from_gguf(*file), ChatTemplate::from_gguf(*file)});
-  e->model_ = Model::load(file, opts.load, *e->pool_, progress);
+  e->model_ = Model::load(file, load, *e->pool_, progress);
   const ModelConfig& c = e->model_->config();
   if (e->text_->tokenizer.n_vocab() > c.n_vocab) {
     throw FormatError(opts.model_path + ": tokenizer has " +
@@ -133,6 +136,26 @@ int Engine::free_sequences() const { return kv_->free_seq_slots(); }
 int Engine::attach_prefix(SeqId seq, std::span<const int32_t> prompt) {
   return kv_->attach_prefix(seq, prompt);
 }
+int Engine::block_tokens() const { return kv_->block_tokens(); }
+int64_t Engine::available_blocks() const { return kv_->available_blocks(); }
+int64_t Engine::capacity_blocks() const { return kv_->stats().dram_blocks; }
+const std::string& Engine::failure(SeqId seq) const { return kv_->failure(seq); }
+kv::KvStats Engine::cache_stats() const { return kv_->stats(); }
+
+Engine::Reservation Engine::reserve(SeqId seq, int n) {
+  try {
+    kv_->reserve(seq, n);
+    return {};
+  } catch (const kv::KvFullError& e) {
+    return {Room::Full, e.what()};
+  } catch (const kv::KvIoError& e) {
+    if (const std::string& lost = kv_->failure(seq); !lost.empty()) return {Room::Lost, lost};
+    return {Room::SpillFailed, e.what()};
+  } catch (const std::exception& e) {
+    return {Room::Invalid, e.what()};
+  }
+}
+
 kv::PagedKv& Engine::kv() { return *kv_; }
 const kv::PagedKv& Engine::kv() const { return *kv_; }
 

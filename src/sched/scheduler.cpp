@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "sequence.h"
 #include "tern/core/error.h"
 #include "tern/core/log.h"
 #include "tern/engine/engine.h"
-#include "tern/kv/paged_kv.h"
 
 namespace tern::sched {
 namespace {
@@ -35,11 +35,17 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
   n_vocab_ = engine_.n_vocab();
   const int64_t seqs = engine_.free_sequences();
   metrics_.kv_sequences_capacity = seqs;
-  const kv::KvStats st = engine_.kv().stats();
+  const kv::KvStats st = engine_.cache_stats();
   metrics_.kv_tokens_capacity =
       opts_.kv_tokens > 0 ? opts_.kv_tokens : st.dram_blocks * st.block_tokens;
   metrics_.set_kv(st);
   running_.reserve(size_t(opts_.max_batch));
+  // A prompt of P tokens needs KV for P + 1 (its first generated token is fed
+  // back), in whole blocks, and must leave the context room for that token.
+  kv_capacity_tokens_ = st.dram_blocks * st.block_tokens - 1;
+  int64_t limit = std::min<int64_t>(n_ctx_ - 1, kv_capacity_tokens_);
+  if (opts_.kv_tokens > 0) limit = std::min(limit, opts_.kv_tokens);
+  max_prompt_tokens_ = int(std::max<int64_t>(0, limit));
 }
 
 Scheduler::~Scheduler() {
@@ -54,16 +60,32 @@ void Scheduler::start() {
 
 SubmitStatus Scheduler::submit(Request r) {
   if (!r.stream) throw InvalidArgument("request " + r.id + " has no stream");
-  if (r.prompt.empty()) throw InvalidArgument("the prompt is empty");
-  if (int64_t(r.prompt.size()) > n_ctx_)
-    throw InvalidArgument("the prompt has " + std::to_string(r.prompt.size()) +
-                          " tokens but the context holds " + std::to_string(n_ctx_));
-  if (opts_.kv_tokens > 0 && int64_t(r.prompt.size()) > opts_.kv_tokens)
-    throw InvalidArgument("the prompt has " + std::to_string(r.prompt.size()) +
-                          " tokens but the KV budget is " + std::to_string(opts_.kv_tokens));
+  if (r.prompt.empty()) throw InvalidArgument("The prompt is empty after tokenization.");
+  const int64_t n = int64_t(r.prompt.size());
+  if (n > max_prompt_tokens_) {
+    const std::string got = " However, your prompt resulted in " + std::to_string(n) + " tokens";
+    if (n >= n_ctx_)
+      throw PromptTooLongError("This model's maximum context length is " + std::to_string(n_ctx_) +
+                               " tokens." + got + ". Please reduce the length of the prompt.");
+    if (opts_.kv_tokens > 0 && n > opts_.kv_tokens)
+      throw PromptTooLongError("The server's KV token budget (--kv-tokens) is " +
+                               std::to_string(opts_.kv_tokens) + " tokens." + got + ".");
+    throw PromptTooLongError(
+        "The server's KV cache budget (--kv-dram-mb) holds at most " +
+        std::to_string(kv_capacity_tokens_ + 1) + " tokens of one sequence." + got +
+        " (plus one to generate); it could never run. Please reduce the length of the prompt.");
+  }
   for (int32_t t : r.prompt)
     if (t < 0 || t >= n_vocab_)
-      throw InvalidArgument("token id " + std::to_string(t) + " is out of range");
+      throw InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary");
+  // A drain that ends a backlog makes its paused sequence runnable again.
+  r.stream->set_drain_hook([this] {
+    {
+      std::lock_guard lock(mu_);
+      wake_ = true;
+    }
+    cv_.notify_one();
+  });
   {
     std::lock_guard lock(mu_);
     if (!accepting_) {
@@ -155,17 +177,36 @@ void Scheduler::loop() {
   logger()->debug("engine thread stopped");
 }
 
-// Waits for work, applies cancellations to the waiting queue and pops the
-// requests that can be admitted now (after preempted sequences, which are
-// re-admitted first: n_readmit_ of them). Returns false when the loop should end.
+// Whether a step would do anything: a running sequence with tokens to
+// prefill, or one to decode whose stream is not backlogged.
+bool Scheduler::runnable() const {
+  for (const auto& s : running_)
+    if (!s->done && (s->pending() > 1 || !s->req.stream->backlogged())) return true;
+  return false;
+}
+
+// Waits for work, applies cancellations to the waiting queue and picks what
+// can be admitted now: preempted sequences (moved to readmit_) and new
+// requests (moved to `admitted`). Returns false when the loop should end.
+//
+// Admission is fair between clients: the next candidate is the one whose
+// client has the fewest sequences running (counting this round's), then
+// preempted before new, then oldest. It needs a batch slot, a KV sequence
+// slot, the optional token budget and free KV blocks for its whole context
+// (the prefix cache may make it cheaper; preemption covers growth). When it
+// does not fit and another client runs at least two more sequences, that
+// client's newest sequence is preempted to make room; otherwise admission
+// stops (nobody overtakes the candidate). When nothing runs, the candidate is
+// admitted anyway: it gets the whole pool, and fails with a clear error if
+// even that is too small.
 bool Scheduler::take_work(std::vector<Request>& admitted) {
   admitted.clear();
-  n_readmit_ = 0;
+  readmit_.clear();
   std::vector<Request> dropped;
   {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] {
-      return stop_ || cancel_all_ || wake_ || !queue_.empty() || !running_.empty() ||
+      return stop_ || cancel_all_ || wake_ || !queue_.empty() || runnable() ||
              !preempted_.empty();
     });
     wake_ = false;
@@ -184,46 +225,86 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
       }
     }
     if (stop_ && queue_.empty() && running_.empty() && preempted_.empty()) return false;
-    // Admission: a batch slot, a KV sequence slot, the optional token budget,
-    // and free KV blocks for the whole context (the prefix cache may make it
-    // cheaper; preemption covers growth). FIFO: nobody overtakes. When
-    // nothing runs, the head is admitted anyway: it gets the whole pool, and
-    // fails with a clear error if even that is too small.
-    kv::PagedKv& kv = engine_.kv();
-    const int64_t B = kv.block_tokens();
-    int64_t blocks = kv.available_blocks();
+
+    const int64_t B = engine_.block_tokens();
+    int64_t blocks = engine_.available_blocks();
     int64_t seq_slots = engine_.free_sequences();
     int64_t kv_used = kv_tokens_in_use();
     size_t taken = running_.size();
+    auto blocks_for = [&](int64_t ctx_tokens) { return (ctx_tokens + 1 + B - 1) / B; };
     auto fits = [&](int64_t ctx_tokens) {
       if (taken >= size_t(opts_.max_batch) || seq_slots <= 0) return false;
       if (taken == 0) return true;
       if (opts_.kv_tokens > 0 && kv_used + ctx_tokens > opts_.kv_tokens) return false;
-      return (ctx_tokens + 1 + B - 1) / B <= blocks;
+      return blocks_for(ctx_tokens) <= blocks;
     };
-    auto take = [&](int64_t ctx_tokens) {
+    // Running sequences per client (a small scratch list: clients are few).
+    client_load_.clear();
+    // References into it stay valid: it never grows past this.
+    client_load_.reserve(running_.size() + preempted_.size() + queue_.size());
+    auto load = [&](const std::string& client) -> int& {
+      for (auto& [c, n] : client_load_)
+        if (c == client) return n;
+      return client_load_.emplace_back(client, 0).second;
+    };
+    for (const auto& s : running_)
+      if (!s->done) load(s->req.client) += 1;
+
+    for (;;) {
+      // The best candidate: fewest running for its client, preempted first, oldest.
+      int best_load = std::numeric_limits<int>::max();
+      std::deque<std::unique_ptr<Sequence>>::iterator best_pre = preempted_.end();
+      std::deque<Request>::iterator best_new = queue_.end();
+      for (auto it = preempted_.begin(); it != preempted_.end(); ++it) {
+        if ((*it)->req.stream->cancelled()) continue;  // retired by retire_cancelled
+        const int l = load((*it)->req.client);
+        if (l < best_load) best_load = l, best_pre = it;
+      }
+      for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+        const int l = load(it->client);
+        if (l < best_load) best_load = l, best_pre = preempted_.end(), best_new = it;
+      }
+      if (best_pre == preempted_.end() && best_new == queue_.end()) break;
+      const bool is_pre = best_pre != preempted_.end();
+      const std::string& client = is_pre ? (*best_pre)->req.client : best_new->client;
+      const int64_t ctx_tokens =
+          is_pre ? int64_t((*best_pre)->tokens.size()) : int64_t(best_new->prompt.size());
+      if (!fits(ctx_tokens)) {
+        // Fairness: the newest sequence of the busiest client yields its slot.
+        Sequence* victim = nullptr;
+        for (auto& r : running_) {
+          if (r->done || !r->has_kv() || r->req.client == client) continue;
+          if (load(r->req.client) < best_load + 2) continue;
+          if (!victim || load(r->req.client) > load(victim->req.client) ||
+              (load(r->req.client) == load(victim->req.client) && r->order > victim->order))
+            victim = r.get();
+        }
+        if (!victim) break;
+        const int64_t victim_tokens = int64_t(victim->tokens.size());
+        load(victim->req.client) -= 1;
+        preempt(*victim, "yielding its batch slot to another client");
+        park_preempted();
+        taken -= 1;
+        seq_slots = engine_.free_sequences();
+        kv_used -= victim_tokens;
+        blocks = engine_.available_blocks();
+        continue;  // the candidates changed: choose again
+      }
       taken += 1;
       seq_slots -= 1;
       kv_used += ctx_tokens;
-      blocks -= (ctx_tokens + 1 + B - 1) / B;
-    };
-    bool blocked = false;
-    for (const auto& p : preempted_) {
-      if (p->req.stream->cancelled()) continue;  // retired by start_sequences or retire_cancelled
-      if (!fits(int64_t(p->tokens.size()))) {
-        blocked = true;
-        break;
+      blocks -= blocks_for(ctx_tokens);
+      load(client) += 1;
+      if (is_pre) {
+        readmit_.push_back(std::move(*best_pre));
+        preempted_.erase(best_pre);
+      } else {
+        admitted.push_back(std::move(*best_new));
+        queue_.erase(best_new);
       }
-      take(int64_t(p->tokens.size()));
-      n_readmit_ += 1;
-    }
-    while (!blocked && !queue_.empty() && fits(int64_t(queue_.front().prompt.size()))) {
-      take(int64_t(queue_.front().prompt.size()));
-      admitted.push_back(std::move(queue_.front()));
-      queue_.pop_front();
     }
     metrics_.queue_depth = int64_t(queue_.size());
-    n_running_ = int64_t(running_.size() + preempted_.size() + admitted.size());
+    n_running_ = int64_t(running_.size() + preempted_.size() + readmit_.size() + admitted.size());
   }
   for (auto& r : dropped) {
     logger()->info("[{}] cancelled while waiting", r.id);
@@ -238,11 +319,10 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
 
 // Gives s a KV sequence and attaches the longest cached prefix of its tokens.
 void Scheduler::attach(Sequence& s) {
-  kv::PagedKv& kv = engine_.kv();
   s.seq = engine_.new_sequence();
-  const kv::KvStats before = kv.stats();
+  const kv::KvStats before = engine_.cache_stats();
   s.in_kv = engine_.attach_prefix(s.seq, s.tokens);
-  const kv::KvStats after = kv.stats();
+  const kv::KvStats after = engine_.cache_stats();
   if (!s.started) {
     s.started = true;
     s.admitted = Clock::now();
@@ -252,15 +332,13 @@ void Scheduler::attach(Sequence& s) {
 }
 
 void Scheduler::start_sequences(std::vector<Request>& admitted) {
-  // Preempted sequences first, in admission order: they keep their order.
-  for (int i = 0; i < n_readmit_ && !preempted_.empty();) {
-    std::unique_ptr<Sequence> s = std::move(preempted_.front());
-    preempted_.pop_front();
+  // Preempted sequences first; running_ stays in admission order.
+  for (auto& p : readmit_) {
+    std::unique_ptr<Sequence> s = std::move(p);
     if (s->req.stream->cancelled()) {
       finish(*s, FinishReason::Cancelled);
       continue;
     }
-    ++i;
     try {
       attach(*s);
       logger()->info("[{}] re-admitted after preemption: seq={} context={} tokens, {} reused", s->req.id,
@@ -276,6 +354,7 @@ void Scheduler::start_sequences(std::vector<Request>& admitted) {
                             [&](const auto& r) { return r->order > s->order; });
     running_.insert(pos, std::move(s));
   }
+  readmit_.clear();
   for (auto& r : admitted) {
     const auto stream = r.stream;
     const std::string id = r.id;

@@ -6,7 +6,6 @@
 #include "sequence.h"
 #include "tern/core/log.h"
 #include "tern/engine/engine.h"
-#include "tern/kv/paged_kv.h"
 #include "tern/sched/scheduler.h"
 #include "tern/tokenizer/tokenizer.h"
 
@@ -28,46 +27,53 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 
 }  // namespace
 
-// Makes room in the KV cache for n more tokens of s. When the pool is full,
-// preempts the newest running sequence (possibly s itself) and retries; a
-// sequence alone that still does not fit fails. Returns whether s may run.
+// Makes room in the KV cache for n more tokens of s. When the pool is full
+// (or spilling to make room failed: disk full, write error), preempts the
+// newest running sequence (possibly s itself) and retries; a sequence alone
+// that still does not fit ends: with "length" and its text when it was
+// generating, with an error otherwise. Returns whether s may run.
 bool Scheduler::reserve_for(Sequence& s, int n) {
-  // No room could be made (KvFullError), or spilling to make it failed
-  // (KvIoError: disk full, write error): the same remedy, preempting the
-  // newest sequence. Returns whether to retry.
-  auto no_room = [&](const std::exception& e, bool full) {
+  for (;;) {
+    const Engine::Reservation r = engine_.reserve(s.seq, n);
+    switch (r.room) {
+      case Engine::Room::Ok:
+        return true;
+      case Engine::Room::Lost:  // a flash read s depends on failed
+        kv_failed(s, r.why);
+        return false;
+      case Engine::Room::Invalid:
+        finish(s, FinishReason::Error, r.why);
+        return false;
+      case Engine::Room::Full:
+      case Engine::Room::SpillFailed:
+        break;
+    }
+    const bool full = r.room == Engine::Room::Full;
     Sequence* victim = nullptr;
     int with_kv = 0;
-    for (auto& r : running_) {
-      if (r->done || !r->has_kv()) continue;
+    for (auto& q : running_) {
+      if (q->done || !q->has_kv()) continue;
       ++with_kv;
-      if (!victim || r->order > victim->order) victim = r.get();
+      if (!victim || q->order > victim->order) victim = q.get();
     }
-    if (with_kv <= 1) {
-      finish(s, FinishReason::Error,
-             std::string(e.what()) + (full ? " (nothing left to preempt; raise --kv-dram-mb)" : ""));
+    if (with_kv > 1) {
+      preempt(*victim, r.why.c_str());
+      if (victim == &s) return false;
+      continue;
+    }
+    if (full && s.n_generated > 0) {
+      // Out of room, alone: the generation ends here, keeping what it produced
+      // (OpenAI's "length": no room to continue).
+      logger()->warn("[{}] stopped at {} tokens: {} (nothing left to preempt)", s.req.id,
+                     s.tokens.size(), r.why);
+      finish(s, FinishReason::Length, {},
+             "KV cache full at " + std::to_string(s.tokens.size()) +
+                 " tokens: the KV budget (--kv-dram-mb) holds no more for this sequence");
       return false;
     }
-    preempt(*victim, e.what());
-    return victim != &s;
-  };
-  for (;;) {
-    try {
-      engine_.kv().reserve(s.seq, n);
-      return true;
-    } catch (const kv::KvFullError& e) {
-      if (!no_room(e, true)) return false;
-    } catch (const kv::KvIoError& e) {
-      const std::string& broken = engine_.kv().failure(s.seq);
-      if (!broken.empty()) {  // a flash read s depends on failed
-        kv_failed(s, broken);
-        return false;
-      }
-      if (!no_room(e, false)) return false;
-    } catch (const std::exception& e) {
-      finish(s, FinishReason::Error, e.what());
-      return false;
-    }
+    finish(s, FinishReason::Error,
+           r.why + (full ? " (nothing left to preempt; raise --kv-dram-mb)" : ""));
+    return false;
   }
 }
 
@@ -121,20 +127,35 @@ void Scheduler::run_step() {
   // then prefill chunks, oldest admission first, within the token budget.
   // Each planned sequence gets its KV room in admission order, which may
   // preempt newer ones (they drop out of the plan).
+  // A sequence whose client has not drained its stream (kBacklogBytes of
+  // text pending) is paused: it keeps its KV and resumes after the drain.
   plan_.clear();
   int budget = opts_.step_tokens;
   for (auto& s : running_) {
-    if (s->done || s->pending() != 1) continue;
+    if (s->done || s->pending() != 1 || s->req.stream->backlogged()) continue;
     plan_.push_back({s.get(), 1});
     budget -= 1;
   }
+  // Prefill: each client's oldest prompt before anyone's second (fair between
+  // clients), oldest first within a rank.
+  const size_t n_decode = plan_.size();
   for (auto& s : running_) {
-    if (budget <= 0) break;
     if (s->done || s->pending() <= 1) continue;
-    const int n = std::min(budget, s->pending());
-    plan_.push_back({s.get(), n});
+    int rank = 0;
+    for (size_t i = n_decode; i < plan_.size(); ++i)
+      rank += plan_[i].first->req.client == s->req.client;
+    plan_.push_back({s.get(), rank});
+  }
+  std::sort(plan_.begin() + long(n_decode), plan_.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second < b.second : a.first->order < b.first->order;
+  });
+  size_t kept = n_decode;
+  for (size_t i = n_decode; i < plan_.size() && budget > 0; ++i) {
+    const int n = std::min(budget, plan_[i].first->pending());
+    plan_[kept++] = {plan_[i].first, n};
     budget -= n;
   }
+  plan_.resize(kept);
   std::vector<std::pair<Sequence*, int>>& order = plan_order_;
   order.assign(plan_.begin(), plan_.end());
   std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first->order < b.first->order; });
@@ -142,12 +163,11 @@ void Scheduler::run_step() {
     if (s->done || !s->has_kv()) continue;  // preempted for an older one
     reserve_for(*s, n);
   }
-  const kv::PagedKv& kv = engine_.kv();
   for (auto& [s, n] : plan_) {
     if (s->done || !s->has_kv()) continue;
     // Making room for one sequence may have found a block another one needs
     // unreadable on flash.
-    if (const std::string& why = kv.failure(s->seq); !why.empty()) {
+    if (const std::string& why = engine_.failure(s->seq); !why.empty()) {
       kv_failed(*s, why);
       continue;
     }
@@ -180,7 +200,7 @@ void Scheduler::run_step() {
     const auto& e = batch_.entries[i];
     const int n = int(e.tokens.size());
     s.in_kv += n;
-    if (const std::string& why = kv.failure(s.seq); !why.empty()) {
+    if (const std::string& why = engine_.failure(s.seq); !why.empty()) {
       kv_failed(s, why);  // its logits are not to be trusted
       continue;
     }
@@ -229,7 +249,7 @@ void Scheduler::emit_token(Sequence& s, int32_t token) {
   }
 }
 
-void Scheduler::finish(Sequence& s, FinishReason reason, std::string error) {
+void Scheduler::finish(Sequence& s, FinishReason reason, std::string error, std::string detail) {
   if (s.done) return;
   s.done = true;
   auto& stream = *s.req.stream;
@@ -255,6 +275,7 @@ void Scheduler::finish(Sequence& s, FinishReason reason, std::string error) {
   f.timings.cache_flash_n = s.reused_flash;
   f.timings.preemptions = s.preemptions;
   f.timings.predicted_n = s.n_generated;
+  f.timings.finish_detail = std::move(detail);
   if (s.n_generated > 0) {
     f.timings.prompt_ms = ms_between(s.admitted, s.first_token);
     f.timings.ttft_ms = ms_between(s.req.arrival, s.first_token);
@@ -303,7 +324,7 @@ void Scheduler::update_gauges() {
   metrics_.preempted = int64_t(preempted_.size());
   metrics_.kv_sequences_used = int64_t(running_.size());
   metrics_.kv_tokens_used = kv;
-  metrics_.set_kv(engine_.kv().stats());
+  metrics_.set_kv(engine_.cache_stats());
 }
 
 }  // namespace tern::sched

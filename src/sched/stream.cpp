@@ -28,6 +28,7 @@ void Stream::push(std::string_view text, int n_tokens) {
   if (finished_ || (text.empty() && n_tokens == 0)) return;
   text_.append(text);
   n_tokens_ += n_tokens;
+  if (text_.size() >= kBacklogBytes) backlogged_.store(true, std::memory_order_release);
   signal(lock);
 }
 
@@ -40,14 +41,19 @@ void Stream::finish(Finish f) {
 }
 
 StreamChunk Stream::drain() {
-  std::lock_guard lock(mu_);
   StreamChunk c;
-  c.text.swap(text_);
-  c.n_tokens = n_tokens_;
-  n_tokens_ = 0;
-  c.finish = std::move(finish_);
-  finish_.reset();
-  signalled_ = false;
+  bool was_backlogged = false;
+  {
+    std::lock_guard lock(mu_);
+    c.text.swap(text_);
+    c.n_tokens = n_tokens_;
+    n_tokens_ = 0;
+    c.finish = std::move(finish_);
+    finish_.reset();
+    signalled_ = false;
+    was_backlogged = backlogged_.exchange(false, std::memory_order_acq_rel);
+  }
+  if (was_backlogged && drain_hook_) drain_hook_();
   return c;
 }
 

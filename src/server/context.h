@@ -9,6 +9,8 @@
 #include <set>
 #include <string>
 
+#include <boost/asio/thread_pool.hpp>
+
 #include "tern/core/log.h"
 #include "tern/server/metrics_text.h"
 #include "tern/server/server.h"
@@ -46,6 +48,11 @@ struct ServerContext {
   HttpStats http;
   std::shared_ptr<spdlog::logger> log = tern::log::get("server");
 
+  // CPU work a request needs before it can run (JSON, chat template,
+  // tokenization; image decoding later) runs here, never on the reactor
+  // thread, so a 100 kB prompt cannot stall every other connection.
+  boost::asio::thread_pool prep{1};
+
   bool stopping = false;                   // (reactor) shutdown has begun
   std::set<ShutdownListener*> listeners;   // (reactor)
   int busy_exchanges = 0;                  // (reactor) HTTP requests being answered
@@ -55,9 +62,14 @@ struct ServerContext {
   std::string next_request_id() {
     return "req-" + std::to_string(next_id_.fetch_add(1, std::memory_order_relaxed));
   }
+  // "conn-<n>": names a connection, the unit the scheduler is fair between.
+  std::string next_connection_id() {
+    return "conn-" + std::to_string(next_conn_.fetch_add(1, std::memory_order_relaxed));
+  }
 
  private:
   std::atomic<uint64_t> next_id_{1};
+  std::atomic<uint64_t> next_conn_{1};
 };
 
 }  // namespace tern::server

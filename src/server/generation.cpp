@@ -51,21 +51,9 @@ std::vector<int32_t> prompt_tokens(ServerContext& ctx, const GenerationRequest& 
 }  // namespace
 
 Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, const std::string& rid,
-                             sched::Stream::Notify notify) {
+                             const std::string& client, sched::Stream::Notify notify) {
   std::vector<int32_t> ids = prompt_tokens(ctx, g);
-  const int n_ctx = ctx.scheduler.n_ctx();
-  if (ids.empty())
-    throw ApiError::bad_request("The prompt is empty after tokenization.", "prompt",
-                                "invalid_value");
-  if (int(ids.size()) >= n_ctx) {
-    const bool chat = g.kind == GenerationRequest::Kind::Chat;
-    throw ApiError::bad_request("This model's maximum context length is " + std::to_string(n_ctx) +
-                                    " tokens. However, your " + (chat ? "messages" : "prompt") +
-                                    " resulted in " + std::to_string(ids.size()) +
-                                    " tokens. Please reduce the length of the " +
-                                    (chat ? "messages." : "prompt."),
-                                chat ? "messages" : "prompt", "context_length_exceeded");
-  }
+  const char* param = g.kind == GenerationRequest::Kind::Chat ? "messages" : "prompt";
   Submission s;
   s.prompt_tokens = int(ids.size());
   s.meta = ResponseMeta{response_id(g.kind, rid), unix_now(), ctx.model_id, g.kind};
@@ -77,7 +65,17 @@ Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, con
   r.prompt = std::move(ids);
   r.params = g.params;
   r.stream = s.stream;
-  switch (ctx.scheduler.submit(std::move(r))) {
+  r.client = client;
+  // The scheduler checks the prompt, once, against every limit.
+  sched::SubmitStatus status;
+  try {
+    status = ctx.scheduler.submit(std::move(r));
+  } catch (const sched::PromptTooLongError& e) {
+    throw ApiError::bad_request(e.what(), param, "context_length_exceeded");
+  } catch (const InvalidArgument& e) {
+    throw ApiError::bad_request(e.what(), param, "invalid_value");
+  }
+  switch (status) {
     case sched::SubmitStatus::Accepted:
       break;
     case sched::SubmitStatus::QueueFull:
@@ -90,6 +88,17 @@ Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, con
   ctx.log->debug("[{}] submitted: {} prompt tokens, max_tokens={}", rid, s.prompt_tokens,
                  g.params.max_tokens);
   return s;
+}
+
+awaitable<Submission> prepare_generation(ServerContext& ctx, const GenerationRequest& g,
+                                         const std::string& rid, const std::string& client,
+                                         sched::Stream::Notify notify) {
+  co_return co_await net::co_spawn(
+      ctx.prep,
+      [&]() -> awaitable<Submission> {
+        co_return submit_generation(ctx, g, rid, client, std::move(notify));
+      },
+      net::use_awaitable);
 }
 
 }  // namespace tern::server

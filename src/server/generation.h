@@ -6,6 +6,7 @@
 #include <string>
 
 #include "context.h"
+#include "net.h"
 #include "tern/sched/stream.h"
 #include "tern/server/openai_request.h"
 #include "tern/server/openai_response.h"
@@ -19,10 +20,18 @@ struct Submission {
   int prompt_tokens = 0;
 };
 
-// Throws ApiError: 400 (template or prompt problems, context_length_exceeded),
+// Throws ApiError: 400 (template or prompt problems, context_length_exceeded
+// for a prompt the context or the KV budget can never hold),
 // 429 (queue full), 503 (shutting down). `notify` wakes the caller's session.
+// `client` names the connection: the scheduler shares batch slots fairly between clients.
 Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, const std::string& rid,
-                             sched::Stream::Notify notify);
+                             const std::string& client, sched::Stream::Notify notify);
+
+// submit_generation on the prep pool (the caller's coroutine resumes on its
+// own executor); parses the JSON body first when `body` is given.
+awaitable<Submission> prepare_generation(ServerContext& ctx, const GenerationRequest& g,
+                                         const std::string& rid, const std::string& client,
+                                         sched::Stream::Notify notify);
 
 // "chatcmpl-..." / "cmpl-..." for a request id.
 std::string response_id(GenerationRequest::Kind kind, const std::string& rid);

@@ -26,10 +26,14 @@ struct Exchange {
   Waker& waker;
 };
 
-awaitable<bool> write_chunk(Exchange& x, const std::string& data) {
+// HTTP/1.1 frames the event stream in chunks; HTTP/1.0 has no chunked coding,
+// so a 1.0 client gets the bytes unframed and the end of the body is the
+// connection closing.
+awaitable<bool> write_chunk(Exchange& x, const std::string& data, bool chunked) {
   x.stream.expires_after(std::chrono::seconds(x.ctx.opts.write_timeout_s));
-  auto [ec, n] =
-      co_await net::async_write(x.stream, http::make_chunk(net::buffer(data)), use_nothrow);
+  auto [ec, n] = chunked ? co_await net::async_write(x.stream, http::make_chunk(net::buffer(data)),
+                                                     use_nothrow)
+                         : co_await net::async_write(x.stream, net::buffer(data), use_nothrow);
   co_return !ec;
 }
 
@@ -39,11 +43,12 @@ awaitable<bool> pump_sse(Exchange& x) {
   res.set(http::field::server, "tern");
   res.set(http::field::content_type, "text/event-stream; charset=utf-8");
   res.set(http::field::cache_control, "no-cache");
-  res.set(http::field::access_control_allow_origin, "*");
   res.set("X-Accel-Buffering", "no");
   res.set("X-Request-Id", x.rid);
-  res.keep_alive(x.req.keep_alive() && !x.ctx.stopping);
-  res.chunked(true);
+  add_cors_headers(x.ctx, x.req, res);
+  const bool chunked = x.req.version() >= 11;
+  res.keep_alive(chunked && x.req.keep_alive() && !x.ctx.stopping);
+  res.chunked(chunked);
   http::response_serializer<http::empty_body> sr{res};
   x.ctx.http.count_response(200);
   x.stream.expires_after(std::chrono::seconds(x.ctx.opts.write_timeout_s));
@@ -69,13 +74,14 @@ awaitable<bool> pump_sse(Exchange& x) {
       out += kSseDone;
     }
     if (!out.empty()) {
-      if (!co_await write_chunk(x, out)) co_return false;
+      if (!co_await write_chunk(x, out, chunked)) co_return false;
       out.clear();
       if (c.finish) break;
       continue;  // more may have arrived during the write: drain again before sleeping
     }
     if (!co_await x.waker.wait()) co_return false;
   }
+  if (!chunked) co_return false;  // HTTP/1.0: closing the connection ends the body
   x.stream.expires_after(std::chrono::seconds(x.ctx.opts.write_timeout_s));
   auto [ec, n] = co_await net::async_write(x.stream, http::make_chunk_last(), use_nothrow);
   co_return !ec && res.keep_alive();
@@ -89,15 +95,15 @@ awaitable<bool> pump_whole(Exchange& x) {
     text += c.text;
     if (c.finish) {
       if (c.finish->reason == sched::FinishReason::Error) {
-        co_return co_await write_response(
-            x.ctx, x.stream,
-            error_response(x.req,
-                           ApiError(500, "server_error", "Generation failed: " + c.finish->error)),
-            x.rid, "generation");
+        Response err = error_response(
+            x.req, ApiError(500, "server_error", "Generation failed: " + c.finish->error));
+        add_cors_headers(x.ctx, x.req, err);
+        co_return co_await write_response(x.ctx, x.stream, std::move(err), x.rid, "generation");
       }
       Response res = json_response(x.req, http::status::ok,
                                    dump(completion_body(x.sub.meta, text, *c.finish)));
       res.set("X-Request-Id", x.rid);
+      add_cors_headers(x.ctx, x.req, res);
       co_return co_await write_response(x.ctx, x.stream, std::move(res), x.rid, "generation");
     }
     if (!co_await x.waker.wait()) co_return false;
@@ -113,15 +119,21 @@ GenerationRequest parse(const Request& req, GenerationRequest::Kind kind) {
 }  // namespace
 
 awaitable<bool> handle_generation(ServerContext& ctx, beast::tcp_stream& stream, Request req,
-                                  const std::string& rid, GenerationRequest::Kind kind) {
-  const std::string what = std::string(req.method_string()) + " " + std::string(req.target());
+                                  const std::string& rid, const std::string& client,
+                                  GenerationRequest::Kind kind) {
+  // The path only: a query string may carry a secret and is never logged.
+  const std::string what =
+      std::string(req.method_string()) + " " + std::string(target_path(req.target()));
   auto waker = std::make_shared<Waker>(stream.get_executor());
   GenerationRequest g;
   Submission sub;
   std::optional<ApiError> refused;
   try {
-    g = parse(req, kind);
-    sub = submit_generation(ctx, g, rid, waker->notifier());
+    // Off the reactor thread: the JSON, the chat template and the tokenizer.
+    g = co_await net::co_spawn(
+        ctx.prep, [&]() -> awaitable<GenerationRequest> { co_return parse(req, kind); },
+        net::use_awaitable);
+    sub = co_await prepare_generation(ctx, g, rid, client, waker->notifier());
   } catch (const ApiError& e) {
     refused = e;
   } catch (const InvalidArgument& e) {
@@ -129,8 +141,11 @@ awaitable<bool> handle_generation(ServerContext& ctx, beast::tcp_stream& stream,
   } catch (const std::exception& e) {
     refused = ApiError(500, "server_error", std::string("Internal error: ") + e.what());
   }
-  if (refused)
-    co_return co_await write_response(ctx, stream, error_response(req, *refused), rid, what);
+  if (refused) {
+    Response res = error_response(req, *refused);
+    add_cors_headers(ctx, req, res);
+    co_return co_await write_response(ctx, stream, std::move(res), rid, what);
+  }
 
   ctx.log->info("[{}] {} prompt={} tokens stream={} max_tokens={}", rid, what, sub.prompt_tokens,
                 g.stream, g.params.max_tokens);

@@ -124,6 +124,7 @@ awaitable<void> run_http_session(ServerContext& ctx, tcp::socket socket) {
   beast::tcp_stream stream(std::move(socket));
   beast::flat_buffer buffer;
   ctx.http.connections += 1;
+  const std::string conn = ctx.next_connection_id();
   for (;;) {
     http::request_parser<http::string_body> parser;
     if (auto ec = co_await read_request(ctx, stream, buffer, parser)) {
@@ -138,20 +139,28 @@ awaitable<void> run_http_session(ServerContext& ctx, tcp::socket socket) {
     bool keep = false;
     std::optional<Response> refused;  // answered after the try (no co_await in a handler)
     try {
-      if (needs_api_key(path)) check_api_key(ctx, req, beast::websocket::is_upgrade(req));
-      if (beast::websocket::is_upgrade(req) && path == "/v1/ws") {
-        if (ctx.stopping) throw ApiError(503, "server_error", "The server is shutting down.");
+      const bool ws_upgrade = beast::websocket::is_upgrade(req) && path == "/v1/ws";
+      // A CORS preflight carries no data and no credentials: answered without the key.
+      const bool preflight = req.method() == http::verb::options;
+      // Only the WebSocket upgrade may carry the key in the query string (a
+      // browser cannot set headers on it); everywhere else it must be a header.
+      if (needs_api_key(path) && !preflight) check_api_key(ctx, req, ws_upgrade);
+      // Draining: requests that still arrive are told so, not refused a connection.
+      if (ctx.stopping && path != "/health")
+        throw ApiError(503, "server_error", "The server is shutting down.", {}, "shutting_down");
+      if (ws_upgrade) {
         co_await run_ws_session(ctx, std::move(stream), std::move(req), rid);
         co_return;
       }
       if (req.method() == http::verb::post && path == "/v1/chat/completions") {
-        keep = co_await handle_generation(ctx, stream, std::move(req), rid,
+        keep = co_await handle_generation(ctx, stream, std::move(req), rid, conn,
                                           GenerationRequest::Kind::Chat);
       } else if (req.method() == http::verb::post && path == "/v1/completions") {
-        keep = co_await handle_generation(ctx, stream, std::move(req), rid,
+        keep = co_await handle_generation(ctx, stream, std::move(req), rid, conn,
                                           GenerationRequest::Kind::Completion);
       } else {
         Response res = handle_simple(ctx, req, rid);
+        add_cors_headers(ctx, req, res);
         if (req.method() == http::verb::head) {
           const auto len = res.body().size();
           res.body().clear();
@@ -161,6 +170,7 @@ awaitable<void> run_http_session(ServerContext& ctx, tcp::socket socket) {
       }
     } catch (const ApiError& e) {
       refused = error_response(req, e);
+      add_cors_headers(ctx, req, *refused);
     }
     if (refused) keep = co_await write_response(ctx, stream, std::move(*refused), rid, what);
     if (!keep) break;

@@ -155,6 +155,9 @@ std::string render_metrics(const sched::Metrics& m, const HttpStats& http) {
          double(http.open_websockets.load()));
   scalar(out, "tern_websocket_messages_total", "counter", "WebSocket messages received.",
          double(http.websocket_messages.load()));
+  scalar(out, "tern_websocket_stalled_total", "counter",
+         "WebSockets closed (1008) because the client stopped reading its frames.",
+         double(http.websocket_stalled.load()));
   return out;
 }
 

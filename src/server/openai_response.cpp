@@ -51,7 +51,7 @@ json timings_json(const sched::Timings& t) {
   auto per_token = [](int n, double ms) { return n > 0 ? ms / n : 0.0; };
   // Generation speed counts the gaps between tokens: n tokens span n-1 gaps.
   const int gaps = t.predicted_n > 1 ? t.predicted_n - 1 : 0;
-  return json{{"cache_n", t.cache_n},
+  json j{{"cache_n", t.cache_n},
               {"cache_dram_n", t.cache_dram_n},
               {"cache_flash_n", t.cache_flash_n},
               {"preemptions", t.preemptions},
@@ -65,6 +65,8 @@ json timings_json(const sched::Timings& t) {
               {"predicted_per_second", per_second(gaps, t.predicted_ms)},
               {"queue_ms", t.queue_ms},
               {"ttft_ms", t.ttft_ms}};
+  if (!t.finish_detail.empty()) j["finish_detail"] = t.finish_detail;
+  return j;
 }
 
 json completion_body(const ResponseMeta& m, const std::string& text, const sched::Finish& f) {

@@ -71,7 +71,6 @@ Response make_response(const Request& req, http::status status, std::string body
   Response res{status, req.version()};
   res.set(http::field::server, "tern");
   res.set(http::field::content_type, content_type);
-  res.set(http::field::access_control_allow_origin, "*");
   res.keep_alive(req.keep_alive());
   res.body() = std::move(body);
   res.prepare_payload();
@@ -87,6 +86,23 @@ Response error_response(const Request& req, const ApiError& e) {
   if (e.status() == 401) res.set(http::field::www_authenticate, "Bearer");
   if (e.status() == 429 || e.status() == 503) res.set(http::field::retry_after, "1");
   return res;
+}
+
+void add_cors_headers(const ServerContext& ctx, const Request& req, http::fields& res) {
+  const auto it = req.find(http::field::origin);
+  if (it == req.end() || ctx.opts.cors_origins.empty()) return;
+  const std::string_view origin = it->value();
+  for (const std::string& allowed : ctx.opts.cors_origins) {
+    if (allowed == "*") {
+      res.set(http::field::access_control_allow_origin, "*");
+      return;
+    }
+    if (allowed == origin) {
+      res.set(http::field::access_control_allow_origin, origin);
+      res.set(http::field::vary, "Origin");
+      return;
+    }
+  }
 }
 
 bool needs_api_key(std::string_view path) {
@@ -118,7 +134,7 @@ Response handle_simple(ServerContext& ctx, const Request& req, const std::string
   if (method == http::verb::options) {
     Response res = make_response(req, http::status::no_content, "", "text/plain");
     res.set(http::field::access_control_allow_methods, "GET, POST, OPTIONS");
-    res.set(http::field::access_control_allow_headers, "Authorization, Content-Type");
+    res.set(http::field::access_control_allow_headers, "Authorization, Content-Type, X-Api-Key");
     res.set(http::field::access_control_max_age, "86400");
     return res;
   }

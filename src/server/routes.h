@@ -21,9 +21,14 @@ Response make_response(const Request& req, http::status status, std::string body
 Response json_response(const Request& req, http::status status, std::string body);
 Response error_response(const Request& req, const ApiError& e);
 
+// CORS: when the request's Origin is one of --cors-origin (or it is "*"),
+// allows it in `res`; otherwise adds nothing (same-origin only, the default).
+void add_cors_headers(const ServerContext& ctx, const Request& req, http::fields& res);
+
 // Whether the request may use the API: no key configured, or
-// "Authorization: Bearer <key>" (WebSocket upgrades may pass ?api_key=<key>,
-// since browsers cannot set headers on them). Throws ApiError 401 otherwise.
+// "Authorization: Bearer <key>"; `allow_query`: the WebSocket upgrade of
+// /v1/ws may pass ?api_key=<key> instead (browsers cannot set headers on it),
+// and nothing else may. Throws ApiError 401 otherwise.
 void check_api_key(const ServerContext& ctx, const Request& req, bool allow_query);
 
 // Routes needing auth: everything under /v1/ and /metrics.

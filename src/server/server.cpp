@@ -2,12 +2,13 @@
 // two-phase graceful shutdown.
 //
 // Shutdown (SIGINT/SIGTERM or stop()):
-//   1. stop accepting connections and submissions; open WebSockets are told
-//      to close once their generations end; /health answers 503;
+//   1. stop accepting submissions: requests that still arrive (the listening
+//      socket stays open during the drain) get 503, /health answers 503, and
+//      open WebSockets are told to close once their generations end;
 //   2. wait until the scheduler is idle or the grace period is over, then
 //      cancel whatever still runs and wait for it to unwind;
-//   3. wait (briefly) for HTTP responses being written to finish, then send
-//      terminal cancellation to every session; stop the io_context when they
+//   3. wait (briefly) for HTTP responses being written to finish, then stop
+//      listening and send terminal cancellation to every session; stop the io_context when they
 //      are gone or after a last deadline.
 #include "tern/server/server.h"
 
@@ -62,6 +63,13 @@ void Server::Impl::spawn_session(tcp::socket socket) {
                   if (e) {
                     try {
                       std::rethrow_exception(e);
+                    } catch (const boost::system::system_error& ex) {
+                      // Shutdown's terminal cancellation surfaces at the
+                      // session's next co_await: that is how it is meant to end.
+                      if (ex.code() == net::error::operation_aborted && shutdown_started)
+                        ctx.log->debug("session cancelled by shutdown");
+                      else
+                        ctx.log->error("session ended by an exception: {}", ex.what());
                     } catch (const std::exception& ex) {
                       ctx.log->error("session ended by an exception: {}", ex.what());
                     }
@@ -109,8 +117,6 @@ awaitable<void> Server::Impl::shutdown() {
   using namespace std::chrono;
   auto& sched = ctx.scheduler;
   ctx.stopping = true;
-  beast::error_code ec;
-  acceptor.close(ec);
   sched.stop_accepting();
   sched.set_idle_callback([this] { net::post(ioc, [this] { wait_timer.cancel(); }); });
   ctx.on_exchange_done = [this] { wait_timer.cancel(); };
@@ -129,6 +135,8 @@ awaitable<void> Server::Impl::shutdown() {
   // Let responses that are being written reach their clients.
   co_await wait_until([&] { return ctx.busy_exchanges == 0 && ctx.listeners.empty(); },
                       steady_clock::now() + seconds(2));
+  beast::error_code ec;
+  acceptor.close(ec);
   ctx.log->info("closing {} connections", sessions.size());
   for (auto& s : sessions) s.emit(net::cancellation_type::terminal);
   co_await wait_until([&] { return sessions.empty(); }, steady_clock::now() + seconds(2));

@@ -18,8 +18,10 @@ awaitable<void> run_ws_session(ServerContext& ctx, beast::tcp_stream stream, Req
 
 // POST /v1/chat/completions and /v1/completions, streaming (SSE) or not.
 // Returns whether the connection may be kept alive.
+// `client` names the connection for the scheduler's fairness.
 awaitable<bool> handle_generation(ServerContext& ctx, beast::tcp_stream& stream, Request req,
-                                  const std::string& rid, GenerationRequest::Kind kind);
+                                  const std::string& rid, const std::string& client,
+                                  GenerationRequest::Kind kind);
 
 // Writes a complete response; counts it and logs it with the request id.
 // Returns whether the connection may be kept alive.

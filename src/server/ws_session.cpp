@@ -2,9 +2,19 @@
 // the client's id. A reader coroutine handles incoming JSON messages; a
 // writer coroutine drains every active stream (coalesced text) and the
 // outbox whenever it is woken. The protocol is documented in web/PROTOCOL.md.
+//
+// Backpressure: every frame queued for the client (deltas, pongs, errors)
+// counts against a per-connection byte bound (--ws-outbox-kb). While the
+// outbox is full the writer stops draining the streams (their text waits in
+// each sched::Stream, whose own bound then pauses the generation) and the
+// reader stops reading requests. A client whose frames stay unwritten past
+// --write-timeout is closed (1008, policy violation) and its generations are
+// cancelled. Other connections never wait for it.
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast/websocket.hpp>
+#include <chrono>
 #include <deque>
+#include <optional>
 #include <map>
 
 #include "generation.h"
@@ -29,7 +39,9 @@ class WsSession final : public ShutdownListener {
       : ctx_(ctx),
         ws_(std::move(stream)),
         rid_(std::move(rid)),
-        waker_(std::make_shared<Waker>(ws_.get_executor())) {}
+        client_(ctx.next_connection_id()),
+        waker_(std::make_shared<Waker>(ws_.get_executor())),
+        room_(std::make_shared<Waker>(ws_.get_executor())) {}
 
   awaitable<void> run(Request upgrade);
   void on_shutdown() override {
@@ -45,12 +57,18 @@ class WsSession final : public ShutdownListener {
 
   awaitable<void> reader();
   awaitable<void> writer();
-  void collect(std::vector<std::string>& out);
-  void handle_text(const std::string& text);
-  void on_generate(const json& msg, const std::string& id);
+  awaitable<void> watchdog();
+  void collect();
+  bool outbox_full() const { return outbox_bytes_ >= ctx_.opts.ws_outbox_bytes; }
+  void enqueue(std::string frame) {
+    outbox_bytes_ += frame.size();
+    outbox_.push_back(std::move(frame));
+  }
+  awaitable<void> handle_text(const std::string& text);
+  awaitable<void> on_generate(const json& msg, const std::string& id);
   void on_cancel(const std::string& id);
   void send(const json& j) {
-    outbox_.push_back(dump(j));
+    enqueue(dump(j));
     waker_->wake();
   }
   void send_error(const json& id, const ApiError& e) {
@@ -62,9 +80,15 @@ class WsSession final : public ShutdownListener {
   ServerContext& ctx_;
   websocket::stream<beast::tcp_stream> ws_;
   std::string rid_;
+  std::string client_;  // the scheduler is fair between connections
   std::shared_ptr<Waker> waker_;
+  std::shared_ptr<Waker> room_;  // wakes the reader when the outbox has room again
   std::map<std::string, Active> active_;
-  std::deque<std::string> outbox_;
+  std::deque<std::string> outbox_;  // frames not yet written, oldest first
+  size_t outbox_bytes_ = 0;
+  // When the frame being written was started; nullopt while no write is pending.
+  std::optional<std::chrono::steady_clock::time_point> write_since_;
+  bool stalled_ = false;  // closed by the watchdog: the client stopped reading
   bool closing_ = false;  // shutdown: close once nothing is active
   bool close_sent_ = false;
   uint64_t n_generations_ = 0;
@@ -90,10 +114,21 @@ awaitable<void> WsSession::run(Request upgrade) {
             {"model", ctx_.model_id},
             {"n_ctx", ctx_.scheduler.n_ctx()},
             {"max_generations", ctx_.opts.ws_max_generations}});
-  co_await (reader() || writer());
+  co_await (reader() || writer() || watchdog());
   for (auto& [id, a] : active_) ctx_.scheduler.cancel(a.stream);
-  if (!active_.empty())
+  if (stalled_) {
+    ctx_.http.websocket_stalled += 1;
+    ctx_.log->warn(
+        "[{}] WebSocket closed (1008 policy violation): the client read nothing for {} s with "
+        "{} bytes queued; cancelled {} generations",
+        rid_, ctx_.opts.write_timeout_s, outbox_bytes_, active_.size());
+    // Best effort: the client is not reading, so the close frame may never arrive.
+    beast::get_lowest_layer(ws_).expires_after(std::chrono::seconds(1));
+    co_await ws_.async_close(websocket::close_code::policy_error, use_nothrow);
+    beast::get_lowest_layer(ws_).close();
+  } else if (!active_.empty()) {
     ctx_.log->info("[{}] WebSocket closed: cancelled {} generations", rid_, active_.size());
+  }
   ctx_.listeners.erase(this);
   ctx_.http.open_websockets -= 1;
   ctx_.log->info("[{}] WebSocket closed", rid_);
@@ -101,6 +136,9 @@ awaitable<void> WsSession::run(Request upgrade) {
 
 awaitable<void> WsSession::reader() {
   for (;;) {
+    // Backpressure: read no more requests while the client's frames pile up.
+    while (outbox_full())
+      if (!co_await room_->wait()) co_return;
     beast::flat_buffer buf;
     auto [ec, n] = co_await ws_.async_read(buf, use_nothrow);
     if (ec) {
@@ -114,20 +152,16 @@ awaitable<void> WsSession::reader() {
                                                 {}, "invalid_frame"));
       continue;
     }
-    handle_text(beast::buffers_to_string(buf.data()));
+    co_await handle_text(beast::buffers_to_string(buf.data()));
   }
 }
 
-// Everything ready to send, without suspending: the outbox, then each stream's news.
-void WsSession::collect(std::vector<std::string>& out) {
-  while (!outbox_.empty()) {
-    out.push_back(std::move(outbox_.front()));
-    outbox_.pop_front();
-  }
-  for (auto it = active_.begin(); it != active_.end();) {
+// Moves each stream's news into the outbox, without suspending, while it has room.
+void WsSession::collect() {
+  for (auto it = active_.begin(); it != active_.end() && !outbox_full();) {
     auto c = it->second.stream->drain();
     if (!c.text.empty() || c.n_tokens > 0)
-      out.push_back(dump(
+      enqueue(dump(
           json{{"type", "delta"}, {"id", it->first}, {"text", c.text}, {"tokens", c.n_tokens}}));
     if (!c.finish) {
       ++it;
@@ -139,22 +173,29 @@ void WsSession::collect(std::vector<std::string>& out) {
                  {"usage", usage_json(c.finish->usage)},
                  {"timings", timings_json(c.finish->timings)}};
     if (!c.finish->error.empty()) done["error"] = c.finish->error;
-    out.push_back(dump(done));
+    enqueue(dump(done));
     it = active_.erase(it);
   }
 }
 
 awaitable<void> WsSession::writer() {
-  std::vector<std::string> batch;
   for (;;) {
-    batch.clear();
-    collect(batch);
-    if (close_sent_) batch.clear();  // nothing may follow a close frame
-    for (const auto& m : batch) {
-      auto [ec, n] = co_await ws_.async_write(net::buffer(m), use_nothrow);
-      if (ec) co_return;
+    collect();
+    if (close_sent_) {  // nothing may follow a close frame
+      outbox_.clear();
+      outbox_bytes_ = 0;
     }
-    if (!batch.empty()) continue;
+    if (!outbox_.empty()) {
+      const std::string frame = std::move(outbox_.front());
+      outbox_.pop_front();
+      write_since_ = std::chrono::steady_clock::now();
+      auto [ec, n] = co_await ws_.async_write(net::buffer(frame), use_nothrow);
+      write_since_.reset();
+      outbox_bytes_ -= frame.size();
+      if (ec) co_return;
+      if (!outbox_full()) room_->wake();
+      continue;
+    }
     if (closing_ && active_.empty() && !close_sent_) {
       close_sent_ = true;
       auto [ec] = co_await ws_.async_close(websocket::close_code::going_away, use_nothrow);
@@ -165,23 +206,40 @@ awaitable<void> WsSession::writer() {
   }
 }
 
-void WsSession::handle_text(const std::string& text) {
+// Ends the session when one frame has waited longer than --write-timeout to
+// be written: the client has stopped reading.
+awaitable<void> WsSession::watchdog() {
+  const auto limit = std::chrono::seconds(ctx_.opts.write_timeout_s);
+  net::steady_timer tick(ws_.get_executor());
+  for (;;) {
+    tick.expires_after(std::min<std::chrono::steady_clock::duration>(limit, std::chrono::seconds(1)));
+    auto [ec] = co_await tick.async_wait(use_nothrow);
+    if (ec) co_return;  // the session is ending
+    if (write_since_ && std::chrono::steady_clock::now() - *write_since_ >= limit) {
+      stalled_ = true;
+      beast::get_lowest_layer(ws_).socket().cancel();  // unblocks the pending write
+      co_return;
+    }
+  }
+}
+
+awaitable<void> WsSession::handle_text(const std::string& text) {
   const json msg = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (msg.is_discarded() || !msg.is_object()) {
     send_error(nullptr,
                ApiError::bad_request("The message is not a JSON object.", {}, "invalid_json"));
-    return;
+    co_return;
   }
   const auto type_it = msg.find("type");
   if (type_it == msg.end() || !type_it->is_string()) {
     send_error(nullptr, ApiError::bad_request("Missing required parameter: 'type' (a string).",
                                               "type", "missing_required_parameter"));
-    return;
+    co_return;
   }
   const std::string type = type_it->get<std::string>();
   if (type == "ping") {
     send(json{{"type", "pong"}});
-    return;
+    co_return;
   }
   const auto id_it = msg.find("id");
   if (id_it == msg.end() || !id_it->is_string() || id_it->get<std::string>().empty() ||
@@ -190,11 +248,11 @@ void WsSession::handle_text(const std::string& text) {
                ApiError::bad_request("'id' must be a non-empty string of at most " +
                                          std::to_string(kMaxIdBytes) + " bytes.",
                                      "id", "invalid_value"));
-    return;
+    co_return;
   }
   const std::string id = id_it->get<std::string>();
   if (type == "generate") {
-    on_generate(msg, id);
+    co_await on_generate(msg, id);
   } else if (type == "cancel") {
     on_cancel(id);
   } else {
@@ -204,7 +262,7 @@ void WsSession::handle_text(const std::string& text) {
   }
 }
 
-void WsSession::on_generate(const json& msg, const std::string& id) {
+awaitable<void> WsSession::on_generate(const json& msg, const std::string& id) {
   try {
     if (active_.count(id))
       throw ApiError::bad_request("A generation with id '" + id + "' is already running.", "id",
@@ -215,10 +273,21 @@ void WsSession::on_generate(const json& msg, const std::string& id) {
                          std::to_string(ctx_.opts.ws_max_generations) + ").",
                      {}, "too_many_generations");
     const std::vector<std::string> own = {"type", "id"};
-    const GenerationRequest g =
-        msg.contains("prompt") ? parse_completion_request(msg, own) : parse_chat_request(msg, own);
     const std::string request_id = rid_ + "." + std::to_string(++n_generations_);
-    Submission sub = submit_generation(ctx_, g, request_id, waker_->notifier());
+    // Off the reactor thread: validation, the chat template and the tokenizer.
+    const GenerationRequest g = co_await net::co_spawn(
+        ctx_.prep,
+        [&]() -> awaitable<GenerationRequest> {
+          co_return msg.contains("prompt") ? parse_completion_request(msg, own)
+                                           : parse_chat_request(msg, own);
+        },
+        net::use_awaitable);
+    Submission sub = co_await prepare_generation(ctx_, g, request_id, client_, waker_->notifier());
+    const auto cs = co_await net::this_coro::cancellation_state;
+    if (cs.cancelled() != net::cancellation_type::none) {  // the session ended meanwhile
+      ctx_.scheduler.cancel(sub.stream);
+      co_return;
+    }
     ctx_.log->info("[{}] generate id={} prompt={} tokens max_tokens={}", request_id,
                    id.substr(0, 32), sub.prompt_tokens, g.params.max_tokens);
     send(json{{"type", "start"},

@@ -4,23 +4,22 @@
 // batch of sequences (prefill chunks and decode tokens mixed) and returns the
 // logits the batch asked for. Single-threaded API: call from the engine thread.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
-#include <functional>
-
 #include "tern/kv/kv_types.h"
 #include "tern/model/batch.h"
 #include "tern/model/config.h"
-#include "tern/model/model.h"
 
 namespace tern {
 
 class Tokenizer;
 class ChatTemplate;
 class TaskPool;
+class Model;
 namespace kv {
 class PagedKv;
 }
@@ -30,7 +29,10 @@ struct EngineOptions {
   int n_threads = 0;       // 0: one per core
   int n_ctx = 4096;        // max tokens per sequence (clamped to the model's context)
   int max_seqs = 64;       // max live sequences in the KV cache
-  LoadOptions load;        // weight repacking policy
+  // Packed format of every linear weight; Auto: the model's per-tensor policy
+  // (int4 from 4-bit sources, int8 otherwise; the output head prefers int8).
+  enum class Weights : uint8_t { Auto, Int4, Int8 };
+  Weights weights = Weights::Auto;
   // KV memory hierarchy (kv/paged_kv.h).
   kv::KvType kv_type = kv::KvType::Int8Fp8;
   size_t kv_dram_mb = 1024;     // DRAM budget for KV blocks and flash staging (committed as used)
@@ -67,7 +69,30 @@ class Engine {
   // step() continues from there.
   int attach_prefix(SeqId seq, std::span<const int32_t> prompt);
 
-  // The KV cache itself: capacity (reserve, available_blocks), stats, faults.
+  // --- KV capacity, as the scheduler needs it (it sees no KV internals) ---
+  int block_tokens() const;         // tokens per KV block
+  int64_t available_blocks() const;  // blocks that can be made free now
+  int64_t capacity_blocks() const;   // blocks the DRAM budget holds in all
+  // Makes room in the KV cache for n more tokens of seq before a step.
+  enum class Room : uint8_t {
+    Ok,
+    Full,         // no room can be made: preempt a sequence and retry
+    SpillFailed,  // making room needed a flash write that failed: same remedy
+    Lost,         // seq's own KV was lost to a flash read error: recompute or fail it
+    Invalid,      // past the context, or another misuse: fail the request
+  };
+  struct Reservation {
+    Room room = Room::Ok;
+    std::string why;  // what happened, for the log and the request's error
+  };
+  Reservation reserve(SeqId seq, int n);
+  // Non-empty when a flash read seq depended on failed during the last
+  // step: its KV is incomplete and the request must be recomputed or ended.
+  const std::string& failure(SeqId seq) const;
+  // Cache counters and gauges (for /metrics and per-request timings).
+  kv::KvStats cache_stats() const;
+
+  // The KV cache itself, for tests and benchmarks (fault injection, invariants).
   kv::PagedKv& kv();
   const kv::PagedKv& kv() const;
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tern/core/error.h"
 #include "tern/sampling/params.h"
 #include "tern/sched/stream.h"
 
@@ -20,7 +21,18 @@ struct Request {
   std::vector<int32_t> prompt;  // token ids, non-empty
   SamplingParams params;        // validated; max_tokens -1 = until the context is full
   std::shared_ptr<Stream> stream;
+  // Who asked (the server names the connection): when requests wait, batch
+  // slots and admission are shared fairly between clients, so one client's
+  // many generations cannot hold every slot. Empty: one anonymous client.
+  std::string client;
   Clock::time_point arrival = Clock::now();
+};
+
+// The prompt can never run: it does not fit the context, or the KV budget
+// could not hold it even alone. submit() throws it; the server answers 400.
+class PromptTooLongError : public InvalidArgument {
+ public:
+  using InvalidArgument::InvalidArgument;
 };
 
 enum class SubmitStatus : uint8_t {

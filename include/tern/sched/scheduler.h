@@ -4,13 +4,19 @@
 // One engine thread runs steps. Each step it
 //   1. drops cancelled requests (waiting ones never run; running ones free
 //      their sequence),
-//   2. admits waiting requests (preempted sequences first) while the batch,
-//      the KV cache's free blocks and the optional KV token budget allow;
-//      an admitted prompt reuses the KV of its longest cached prefix
-//      (automatic prefix caching) and only its tail is computed,
-//   3. builds ONE batch: a decode token for every running sequence, then
-//      prefill chunks of newly admitted prompts within a per-step token
-//      budget (a long prompt never stalls everyone else's decode), and
+//   2. admits waiting requests while the batch, the KV cache's free blocks
+//      and the optional KV token budget allow, fairly between clients: the
+//      next one admitted belongs to the client with the fewest running
+//      (preempted sequences before new requests, FIFO within a client), and
+//      when it does not fit, the newest sequence of a client running at
+//      least two more yields its slot (preempted, never failed); an admitted
+//      prompt reuses the KV of its longest cached prefix (automatic prefix
+//      caching) and only its tail is computed,
+//   3. builds ONE batch: a decode token for every running sequence whose
+//      client keeps up with its stream (a backlogged stream pauses its
+//      sequence), then prefill chunks of newly admitted prompts within a
+//      per-step token budget (a long prompt never stalls everyone else's
+//      decode; each client's oldest prompt goes before anyone's second), and
 //      reserves KV blocks for it; when the pool has no room, the newest
 //      sequence is preempted (its KV released to the prefix cache, where it
 //      may spill to flash) and later re-admitted to recompute or reload it,
@@ -28,6 +34,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -64,9 +71,13 @@ class Scheduler {
 
   void start();  // launches the engine thread
 
-  // Thread-safe. Throws InvalidArgument for an empty prompt, one that does not
-  // fit the context, or no stream. Never blocks on a step.
+  // Thread-safe. The one check of a prompt: throws PromptTooLongError when it
+  // does not fit the context or the KV budget (even alone), InvalidArgument
+  // for an empty prompt, a token outside the vocabulary or no stream. Never
+  // blocks on a step.
   SubmitStatus submit(Request r);
+  // The longest prompt submit() accepts (tokens).
+  int max_prompt_tokens() const { return max_prompt_tokens_; }
 
   // Thread-safe: the request is dropped (waiting) or its sequence freed
   // (running) at the next token boundary; its stream then gets
@@ -90,6 +101,7 @@ class Scheduler {
  private:
   void loop();
   bool take_work(std::vector<Request>& admitted);  // false: stop
+  bool runnable() const;
   void start_sequences(std::vector<Request>& admitted);
   void attach(Sequence& s);
   void retire_cancelled();
@@ -99,7 +111,7 @@ class Scheduler {
   void park_preempted();
   void run_step();
   void emit_token(Sequence& s, int32_t token);
-  void finish(Sequence& s, FinishReason reason, std::string error = {});
+  void finish(Sequence& s, FinishReason reason, std::string error = {}, std::string detail = {});
   void retire_finished();
   void update_gauges();
   int64_t kv_tokens_in_use() const;
@@ -109,6 +121,8 @@ class Scheduler {
   Metrics& metrics_;
   int n_ctx_ = 0;
   int n_vocab_ = 0;
+  int max_prompt_tokens_ = 0;
+  int64_t kv_capacity_tokens_ = 0;  // what one sequence can hold in the KV budget
 
   // Shared with submitters, guarded by mu_.
   mutable std::mutex mu_;
@@ -126,12 +140,13 @@ class Scheduler {
   // Preempted sequences waiting to be re-admitted, oldest admission first;
   // they go before any new request. Read under mu_ by take_work's predicate.
   std::deque<std::unique_ptr<Sequence>> preempted_;
-  int n_readmit_ = 0;            // preempted_ entries take_work admitted this round
+  std::vector<std::unique_ptr<Sequence>> readmit_;  // preempted ones take_work admitted
   uint64_t next_order_ = 0;      // admission counter
   Batch batch_;  // reused every step: no allocation in steady state
   StepOutput out_;
   std::vector<Sequence*> entry_seq_;  // (batch entries) whose entry it is
   std::vector<std::pair<Sequence*, int>> plan_, plan_order_;  // this step's (sequence, tokens)
+  std::vector<std::pair<std::string, int>> client_load_;  // (client, running): take_work's scratch
   std::thread thread_;
 };
 

@@ -10,6 +10,11 @@
 // "something pending"), outside the lock; the consumer must drain before it
 // sleeps, which makes lost wake-ups impossible.
 //
+// Backpressure: text the consumer has not drained is bounded. Once
+// kBacklogBytes are pending the stream is backlogged and the scheduler stops
+// decoding its sequence (it keeps its KV and its batch slot) until a drain
+// brings it back under the bound; the drain hook wakes the scheduler then.
+//
 // Cancellation flows the other way: the session calls Scheduler::cancel(),
 // which sets the flag here and wakes the engine thread; the sequence is freed
 // at the next token boundary.
@@ -50,6 +55,9 @@ struct Timings {
   int cache_flash_n = 0;    // ... of which reloaded from flash
   int preemptions = 0;      // times the request lost its KV to make room
   int predicted_n = 0;      // tokens generated
+  // Why the generation ended early when the reason alone does not say
+  // (e.g. "length" because the KV budget ran out, not max_tokens); "" otherwise.
+  std::string finish_detail;
 };
 
 struct Finish {
@@ -70,6 +78,7 @@ struct StreamChunk {
 class Stream {
  public:
   using Notify = std::function<void()>;
+  static constexpr size_t kBacklogBytes = 64 << 10;
 
   // `notify` is called from the engine thread; it must be cheap and thread-safe
   // (the server posts a wake-up to the session's executor).
@@ -85,6 +94,12 @@ class Stream {
   StreamChunk drain();
   bool finished() const;  // a Finish was pushed (it may not be drained yet)
 
+  // Pending text has reached kBacklogBytes (thread-safe, lock-free).
+  bool backlogged() const { return backlogged_.load(std::memory_order_acquire); }
+  // Called (consumer thread, outside the lock) when a drain ends a backlog.
+  // Set once, before the stream is shared (the scheduler does it on submit).
+  void set_drain_hook(Notify hook) { drain_hook_ = std::move(hook); }
+
   // Cancellation flag: set by Scheduler::cancel(), read by the scheduler.
   void mark_cancelled() { cancelled_.store(true, std::memory_order_release); }
   bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
@@ -99,6 +114,8 @@ class Stream {
   std::optional<Finish> finish_;
   bool finished_ = false;
   bool signalled_ = false;  // a notify is outstanding since the last drain
+  Notify drain_hook_;
+  std::atomic<bool> backlogged_{false};
   std::atomic<bool> cancelled_{false};
 };
 

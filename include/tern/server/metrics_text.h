@@ -20,6 +20,7 @@ class HttpStats {
   std::atomic<uint64_t> connections{0};     // accepted TCP connections
   std::atomic<int64_t> open_websockets{0};  // gauge
   std::atomic<uint64_t> websocket_messages{0};
+  std::atomic<uint64_t> websocket_stalled{0};  // closed for not reading (1008)
 
  private:
   mutable std::mutex mu_;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tern {
 class Engine;
@@ -22,12 +23,17 @@ struct ServerOptions {
   std::string host = "127.0.0.1";  // loopback unless asked otherwise
   uint16_t port = 8080;            // 0: any free port (see Server::port())
   std::string api_key;             // "" = no authentication
+  // Origins allowed to call the API from a browser page (CORS); "*" allows
+  // any. Empty (the default): same-origin only, no CORS headers are sent.
+  std::vector<std::string> cors_origins;
   std::string model_name;          // id reported by /v1/models and in responses
   std::string web_root;            // "" = find web/ (StaticFiles::find_root)
   size_t body_limit = 1 << 20;     // bytes; larger bodies get 413
   size_t header_limit = 16 << 10;  // bytes; larger headers get 431
   int idle_timeout_s = 60;         // keep-alive idle time and per-read deadline
   int write_timeout_s = 60;        // a client that reads nothing for this long is dropped
+                                   // (a WebSocket is closed with 1008)
+  size_t ws_outbox_bytes = 1 << 20;  // frames queued per WebSocket before backpressure
   double shutdown_grace_s = 10;    // in-flight generations may finish within this
   int ws_max_generations = 32;     // concurrent generations per WebSocket
 };
