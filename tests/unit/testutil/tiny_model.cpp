@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "tern/gguf/gguf.h"
+#include "tern/kernels/dequant.h"
 #include "testutil.h"
 
 namespace tern::test {
@@ -75,13 +76,13 @@ std::string write_tiny_model(const TinyModelSpec& s, const std::string& name) {
     size_t count = 1;
     for (auto d : dims) count *= size_t(d);
     auto v = randn(rng, count, scale);
-    w.add_tensor_f32(n, dims, v, t);
+    w.add_tensor(n, t, dims, tern::kernels::quantize_ref(t, v));
   };
   auto add_norm = [&](const std::string& n, int len) {
     std::vector<float> v(static_cast<size_t>(len));
     std::uniform_real_distribution<float> u(0.8f, 1.2f);
     for (auto& x : v) x = u(rng);
-    w.add_tensor_f32(n, {len}, v, DType::F32);
+    w.add_tensor_f32(n, {len}, v);
   };
   add("token_embd.weight", {s.d_model, s.n_vocab}, 1.0f, s.embd_type);
   if (!s.tied) add("output.weight", {s.d_model, s.n_vocab}, 0.1f, DType::Q8_0);
