@@ -10,7 +10,6 @@
 namespace tern::kernels {
 namespace {
 
-
 // Per group of 32: d = amax/127, q = round_half_even(x * 127/amax),
 // d and s = d*sum(q) kept in f32 (llama.cpp rounds both to fp16; with Q4_1 the
 // min term m*s nearly cancels the scale term, so that rounding costs accuracy).
@@ -86,18 +85,6 @@ void swiglu_ref(const float* gate, const float* up, float* out, int n) {
   for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-void softmax_ref(float* x, int n) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int i = 0; i < n; ++i) mx = std::max(mx, x[i]);
-  double sum = 0.0;
-  for (int i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
-  const float inv = float(1.0 / sum);
-  for (int i = 0; i < n; ++i) x[i] *= inv;
-}
-
 // One query against positions [0, n_kv): the textbook online softmax.
 void attend_one(const float* q, const uint16_t* k, const uint16_t* v, int n_kv, int head_dim,
                 int64_t stride, float* out) {
@@ -131,16 +118,15 @@ void attention_f16_ref(const float* q, float* out, int64_t q_stride, int n_tok, 
   }
 }
 
-void f32_to_f16_ref(const float* x, uint16_t* out, int n) {
-  for (int i = 0; i < n; ++i) out[i] = f32_to_fp16(x[i]);
-}
-
 }  // namespace
 
 const KernelTable& scalar_kernels() {
-  static const KernelTable t{"scalar",      quantize_rows_ref, gemm_tiles_ref,
-                             rmsnorm_ref,   swiglu_ref,        softmax_ref,
-                             attention_f16_ref, f32_to_f16_ref};
+  static const KernelTable t{.isa = "scalar",
+                             .quantize_rows = quantize_rows_ref,
+                             .gemm_tiles = gemm_tiles_ref,
+                             .rmsnorm = rmsnorm_ref,
+                             .swiglu = swiglu_ref,
+                             .attention_f16 = attention_f16_ref};
   return t;
 }
 

@@ -57,39 +57,6 @@ TEST(Ops, SwigluMatchesScalar) {
   }
 }
 
-TEST(Ops, SoftmaxMatchesScalar) {
-  std::mt19937 rng(3);
-  for (const KernelTable* k : fast_tables()) {
-    for (const int n : {1, 3, 8, 17, 1000}) {
-      Floats x(n, 1, rng, 5.0f);
-      std::vector<float> want(x.data(), x.data() + n);
-      scalar_kernels().softmax(want.data(), n);
-      k->softmax(x.data(), n);
-      double sum = 0;
-      for (int i = 0; i < n; ++i) {
-        ASSERT_NEAR(x.data()[i], want[size_t(i)], 4 * kUlp * want[size_t(i)] + 1e-37f) << k->isa;
-        sum += x.data()[i];
-      }
-      EXPECT_NEAR(sum, 1.0, 1e-5);
-    }
-  }
-}
-
-TEST(Ops, F32ToF16MatchesScalarBitForBit) {
-  std::mt19937 rng(4);
-  for (const KernelTable* k : fast_tables()) {
-    for (const int n : {1, 7, 8, 9, 192, 385}) {
-      Floats x(n, 1, rng, 100.0f);
-      x.data()[0] = 65520.0f;  // rounds to inf
-      if (n > 2) x.data()[1] = 1e-7f, x.data()[2] = -3e-5f;  // subnormal fp16
-      std::vector<uint16_t> want(size_t(n) + 1), got(size_t(n) + 1);
-      scalar_kernels().f32_to_f16(x.data(), want.data(), n);
-      k->f32_to_f16(x.data(), got.data() + 1, n);  // unaligned destination
-      ASSERT_EQ(std::memcmp(want.data(), got.data() + 1, size_t(n) * 2), 0) << k->isa << " n " << n;
-    }
-  }
-}
-
 TEST(Ops, AttentionMatchesScalar) {
   std::mt19937 rng(6);
   std::normal_distribution<float> dist(0.0f, 1.0f);
