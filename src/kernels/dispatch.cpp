@@ -129,6 +129,9 @@ void rmsnorm(const float* x, const float* weight, float* out, int n, float eps) 
 void swiglu(const float* gate, const float* up, float* out, int n) {
   active_kernels().swiglu(gate, up, out, n);
 }
+void geglu(const float* gate, const float* up, float* out, int n) {
+  active_kernels().geglu(gate, up, out, n);
+}
 void attention_f16(const float* q, float* out, int64_t q_stride, int n_tok, int n_grp, int n_kv0,
                    const uint16_t* k, const uint16_t* v, int64_t kv_stride, int head_dim) {
   active_kernels().attention_f16(q, out, q_stride, n_tok, n_grp, n_kv0, k, v, kv_stride, head_dim);

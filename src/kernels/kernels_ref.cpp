@@ -85,6 +85,16 @@ void swiglu_ref(const float* gate, const float* up, float* out, int n) {
   for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+// The textbook tanh form (as ggml and PyTorch's approximate="tanh" write it).
+void geglu_ref(const float* gate, const float* up, float* out, int n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int i = 0; i < n; ++i) {
+    const float x = gate[i];
+    const float gelu = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
+    out[i] = gelu * up[i];
+  }
+}
+
 // One query against positions [0, n_kv): the textbook online softmax.
 void attend_one(const float* q, const uint16_t* k, const uint16_t* v, int n_kv, int head_dim,
                 int64_t stride, float* out) {
@@ -126,6 +136,7 @@ const KernelTable& scalar_kernels() {
                              .gemm_tiles = gemm_tiles_ref,
                              .rmsnorm = rmsnorm_ref,
                              .swiglu = swiglu_ref,
+                             .geglu = geglu_ref,
                              .attention_f16 = attention_f16_ref};
   return t;
 }

@@ -1,5 +1,5 @@
 // AVX2 + FMA + F16C kernels other than the matrix products: activation
-// quantization, RMSNorm, SwiGLU and single-query attention with an online
+// quantization, RMSNorm, SwiGLU, GeGLU and single-query attention with an online
 // softmax. Each has a scalar twin in kernels_ref.cpp; quantize_rows is
 // bit-identical to its twin, rmsnorm to within the order of a
 // double-precision sum, the exp-based ones to a few ulp.
@@ -81,6 +81,26 @@ void swiglu(const float* gate, const float* up, float* out, int n) {
     _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
   }
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+// 0.5 (1 + tanh(u)) = 1 / (1 + e^(-2u)), so gelu_tanh(x) = x / (1 + e^(-2u))
+// with u = sqrt(2/pi) (x + 0.044715 x^3): one exp and a division, as silu.
+void geglu(const float* gate, const float* up, float* out, int n) {
+  const __m256 one = _mm256_set1_ps(1.0f), c = _mm256_set1_ps(0.044715f);
+  const __m256 m2k = _mm256_set1_ps(-2.0f * 0.7978845608028654f);
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(c, g), g, one);  // 1 + 0.044715 x^2
+    const __m256 e = x86::exp(_mm256_mul_ps(_mm256_mul_ps(m2k, g), inner));
+    const __m256 gelu = _mm256_div_ps(g, _mm256_add_ps(one, e));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(gelu, _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) {
+    const float g = gate[i];
+    const float e = std::exp(-2.0f * 0.7978845608028654f * g * std::fma(0.044715f * g, g, 1.0f));
+    out[i] = g / (1.0f + e) * up[i];
+  }
 }
 
 namespace {
@@ -261,6 +281,7 @@ KernelTable table(const char* isa, GemmTilesFn gemm_tiles) {
                      .gemm_tiles = gemm_tiles,
                      .rmsnorm = rmsnorm,
                      .swiglu = swiglu,
+                     .geglu = geglu,
                      .attention_f16 = attention_f16};
 }
 

@@ -50,6 +50,10 @@ void rope(float* q, int n_q, float* k, int n_k, int pos, const RopeParams& p);
 // out (n) = silu(gate (n)) * up (n)
 void swiglu(const float* gate, const float* up, float* out, int n);
 
+// out (n) = gelu_tanh(gate (n)) * up (n), the gated FFN of Gemma, where
+// gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+void geglu(const float* gate, const float* up, float* out, int n);
+
 // Causal attention of a block of query tokens of one sequence against one KV
 // head, with an online softmax (fp32, no score matrix). Token i of the block
 // (0 <= i < n_tok) sees cache positions [0, n_kv0 + i); its n_grp query heads

@@ -55,6 +55,7 @@ std::string write_tiny_model(const TinyModelSpec& s, const std::string& name) {
   w.set_u32(a + "context_length", uint32_t(s.n_ctx));
   w.set_f32(a + "rope.freq_base", s.rope_theta);
   w.set_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  if (!s.activation.empty()) w.set_string(a + "feed_forward_activation", s.activation);
   if (s.with_tokenizer) {
     // Byte-level vocabulary: 3 control tokens, then single bytes.
     std::vector<std::string> toks = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
