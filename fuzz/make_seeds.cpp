@@ -11,11 +11,13 @@
 
 #include "tern/core/error.h"
 #include "tern/gguf/gguf_writer.h"
+#include "tern/kernels/dequant.h"
 
 namespace {
 
 using tern::DType;
 using tern::gguf::GgufWriter;
+using tern::kernels::quantize_ref;
 
 std::vector<float> wave(size_t n) {
   std::vector<float> v(n);
@@ -55,9 +57,9 @@ std::vector<uint8_t> metadata_seed() {
   w.set_array<bool>("boola", {true, false});
   w.set_array<int64_t>("i64a", {-1});
   const auto v = wave(64);
-  w.add_tensor_f32("token_embd.weight", {32, 2}, v, DType::Q8_0);
-  w.add_tensor_f32("blk.0.attn_q.weight", {64}, v, DType::Q4_1);
-  w.add_tensor_f32("output_norm.weight", {8}, std::span<const float>(v.data(), 8), DType::F32);
+  w.add_tensor("token_embd.weight", DType::Q8_0, {32, 2}, quantize_ref(DType::Q8_0, v));
+  w.add_tensor("blk.0.attn_q.weight", DType::Q4_1, {64}, quantize_ref(DType::Q4_1, v));
+  w.add_tensor_f32("output_norm.weight", {8}, std::span<const float>(v.data(), 8));
   return w.to_bytes();
 }
 
@@ -83,7 +85,7 @@ std::vector<uint8_t> float_types_seed() {
   GgufWriter w;
   const auto v = wave(32 * 3);
   for (DType t : {DType::F16, DType::BF16, DType::Q4_0, DType::Q5_0, DType::Q5_1}) {
-    w.add_tensor_f32(std::string(tern::dtype_name(t)), {32, 3}, v, t);
+    w.add_tensor(std::string(tern::dtype_name(t)), t, {32, 3}, quantize_ref(t, v));
   }
   return w.to_bytes();
 }

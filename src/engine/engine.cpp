@@ -9,6 +9,7 @@
 
 #include "tern/core/error.h"
 #include "tern/core/log.h"
+#include "tern/core/sha256.h"
 #include "tern/core/task_pool.h"
 #include "tern/gguf/gguf.h"
 #include "tern/kernels/ops.h"
@@ -32,7 +33,7 @@ std::string model_fingerprint(const gguf::GgufFile& f, const LoadOptions& load) 
   std::string s = std::to_string(bytes.size()) + "/" +
                   std::to_string(load.force_format ? int(*load.force_format) : -1) + "/" +
                   std::to_string(int(load.head_format)) + "/";
-  const kv::BlockHash h = kv::sha256(bytes.data(), std::min(bytes.size(), f.data_offset()));
+  const kv::BlockHash h = tern::sha256(bytes.data(), std::min(bytes.size(), f.data_offset()));
   s.append(reinterpret_cast<const char*>(h.data()), h.size());
   return s;
 }

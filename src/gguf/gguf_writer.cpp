@@ -9,7 +9,6 @@
 #include <limits>
 
 #include "tern/core/error.h"
-#include "tern/kernels/dequant.h"
 
 namespace tern::gguf {
 namespace {
@@ -197,24 +196,10 @@ void GgufWriter::add_tensor(std::string name, DType type, std::vector<int64_t> d
 }
 
 void GgufWriter::add_tensor_f32(std::string name, std::vector<int64_t> dims,
-                                std::span<const float> values, DType store_as) {
-  if (!kernels::can_quantize(store_as)) {
-    throw InvalidArgument("GgufWriter: cannot encode tensor '" + name + "' as " +
-                          std::string(dtype_name(store_as)));
-  }
-  int64_t n = 1;
-  for (int64_t d : dims) {
-    if (d <= 0 || __builtin_mul_overflow(n, d, &n))
-      throw InvalidArgument("GgufWriter: tensor '" + name + "' has invalid dimensions");
-  }
-  const DTypeTraits tr = dtype_traits(store_as);
-  if (dims.empty() || size_t(n) != values.size() || dims[0] % tr.block_elems != 0) {
-    throw InvalidArgument("GgufWriter: tensor '" + name +
-                          "' dims do not match its values or block size");
-  }
-  std::vector<uint8_t> data(size_t(n / tr.block_elems) * tr.block_bytes);
-  kernels::quantize_row_ref(store_as, values.data(), data.data(), n);
-  add_tensor(std::move(name), store_as, std::move(dims), std::move(data));
+                                std::span<const float> values) {
+  std::vector<uint8_t> data(values.size_bytes());
+  std::memcpy(data.data(), values.data(), data.size());
+  add_tensor(std::move(name), DType::F32, std::move(dims), std::move(data));
 }
 
 // general.alignment when set (with set_u32 or set_u64), else 32.

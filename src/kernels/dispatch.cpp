@@ -14,12 +14,17 @@
 
 namespace tern::kernels {
 
+bool cpu_runs_avx2() {
+  const auto& cpu = cpu_features();
+  return cpu.avx2 && cpu.fma && cpu.f16c;
+}
+
 const KernelTable& active_kernels() {
   static const KernelTable& table = []() -> const KernelTable& {
     const char* force = std::getenv("TERN_KERNELS");
     const std::string_view want = force ? force : "";
     const auto& cpu = cpu_features();
-    const bool has_avx2 = cpu.avx2 && cpu.fma && cpu.f16c;
+    const bool has_avx2 = cpu_runs_avx2();
     const KernelTable* avx2 = has_avx2 ? avx2_kernels() : nullptr;
     const KernelTable* vnni = has_avx2 && cpu.avxvnni ? avxvnni_kernels() : nullptr;
     // Every CPU with AVX512-VNNI and BW also has VL (Cascade Lake, Ice Lake, Zen 4 on).
@@ -44,6 +49,10 @@ const KernelTable& active_kernels() {
 }
 
 const char* kernel_isa() { return active_kernels().isa; }
+
+IsaFamily active_isa_family() {
+  return &active_kernels() == &scalar_kernels() ? IsaFamily::Scalar : IsaFamily::Avx2;
+}
 
 void quantize_activations(const float* x, int rows, int n, QuantizedActs& qa, TaskPool& pool) {
   qa.resize(rows, n);
@@ -120,12 +129,13 @@ void rmsnorm(const float* x, const float* weight, float* out, int n, float eps) 
 void swiglu(const float* gate, const float* up, float* out, int n) {
   active_kernels().swiglu(gate, up, out, n);
 }
-void softmax(float* x, int n) { active_kernels().softmax(x, n); }
+void geglu(const float* gate, const float* up, float* out, int n) {
+  active_kernels().geglu(gate, up, out, n);
+}
 void attention_f16(const float* q, float* out, int64_t q_stride, int n_tok, int n_grp, int n_kv0,
                    const uint16_t* k, const uint16_t* v, int64_t kv_stride, int head_dim) {
   active_kernels().attention_f16(q, out, q_stride, n_tok, n_grp, n_kv0, k, v, kv_stride, head_dim);
 }
-void f32_to_f16(const float* x, uint16_t* out, int n) { active_kernels().f32_to_f16(x, out, n); }
 
 // RoPE is cheap once the angles are known, and its angle schedule must match
 // llama.cpp's exactly (theta *= theta_scale, libm cos/sin), so it has a single

@@ -18,11 +18,10 @@ struct KernelTable {
                      int t0, int t1);
   void (*rmsnorm)(const float* x, const float* weight, float* out, int n, float eps);
   void (*swiglu)(const float* gate, const float* up, float* out, int n);
-  void (*softmax)(float* x, int n);
+  void (*geglu)(const float* gate, const float* up, float* out, int n);
   void (*attention_f16)(const float* q, float* out, int64_t q_stride, int n_tok, int n_grp,
                         int n_kv0, const uint16_t* k, const uint16_t* v, int64_t kv_stride,
                         int head_dim);
-  void (*f32_to_f16)(const float* x, uint16_t* out, int n);
 };
 
 const KernelTable& scalar_kernels();

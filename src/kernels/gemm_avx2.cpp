@@ -40,9 +40,7 @@ struct Avx2Dot {
 }  // namespace
 
 const KernelTable* avx2_kernels() {
-  static const KernelTable t{"avx2",        avx2::quantize_rows,  x86::gemm_tiles<Avx2Dot>,
-                             avx2::rmsnorm, avx2::swiglu,         avx2::softmax,
-                             avx2::attention_f16, avx2::f32_to_f16};
+  static const KernelTable t = avx2::table("avx2", x86::gemm_tiles<Avx2Dot>);
   return &t;
 }
 

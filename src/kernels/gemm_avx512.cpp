@@ -168,9 +168,7 @@ void gemm_tiles(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r0
 }  // namespace
 
 const KernelTable* avx512_kernels() {
-  static const KernelTable t{"avx512vnni",  avx2::quantize_rows, gemm_tiles,
-                             avx2::rmsnorm, avx2::swiglu,        avx2::softmax,
-                             avx2::attention_f16, avx2::f32_to_f16};
+  static const KernelTable t = avx2::table("avx512vnni", gemm_tiles);
   return &t;
 }
 

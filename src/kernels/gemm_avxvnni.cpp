@@ -30,9 +30,7 @@ struct VnniDot {
 }  // namespace
 
 const KernelTable* avxvnni_kernels() {
-  static const KernelTable t{"avxvnni",     avx2::quantize_rows,  x86::gemm_tiles<VnniDot>,
-                             avx2::rmsnorm, avx2::swiglu,         avx2::softmax,
-                             avx2::attention_f16, avx2::f32_to_f16};
+  static const KernelTable t = avx2::table("avxvnni", x86::gemm_tiles<VnniDot>);
   return &t;
 }
 

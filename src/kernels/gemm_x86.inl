@@ -20,7 +20,7 @@
 #include <cstring>
 
 #include "tern/kernels/packed.h"
-#include "x86_simd.h"
+#include "tern/kernels/x86_simd.h"
 
 namespace tern::kernels::x86 {
 namespace {

@@ -10,7 +10,6 @@
 namespace tern::kernels {
 namespace {
 
-
 // Per group of 32: d = amax/127, q = round_half_even(x * 127/amax),
 // d and s = d*sum(q) kept in f32 (llama.cpp rounds both to fp16; with Q4_1 the
 // min term m*s nearly cancels the scale term, so that rounding costs accuracy).
@@ -86,16 +85,14 @@ void swiglu_ref(const float* gate, const float* up, float* out, int n) {
   for (int i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-void softmax_ref(float* x, int n) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int i = 0; i < n; ++i) mx = std::max(mx, x[i]);
-  double sum = 0.0;
+// The textbook tanh form (as ggml and PyTorch's approximate="tanh" write it).
+void geglu_ref(const float* gate, const float* up, float* out, int n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
   for (int i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
+    const float x = gate[i];
+    const float gelu = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
+    out[i] = gelu * up[i];
   }
-  const float inv = float(1.0 / sum);
-  for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 
 // One query against positions [0, n_kv): the textbook online softmax.
@@ -131,16 +128,16 @@ void attention_f16_ref(const float* q, float* out, int64_t q_stride, int n_tok, 
   }
 }
 
-void f32_to_f16_ref(const float* x, uint16_t* out, int n) {
-  for (int i = 0; i < n; ++i) out[i] = f32_to_fp16(x[i]);
-}
-
 }  // namespace
 
 const KernelTable& scalar_kernels() {
-  static const KernelTable t{"scalar",      quantize_rows_ref, gemm_tiles_ref,
-                             rmsnorm_ref,   swiglu_ref,        softmax_ref,
-                             attention_f16_ref, f32_to_f16_ref};
+  static const KernelTable t{.isa = "scalar",
+                             .quantize_rows = quantize_rows_ref,
+                             .gemm_tiles = gemm_tiles_ref,
+                             .rmsnorm = rmsnorm_ref,
+                             .swiglu = swiglu_ref,
+                             .geglu = geglu_ref,
+                             .attention_f16 = attention_f16_ref};
   return t;
 }
 

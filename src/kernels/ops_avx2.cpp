@@ -1,8 +1,8 @@
 // AVX2 + FMA + F16C kernels other than the matrix products: activation
-// quantization, RMSNorm, SwiGLU, softmax, fp16 conversion and single-query
-// attention with an online softmax. Each has a scalar twin in kernels_ref.cpp;
-// quantize_rows and f32_to_f16 are bit-identical to theirs, rmsnorm to within
-// the order of a double-precision sum, the exp-based ones to a few ulp.
+// quantization, RMSNorm, SwiGLU, GeGLU and single-query attention with an online
+// softmax. Each has a scalar twin in kernels_ref.cpp; quantize_rows is
+// bit-identical to its twin, rmsnorm to within the order of a
+// double-precision sum, the exp-based ones to a few ulp.
 #include "ops_avx2.h"
 
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include <limits>
 
 #include "dispatch.h"
-#include "x86_simd.h"
+#include "tern/kernels/x86_simd.h"
 
 namespace tern::kernels::avx2 {
 
@@ -83,43 +83,24 @@ void swiglu(const float* gate, const float* up, float* out, int n) {
   for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
-void softmax(float* x, int n) {
-  if (n <= 0) return;
-  float mx = -std::numeric_limits<float>::infinity();
-  int i = 0;
-  if (n >= 8) {
-    __m256 m = _mm256_loadu_ps(x);
-    for (i = 8; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
-    mx = hmax(m);
-  }
-  for (; i < n; ++i) mx = std::max(mx, x[i]);
-  const __m256 vm = _mm256_set1_ps(mx);
-  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
-  for (i = 0; i + 8 <= n; i += 8) {
-    const __m256 e = x86::exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
-    _mm256_storeu_ps(x + i, e);
-    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
-  }
-  alignas(32) double part[4];
-  _mm256_store_pd(part, _mm256_add_pd(s0, s1));
-  double sum = (part[0] + part[1]) + (part[2] + part[3]);
-  for (; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
-  const __m256 inv = _mm256_set1_ps(float(1.0 / sum));
-  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
-  for (; i < n; ++i) x[i] *= float(1.0 / sum);
-}
-
-void f32_to_f16(const float* x, uint16_t* out, int n) {
+// 0.5 (1 + tanh(u)) = 1 / (1 + e^(-2u)), so gelu_tanh(x) = x / (1 + e^(-2u))
+// with u = sqrt(2/pi) (x + 0.044715 x^3): one exp and a division, as silu.
+void geglu(const float* gate, const float* up, float* out, int n) {
+  const __m256 one = _mm256_set1_ps(1.0f), c = _mm256_set1_ps(0.044715f);
+  const __m256 m2k = _mm256_set1_ps(-2.0f * 0.7978845608028654f);
   int i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 inner = _mm256_fmadd_ps(_mm256_mul_ps(c, g), g, one);  // 1 + 0.044715 x^2
+    const __m256 e = x86::exp(_mm256_mul_ps(_mm256_mul_ps(m2k, g), inner));
+    const __m256 gelu = _mm256_div_ps(g, _mm256_add_ps(one, e));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(gelu, _mm256_loadu_ps(up + i)));
   }
-  for (; i < n; ++i) out[i] = uint16_t(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) {
+    const float g = gate[i];
+    const float e = std::exp(-2.0f * 0.7978845608028654f * g * std::fma(0.044715f * g, g, 1.0f));
+    out[i] = g / (1.0f + e) * up[i];
+  }
 }
 
 namespace {
@@ -292,6 +273,16 @@ void attention_f16(const float* q, float* out, int64_t q_stride, int n_tok, int 
     }
     attend_queries(qs, os, n_kv, n_q, k, v, kv_stride, head_dim);
   }
+}
+
+KernelTable table(const char* isa, GemmTilesFn gemm_tiles) {
+  return KernelTable{.isa = isa,
+                     .quantize_rows = quantize_rows,
+                     .gemm_tiles = gemm_tiles,
+                     .rmsnorm = rmsnorm,
+                     .swiglu = swiglu,
+                     .geglu = geglu,
+                     .attention_f16 = attention_f16};
 }
 
 }  // namespace tern::kernels::avx2

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "tern/core/error.h"
 #include "tern/core/half.h"
 #include "tern/kernels/dequant.h"
 
@@ -165,6 +166,20 @@ void quantize_row_ref(DType type, const float* src, void* dst, int64_t n) {
     default:
       break;  // unreachable: can_quantize() checked above
   }
+}
+
+std::vector<uint8_t> quantize_ref(DType type, std::span<const float> values) {
+  if (!can_quantize(type)) {
+    throw InvalidArgument("quantize_ref: cannot encode " + std::string(dtype_name(type)));
+  }
+  const int64_t n = int64_t(values.size());
+  if (n % dtype_traits(type).block_elems != 0) {
+    throw InvalidArgument("quantize_ref: " + std::to_string(n) + " values are not whole " +
+                          std::string(dtype_name(type)) + " blocks");
+  }
+  std::vector<uint8_t> out(dtype_row_bytes(type, n));
+  quantize_row_ref(type, values.data(), out.data(), n);
+  return out;
 }
 
 }  // namespace tern::kernels

@@ -1,15 +1,14 @@
-// Scalar block-attention kernels (the oracle) and the dispatch point.
+// Scalar block-attention kernels (the oracle), and the choice between them
+// and the AVX2 ones, which follows kernels' single dispatch point.
 #include "tern/kv/kv_attend.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <string_view>
 
-#include "tern/core/cpu.h"
 #include "tern/core/half.h"
 #include "tern/core/log.h"
+#include "tern/kernels/ops.h"
 
 namespace tern::kv {
 namespace {
@@ -90,17 +89,17 @@ const AttendKernels* avx2_attend_table();  // kv_attend_avx2.cpp
 
 const AttendKernels* avx2_attend_kernels() {
 #ifdef TERN_KV_HAVE_AVX2
-  const CpuFeatures& c = cpu_features();
-  if (c.avx2 && c.fma && c.f16c) return avx2_attend_table();
+  if (kernels::cpu_runs_avx2()) return avx2_attend_table();
 #endif
   return nullptr;
 }
 
+// The same family as the matmul and norm kernels: TERN_KERNELS=scalar (or a
+// CPU without AVX2) gives scalar attention too.
 const AttendKernels& active_attend_kernels() {
   static const AttendKernels& table = []() -> const AttendKernels& {
-    const char* force = std::getenv("TERN_KERNELS");
     const AttendKernels* pick = &scalar_attend_kernels();
-    if (std::string_view(force ? force : "") != "scalar") {
+    if (kernels::active_isa_family() == kernels::IsaFamily::Avx2) {
       if (const AttendKernels* a = avx2_attend_kernels()) pick = a;
     }
     log::get("kv")->debug("using {} KV attention kernels", pick->isa);

@@ -1,5 +1,6 @@
 // AVX2 + FMA + F16C block-attention kernels. Built with TERN_AVX2_FLAGS and
-// only called when cpu_features() reports all three (see kv_attend.cpp).
+// used only when kernels' dispatch point picked an AVX2-family table (see
+// kv_attend.cpp). The exp polynomial and hsum come from kernels/x86_simd.h.
 //
 // Per block and query row: scores for all tokens, one block max, one rescale
 // of (l, acc), exps vectorised, then acc += sum_t p_t v_t with 16 output dims
@@ -10,36 +11,14 @@
 #include <cmath>
 #include <limits>
 
+#include "tern/kernels/x86_simd.h"
 #include "tern/kv/kv_attend.h"
 
 namespace tern::kv {
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// e^x for x <= 0 (Cephes polynomial, ~2 ulp); exactly 0 below -87.3.
-inline __m256 exp_neg(__m256 x) {
-  const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(-87.3f), _CMP_LT_OQ);
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-  const __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-  x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201e-1f));
-  y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-  return _mm256_andnot_ps(tiny, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
-}
+using kernels::x86::exp_neg;
+using kernels::x86::hsum;
 
 // 8 consecutive codes of a row, as floats (fp8 values come out / 256: the
 // e4m3 bits shifted into fp16 position read as fp16 are the value * 2^-8).
@@ -236,8 +215,8 @@ void attend_block_avx2(const KvLayout& L, const HeadBlock& hb, int n_tok, const 
 
 }  // namespace
 
-// The table only: kv_attend.cpp (generic code) checks the CPU before using it,
-// so no AVX2 instruction runs on a CPU without it.
+// The table only: kv_attend.cpp (generic code) asks kernels' dispatch point
+// before using it, so no AVX2 instruction runs on a CPU without it.
 const AttendKernels* avx2_attend_table() {
   static const AttendKernels k{"avx2",
                                {attend_block_avx2<KvType::F16>, attend_block_avx2<KvType::Int8>,

@@ -20,6 +20,20 @@ int positive(const gguf::GgufFile& f, const std::string& key, int64_t v, int64_t
 
 }  // namespace
 
+const char* to_string(Activation a) {
+  switch (a) {
+    case Activation::SiLU: return "silu";
+    case Activation::GeluTanh: return "gelu_tanh";
+  }
+  return "?";
+}
+
+std::optional<Activation> parse_activation(std::string_view s) {
+  if (s == "silu" || s == "swish") return Activation::SiLU;
+  if (s == "gelu_tanh" || s == "gelu_pytorch_tanh") return Activation::GeluTanh;
+  return std::nullopt;
+}
+
 ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   ModelConfig c;
   c.arch = f.get_string("general.architecture");
@@ -55,6 +69,15 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   }
   c.rope_style = spec->rope_style;
   c.act = spec->act;
+  if (const std::string key = p + "feed_forward_activation"; f.has(key)) {
+    const std::string name = f.get_string(key);
+    const auto act = parse_activation(name);
+    if (!act) {
+      throw FormatError(f.path() + ": metadata " + key + " = '" + name +
+                        "' is not a supported activation (silu, gelu_tanh)");
+    }
+    c.act = *act;
+  }
   c.qkv_bias = spec->qkv_bias;
   c.qk_norm = spec->qk_norm;
   if (spec->scale_embeddings) c.embed_scale = std::sqrt(float(c.d_model));

@@ -157,16 +157,18 @@ void Model::ffn_block(int l, int T, TaskPool& pool) {
   const ModelConfig& c = cfg_;
   const int d = c.d_model, ff = c.d_ff;
   Workspace& w = ws_;
-  // x += (silu(xn @ Wgate) * (xn @ Wup)) @ Wdown, xn = rmsnorm(x) * ffn_norm
+  // x += (act(xn @ Wgate) * (xn @ Wup)) @ Wdown, xn = rmsnorm(x) * ffn_norm;
+  // act is silu (SwiGLU) or gelu_tanh (GeGLU), as the config says.
   for_each_token(pool, T, d, [&](int t) {
     kernels::rmsnorm(w.x.data() + size_t(t) * d, L.ffn_norm.data(), w.xn.data() + size_t(t) * d,
                      d, c.norm_eps);
   });
   kernels::quantize_activations(w.xn.data(), T, d, w.qa, pool);
   kernels::matmul({{&L.w_gate, w.gate.data()}, {&L.w_up, w.up.data()}}, w.qa, pool);
+  const auto gated = c.act == Activation::GeluTanh ? kernels::geglu : kernels::swiglu;
   for_each_token(pool, T, 4 * ff, [&](int t) {  // an exp and a division a value
     const size_t o = size_t(t) * ff;
-    kernels::swiglu(w.gate.data() + o, w.up.data() + o, w.gate.data() + o, ff);
+    gated(w.gate.data() + o, w.up.data() + o, w.gate.data() + o, ff);
   });
   kernels::quantize_activations(w.gate.data(), T, ff, w.qa, pool);
   kernels::matmul(L.w_down, w.qa, w.tmp.data(), pool);

@@ -41,9 +41,10 @@ class GgufWriter {
   // InvalidArgument on a duplicate name, bad dims or a size mismatch.
   void add_tensor(std::string name, DType type, std::vector<int64_t> dims,
                   std::vector<uint8_t> data);
-  // values: float[n_elements], encoded as `store_as` with kernels::quantize_row_ref.
-  void add_tensor_f32(std::string name, std::vector<int64_t> dims, std::span<const float> values,
-                      DType store_as);
+  // values: float[n_elements], stored as F32. Other types are encoded by the
+  // caller (kernels::quantize_ref) and added with add_tensor: the writer only
+  // lays out bytes, it knows no quantization.
+  void add_tensor_f32(std::string name, std::vector<int64_t> dims, std::span<const float> values);
 
   std::vector<uint8_t> to_bytes() const;
   void write(const std::string& path) const;  // throws IoError

@@ -23,6 +23,8 @@
 // 6-bit scale and min each, packed into 12 bytes) or 16 (Q6_K: an int8 scale
 // each). Sub-block s always covers elements [32s, 32s+32) resp. [16s, 16s+16).
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "tern/core/dtype.h"
 
@@ -107,5 +109,11 @@ bool can_dequantize(DType type);
 // Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1.
 void quantize_row_ref(DType type, const float* src, void* dst, int64_t n);
 bool can_quantize(DType type);
+
+// values (n) -> the bytes of n elements of `type`, by quantize_row_ref: for
+// writing test models and fuzz seeds (GgufWriter::add_tensor). Throws
+// InvalidArgument when can_quantize(type) is false or n is not a multiple of
+// the block size.
+std::vector<uint8_t> quantize_ref(DType type, std::span<const float> values);
 
 }  // namespace tern::kernels

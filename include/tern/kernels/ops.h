@@ -50,8 +50,9 @@ void rope(float* q, int n_q, float* k, int n_k, int pos, const RopeParams& p);
 // out (n) = silu(gate (n)) * up (n)
 void swiglu(const float* gate, const float* up, float* out, int n);
 
-// In place softmax over n values (fp32, max-subtracted).
-void softmax(float* x, int n);
+// out (n) = gelu_tanh(gate (n)) * up (n), the gated FFN of Gemma, where
+// gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+void geglu(const float* gate, const float* up, float* out, int n);
 
 // Causal attention of a block of query tokens of one sequence against one KV
 // head, with an online softmax (fp32, no score matrix). Token i of the block
@@ -64,10 +65,18 @@ void softmax(float* x, int n);
 void attention_f16(const float* q, float* out, int64_t q_stride, int n_tok, int n_grp, int n_kv0,
                    const uint16_t* k, const uint16_t* v, int64_t kv_stride, int head_dim);
 
-// out (n) = fp16(x (n)), round to nearest even (appending K and V to the cache).
-void f32_to_f16(const float* x, uint16_t* out, int n);
-
 // Name of the active implementation ("avx512vnni", "avxvnni", "avx2", "scalar").
 const char* kernel_isa();
+
+// The instruction-set family of the table the dispatch point chose (CPUID,
+// or TERN_KERNELS). Per-ISA code that lives outside kernels/ because it reads
+// another module's data formats (kv's block attention decodes kv's row
+// codecs) follows this choice; it never reads CPUID or TERN_KERNELS itself.
+// Avx2 covers the avxvnni and avx512vnni tables too (both need AVX2+FMA+F16C).
+enum class IsaFamily : uint8_t { Scalar, Avx2 };
+IsaFamily active_isa_family();
+// Whether this CPU can run AVX2+FMA+F16C code at all, whatever was chosen
+// (for tests and benchmarks that compare every variant with the scalar one).
+bool cpu_runs_avx2();
 
 }  // namespace tern::kernels

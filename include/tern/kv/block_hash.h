@@ -11,24 +11,22 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
+#include "tern/core/sha256.h"
 #include "tern/kv/kv_types.h"
 
 namespace tern::kv {
 
-// SHA-256 of bytes; hash_string is a convenience for salts (adapter ids).
-BlockHash sha256(const void* data, size_t n);
-inline BlockHash hash_string(std::string_view s) { return sha256(s.data(), s.size()); }
+static_assert(std::is_same_v<BlockHash, Sha256Digest>);
 
-// Reuses one OpenSSL digest context. Not thread-safe: one per owner.
+// A convenience for salts (adapter ids): tern::sha256 of the string.
+inline BlockHash hash_string(std::string_view s) { return tern::sha256(s); }
+
+// Reuses one digest context. Not thread-safe: one per owner.
 class BlockHasher {
  public:
-  BlockHasher();
-  ~BlockHasher();
-  BlockHasher(const BlockHasher&) = delete;
-  BlockHasher& operator=(const BlockHasher&) = delete;
-
   BlockHash root(std::string_view model_fingerprint, KvType type, int block_tokens,
                  const BlockHash& salt);
   // extras: (offset inside the block, content hash), offsets in [0, tokens.size()).
@@ -36,7 +34,7 @@ class BlockHasher {
                   std::span<const std::pair<int32_t, BlockHash>> extras);
 
  private:
-  void* ctx_;  // EVP_MD_CTX
+  Sha256 sha_;
 };
 
 }  // namespace tern::kv

@@ -41,7 +41,8 @@ struct AttendKernels {
 const AttendKernels& scalar_attend_kernels();
 // Null when not compiled in or when the CPU lacks AVX2, FMA or F16C.
 const AttendKernels* avx2_attend_kernels();
-// Chosen once from CPUID; TERN_KERNELS=scalar forces the scalar kernels.
+// Chosen once, by kernels' dispatch point (kernels::active_isa_family()):
+// AVX2 when the active kernel table is an AVX2-family one, else scalar.
 const AttendKernels& active_attend_kernels();
 
 inline void attend_start(int head_dim, float* m, float* l, float* acc) {

@@ -3,14 +3,24 @@
 // architectures are data here (flags, norms, activation), not branches spread
 // through the forward pass.
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace tern {
 
 namespace gguf { class GgufFile; }
 
 enum class RopeStyle : uint8_t { Normal, NeoX };  // Normal: adjacent pairs; NeoX: halves
+// The gated FFN's activation: SiLU gives SwiGLU (llama, qwen), GeluTanh
+// gives GeGLU (gemma): ffn(x) = (act(x Wgate) * (x Wup)) Wdown.
 enum class Activation : uint8_t { SiLU, GeluTanh };
+
+// "silu", "gelu_tanh".
+const char* to_string(Activation a);
+// Also accepts HF's hidden_act spellings ("swish", "gelu_pytorch_tanh");
+// nullopt for anything else.
+std::optional<Activation> parse_activation(std::string_view s);
 
 struct RopeScaling {
   // Llama-3 style frequency scaling; factor 1 = off.
@@ -36,7 +46,7 @@ struct ModelConfig {
   int rope_dims = 0;         // rotated dims per head (<= head_dim)
   RopeStyle rope_style = RopeStyle::Normal;
   RopeScaling rope_scaling;
-  Activation act = Activation::SiLU;
+  Activation act = Activation::SiLU;  // the architecture's, or <arch>.feed_forward_activation
   bool qkv_bias = false;     // qwen2
   bool qk_norm = false;      // qwen3
   bool tied_embeddings = false;
@@ -46,6 +56,10 @@ struct ModelConfig {
   int kv_dim() const { return n_kv_heads * head_dim; }
 
   // Reads <arch>.* keys; throws FormatError naming the file and key on bad values.
+  // The activation comes from the architecture table; the optional key
+  // <arch>.feed_forward_activation (a tern key, not llama.cpp's: test models
+  // and conversions that keep HF's hidden_act) overrides it, and an unknown
+  // value is a load error.
   static ModelConfig from_gguf(const gguf::GgufFile& f);
 };
 

@@ -231,7 +231,8 @@ TEST(GgufRoundTrip, FloatTensorsEncodedWithTheReferenceQuantizers) {
   GgufWriter w;
   const std::vector<DType> types{DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
                                  DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1};
-  for (DType t : types) w.add_tensor_f32(std::string(dtype_name(t)), {64, 3}, v, t);
+  for (DType t : types)
+    w.add_tensor(std::string(dtype_name(t)), t, {64, 3}, kernels::quantize_ref(t, v));
   const auto bytes = w.to_bytes();
   const GgufFile f = parse(bytes);
   for (DType t : types) {
@@ -245,9 +246,9 @@ TEST(GgufRoundTrip, FloatTensorsEncodedWithTheReferenceQuantizers) {
     for (size_t i = 0; i < y.size(); ++i)
       EXPECT_NEAR(y[i], v[i], 0.45f) << dtype_name(t) << " " << i;
   }
-  EXPECT_THROW(w.add_tensor_f32("k", {256}, std::vector<float>(256), DType::Q4_K), InvalidArgument);
-  EXPECT_THROW(w.add_tensor_f32("short", {64}, std::vector<float>(63), DType::F32),
-               InvalidArgument);
+  EXPECT_THROW(kernels::quantize_ref(DType::Q4_K, std::vector<float>(256)), InvalidArgument);
+  EXPECT_THROW(kernels::quantize_ref(DType::Q8_0, std::vector<float>(48)), InvalidArgument);
+  EXPECT_THROW(w.add_tensor_f32("short", {64}, std::vector<float>(63)), InvalidArgument);
 }
 
 TEST(GgufRoundTrip, WriterRejectsBadTensors) {
@@ -305,7 +306,8 @@ TEST(GgufRoundTrip, OpenFromDiskAndMove) {
   const std::string path = tern::test::temp_path("roundtrip.gguf");
   GgufWriter w;
   w.set_string("general.name", "tiny");
-  w.add_tensor_f32("w", {32, 2}, std::vector<float>(64, 1.0f), DType::Q8_0);
+  w.add_tensor("w", DType::Q8_0, {32, 2},
+               kernels::quantize_ref(DType::Q8_0, std::vector<float>(64, 1.0f)));
   w.write(path);
   GgufFile f = GgufFile::open(path);
   EXPECT_EQ(f.path(), path);

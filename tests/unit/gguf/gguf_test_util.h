@@ -80,9 +80,9 @@ inline std::vector<uint8_t> small_valid_file() {
   w.set_f32_array("scores", {0.5f, -1.0f});
   std::vector<float> v(64);
   for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(float(i));
-  w.add_tensor_f32("q8", {32, 2}, v, DType::Q8_0);
-  w.add_tensor_f32("q4", {64}, v, DType::Q4_1);
-  w.add_tensor_f32("f32", {8}, std::span<const float>(v.data(), 8), DType::F32);
+  w.add_tensor("q8", DType::Q8_0, {32, 2}, kernels::quantize_ref(DType::Q8_0, v));
+  w.add_tensor("q4", DType::Q4_1, {64}, kernels::quantize_ref(DType::Q4_1, v));
+  w.add_tensor_f32("f32", {8}, std::span<const float>(v.data(), 8));
   return w.to_bytes();
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numbers>
 #include <random>
 #include <vector>
 
@@ -57,35 +58,41 @@ TEST(Ops, SwigluMatchesScalar) {
   }
 }
 
-TEST(Ops, SoftmaxMatchesScalar) {
-  std::mt19937 rng(3);
-  for (const KernelTable* k : fast_tables()) {
-    for (const int n : {1, 3, 8, 17, 1000}) {
-      Floats x(n, 1, rng, 5.0f);
-      std::vector<float> want(x.data(), x.data() + n);
-      scalar_kernels().softmax(want.data(), n);
-      k->softmax(x.data(), n);
-      double sum = 0;
-      for (int i = 0; i < n; ++i) {
-        ASSERT_NEAR(x.data()[i], want[size_t(i)], 4 * kUlp * want[size_t(i)] + 1e-37f) << k->isa;
-        sum += x.data()[i];
-      }
-      EXPECT_NEAR(sum, 1.0, 1e-5);
-    }
-  }
+// gelu_tanh in double, for the reference itself.
+double gelu_tanh(double x) {
+  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
 }
 
-TEST(Ops, F32ToF16MatchesScalarBitForBit) {
-  std::mt19937 rng(4);
+TEST(Ops, GegluReferenceIsGeluTanhTimesUp) {
+  const float g[] = {-6.0f, -1.0f, -0.25f, 0.0f, 0.5f, 1.0f, 3.0f};
+  const float u[] = {1.0f, 2.0f, -1.0f, 5.0f, 1.0f, -0.5f, 0.25f};
+  float out[7];
+  scalar_kernels().geglu(g, u, out, 7);
+  for (int i = 0; i < 7; ++i) {
+    const double want = gelu_tanh(g[i]) * u[i];
+    // The tanh form loses absolute accuracy near 1 + tanh = 0: ulps of |g u|.
+    EXPECT_NEAR(out[i], want, 4 * kUlp * std::fabs(g[i] * u[i])) << g[i];
+  }
+  EXPECT_NEAR(gelu_tanh(1.0), 0.8411920, 1e-7);  // the formula itself (PyTorch's value)
+}
+
+TEST(Ops, GegluMatchesScalar) {
+  std::mt19937 rng(5);
   for (const KernelTable* k : fast_tables()) {
-    for (const int n : {1, 7, 8, 9, 192, 385}) {
-      Floats x(n, 1, rng, 100.0f);
-      x.data()[0] = 65520.0f;  // rounds to inf
-      if (n > 2) x.data()[1] = 1e-7f, x.data()[2] = -3e-5f;  // subnormal fp16
-      std::vector<uint16_t> want(size_t(n) + 1), got(size_t(n) + 1);
-      scalar_kernels().f32_to_f16(x.data(), want.data(), n);
-      k->f32_to_f16(x.data(), got.data() + 1, n);  // unaligned destination
-      ASSERT_EQ(std::memcmp(want.data(), got.data() + 1, size_t(n) * 2), 0) << k->isa << " n " << n;
+    for (const int n : {1, 5, 8, 13, 31, 1536}) {
+      Floats g(n, 1, rng, 3.0f), u(n, 2, rng), want(n, 0, rng), got(n, 3, rng);
+      g.data()[0] = 100.0f;  // e^(-2u) underflows: gelu -> x
+      if (n > 1) g.data()[1] = -100.0f;  // e^(-2u) overflows: gelu -> -0
+      if (n > 2) g.data()[2] = -6.0f;    // 1 + tanh(u) nearly cancels in the reference
+      scalar_kernels().geglu(g.data(), u.data(), want.data(), n);
+      k->geglu(g.data(), u.data(), got.data(), n);
+      for (int i = 0; i < n; ++i) {
+        // A few ulp of the result (the exp), plus ulps of |gate * up| for the
+        // reference's cancellation in 1 + tanh (|gelu(x)| <= |x|).
+        const float gu = std::fabs(g.data()[i] * u.data()[i]);
+        ASSERT_NEAR(got.data()[i], want.data()[i], 4 * kUlp * (std::fabs(want.data()[i]) + gu) + 1e-30f)
+            << k->isa << " n " << n << " g " << g.data()[i];
+      }
     }
   }
 }

@@ -62,6 +62,14 @@ std::vector<float> tensor_f32(const gguf::GgufFile& f, const std::string& name) 
   return v;
 }
 
+// The gated FFN's activation, in double.
+float act(Activation a, float x) {
+  if (a == Activation::GeluTanh) {
+    return float(0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * double(x) * x * x))));
+  }
+  return float(x / (1.0 + std::exp(-double(x))));
+}
+
 // y (n_out) = W (n_out rows of n_in) x
 std::vector<float> matvec(const std::vector<float>& w, const std::vector<float>& x, int n_out) {
   const size_t n_in = x.size();
@@ -145,7 +153,7 @@ std::vector<float> naive_forward(const gguf::GgufFile& f, const ModelConfig& c,
       const auto xn = rmsnorm(xs[t], fn, c.norm_eps);
       auto g = matvec(wg, xn, c.d_ff);
       const auto u = matvec(wu, xn, c.d_ff);
-      for (int i = 0; i < c.d_ff; ++i) g[size_t(i)] = g[size_t(i)] / (1 + std::exp(-g[size_t(i)])) * u[size_t(i)];
+      for (int i = 0; i < c.d_ff; ++i) g[size_t(i)] = act(c.act, g[size_t(i)]) * u[size_t(i)];
       const auto dn = matvec(wd, g, d);
       for (int i = 0; i < d; ++i) xs[t][size_t(i)] += dn[size_t(i)];
     }
@@ -192,6 +200,53 @@ TEST_P(ModelArch, MatchesNaiveFp32Forward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ModelArch, ::testing::Values("llama", "qwen2"));
+
+// The activation comes from the architecture table; <arch>.feed_forward_activation
+// overrides it. A GeGLU model matches the naive forward with gelu_tanh and
+// differs from the same weights run with SwiGLU.
+TEST(Model, GeluActivationIsHonoured) {
+  TaskPool pool(2);
+  TinyModelSpec spec;
+  auto silu = load(spec, "act_silu.gguf", pool);
+  EXPECT_EQ(silu.model->config().act, Activation::SiLU);  // llama's default
+  spec.activation = "gelu_tanh";
+  auto gelu = load(spec, "act_gelu.gguf", pool);
+  const ModelConfig& c = gelu.model->config();
+  EXPECT_EQ(c.act, Activation::GeluTanh);
+  const std::vector<int32_t> toks = {5, 17, 42, 8, 77, 3, 60, 21};
+  TestKv kv_g(c, 64, 1), kv_s(c, 64, 1);
+  const auto got = run_one(*gelu.model, kv_g, pool, kv_g.alloc(), toks);
+  const auto other = run_one(*silu.model, kv_s, pool, kv_s.alloc(), toks);
+  const auto want = naive_forward(*gelu.file, c, toks);
+  double norm = 0, err = 0, diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    norm += double(want[i]) * want[i];
+    err += double(got[i] - want[i]) * (got[i] - want[i]);
+    diff += double(other[i] - want[i]) * (other[i] - want[i]);
+  }
+  EXPECT_LT(std::sqrt(err / norm), 0.03) << "relative L2 error of logits";
+  std::printf("relative L2 error %.5f, SwiGLU differs by %.5f\n", std::sqrt(err / norm), std::sqrt(diff / norm));
+  EXPECT_GT(std::sqrt(diff / norm), 3 * std::sqrt(err / norm)) << "SwiGLU gave the same logits";
+}
+
+TEST(Model, ActivationNamesAndUnknownActivationIsALoadError) {
+  EXPECT_EQ(parse_activation("silu"), Activation::SiLU);
+  EXPECT_EQ(parse_activation("gelu_pytorch_tanh"), Activation::GeluTanh);
+  EXPECT_EQ(parse_activation(to_string(Activation::GeluTanh)), Activation::GeluTanh);
+  EXPECT_EQ(parse_activation("relu"), std::nullopt);
+  TaskPool pool(1);
+  TinyModelSpec spec;
+  spec.activation = "relu";
+  const std::string path = test::write_tiny_model(spec, "act_relu.gguf");
+  auto file = std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(path));
+  try {
+    Model::load(file, {}, pool);
+    FAIL() << "expected FormatError";
+  } catch (const FormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("llama.feed_forward_activation = 'relu'"), std::string::npos)
+        << e.what();
+  }
+}
 
 TEST(Model, BatchingAndChunkingAreBitIdentical) {
   TaskPool pool(2);

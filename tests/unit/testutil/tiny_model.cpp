@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "tern/gguf/gguf.h"
+#include "tern/kernels/dequant.h"
 #include "testutil.h"
 
 namespace tern::test {
@@ -54,6 +55,7 @@ std::string write_tiny_model(const TinyModelSpec& s, const std::string& name) {
   w.set_u32(a + "context_length", uint32_t(s.n_ctx));
   w.set_f32(a + "rope.freq_base", s.rope_theta);
   w.set_f32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  if (!s.activation.empty()) w.set_string(a + "feed_forward_activation", s.activation);
   if (s.with_tokenizer) {
     // Byte-level vocabulary: 3 control tokens, then single bytes.
     std::vector<std::string> toks = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
@@ -75,13 +77,13 @@ std::string write_tiny_model(const TinyModelSpec& s, const std::string& name) {
     size_t count = 1;
     for (auto d : dims) count *= size_t(d);
     auto v = randn(rng, count, scale);
-    w.add_tensor_f32(n, dims, v, t);
+    w.add_tensor(n, t, dims, tern::kernels::quantize_ref(t, v));
   };
   auto add_norm = [&](const std::string& n, int len) {
     std::vector<float> v(static_cast<size_t>(len));
     std::uniform_real_distribution<float> u(0.8f, 1.2f);
     for (auto& x : v) x = u(rng);
-    w.add_tensor_f32(n, {len}, v, DType::F32);
+    w.add_tensor_f32(n, {len}, v);
   };
   add("token_embd.weight", {s.d_model, s.n_vocab}, 1.0f, s.embd_type);
   if (!s.tied) add("output.weight", {s.d_model, s.n_vocab}, 0.1f, DType::Q8_0);

@@ -22,6 +22,7 @@ struct TinyModelSpec {
   DType embd_type = DType::Q8_0;
   bool tied = true;
   bool with_tokenizer = true;  // byte-level gpt2 vocab of n_vocab tokens
+  std::string activation;      // written as <arch>.feed_forward_activation unless empty
   uint32_t seed = 1;
 };
 
