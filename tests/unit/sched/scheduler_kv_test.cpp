@@ -1,5 +1,6 @@
-// The scheduler over the KV memory hierarchy, with the real engine and the
-// default model (skipped when the model file is absent):
+// The scheduler over the KV memory hierarchy, with the real engine on the
+// generated tiny model (tiny_engine.h: one token a byte, 13 KV blocks in
+// 1 MiB), so these always run:
 //  * a prompt sharing full blocks with an earlier one reuses their KV, says
 //    so in its timings, and produces the same greedy text;
 //  * under KV pressure the newest sequence is preempted and later resumed,
@@ -22,21 +23,18 @@
 #include "tern/sched/scheduler.h"
 #include "tern/tokenizer/tokenizer.h"
 #include "collector.h"
-#include "testutil.h"
+#include "tiny_engine.h"
 
 namespace tern::sched {
 namespace {
 
 using testutil::Collector;
 
-// A shared system prompt of ~150 tokens, then a per-request question.
+// A shared system prompt of 138 tokens (one a byte: four full blocks of 32),
+// then a per-request question.
 std::string system_prompt() {
-  std::string s = "You are a careful assistant for a small library. ";
-  for (int i = 0; i < 6; ++i) {
-    s += "Rule " + std::to_string(i + 1) +
-         ": answer briefly, cite the shelf number when you know it, and never invent a book. ";
-  }
-  return s;
+  return "You are a careful assistant for a small library. "
+         "Rule 1: answer briefly, cite the shelf number when you know it, and never invent a book. ";
 }
 
 const char* const kQuestions[] = {
@@ -52,14 +50,10 @@ struct Outcome {
 
 class SchedulerKvTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (!test::file_exists(test::default_model_path())) GTEST_SKIP() << "default model not found";
-  }
-
   static std::unique_ptr<Engine> load(size_t dram_mb, size_t flash_mb, const std::string& dir = {},
                                       int max_seqs = 8) {
     EngineOptions o;
-    o.model_path = test::default_model_path();
+    o.model_path = testutil::tiny_model_path();
     o.n_ctx = 512;
     o.max_seqs = max_seqs;
     o.kv_dram_mb = dram_mb;
@@ -75,6 +69,7 @@ class SchedulerKvTest : public ::testing::Test {
     r.prompt = e.tokenizer().encode(text, true, false);
     r.params.temperature = 0;
     r.params.max_tokens = max_tokens;
+    r.params.ignore_eos = true;  // a random model may sample EOS anywhere: every run has its full length
     r.stream = c.stream();
     return r;
   }
@@ -158,8 +153,8 @@ TEST_F(SchedulerKvTest, SharedPrefixIsReusedWithIdenticalOutput) {
   e->kv().check_invariants();
 }
 
-// 5 MiB of DRAM KV is 13 blocks of 32 tokens (int8-fp8: 391,680 bytes a
-// block) for 6 sequences of ~210 tokens (~150 prompt + 60 generated; the
+// 1 MiB of DRAM KV is 13 blocks of 32 tokens (int8-fp8: 78,336 bytes a
+// block) for 6 sequences of ~220 tokens (~160 prompt + 60 generated; the
 // prompts share no blocks: each starts differently), 7 blocks each: two fit
 // at admission, and growing past 13 blocks preempts the newer one. Every
 // text still equals its solo run on a roomy engine.
@@ -167,7 +162,7 @@ TEST_F(SchedulerKvTest, PreemptionUnderKvPressureKeepsOutputs) {
   const std::vector<std::string> ps = pressure_prompts();
   Metrics m;
   const std::vector<std::string> solo = solo_texts(ps, 60);
-  auto e = load(5, 0);
+  auto e = load(1, 0);
   ASSERT_EQ(e->kv().stats().dram_blocks, 13);
   Metrics pm;
   const auto runs = run_all(*e, ps, 60, SchedulerOptions{6, 8, 64, 0}, pm);
@@ -190,7 +185,7 @@ TEST_F(SchedulerKvTest, SpillingToFlashKeepsOutputsAndSurvivesReadFaults) {
   const std::vector<std::string> solo = solo_texts(ps, 60);
   const auto dir = std::filesystem::temp_directory_path() / ("tern-sched-kv-" + std::to_string(::getpid()));
   {
-    auto e = load(5, 64, dir.string());
+    auto e = load(1, 64, dir.string());
     Metrics fm;
     const auto runs = run_all(*e, ps, 60, SchedulerOptions{6, 8, 64, 0}, fm);
     for (size_t i = 0; i < runs.size(); ++i) {

@@ -1,64 +1,27 @@
-// The scheduler against the real engine and the default model (skipped when
-// the model file is absent).
+// The scheduler against the real engine on a generated tiny model
+// (tiny_engine.h): these tests always run, with or without the downloaded
+// model file.
 #include "tern/sched/scheduler.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
 #include "tern/core/error.h"
 #include "tern/engine/engine.h"
-#include "tern/engine/generate.h"
 #include "tern/tokenizer/tokenizer.h"
 #include "collector.h"
 #include "testutil.h"
+#include "tiny_engine.h"
 
 namespace tern::sched {
 namespace {
 
 using testutil::Collector;
-
-class SchedulerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    const std::string path = test::default_model_path();
-    if (!test::file_exists(path)) return;
-    EngineOptions o;
-    o.model_path = path;
-    o.n_ctx = 96;
-    o.max_seqs = 16;
-    engine_ = Engine::load(o).release();
-  }
-  static void TearDownTestSuite() {
-    delete engine_;
-    engine_ = nullptr;
-  }
-  void SetUp() override {
-    if (!engine_) GTEST_SKIP() << "default model not found: " << test::default_model_path();
-  }
-
-  static SamplingParams greedy(int max_tokens) {
-    SamplingParams p;
-    p.temperature = 0;
-    p.max_tokens = max_tokens;
-    return p;
-  }
-
-  static Request request(const std::string& id, const std::string& text, SamplingParams p,
-                         const Collector& c) {
-    Request r;
-    r.id = id;
-    r.prompt = engine_->tokenizer().encode(text, true, false);
-    r.params = std::move(p);
-    r.stream = c.stream();
-    return r;
-  }
-
-  static inline Engine* engine_ = nullptr;
-  Metrics metrics_;
-};
 
 const char* const kPrompts[] = {
     "The capital of France is",
@@ -81,55 +44,122 @@ const char* const kPrompts[] = {
 constexpr int kN = 16;
 constexpr int kGen = 12;
 
-// Greedy outputs are the same whether a request runs alone or among 15
-// others, with prefill chunks interleaved with decodes (small step budget).
-TEST_F(SchedulerTest, BatchingDoesNotChangeGreedyOutput) {
-  std::vector<std::string> alone(kN);
-  {
-    Scheduler s(*engine_, SchedulerOptions{1, 64, 8, 0}, metrics_);
+class SchedulerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    EngineOptions o;
+    o.model_path = testutil::tiny_model_path();
+    o.n_ctx = kCtx;
+    o.max_seqs = 16;
+    engine_ = Engine::load(o).release();
+  }
+  static void TearDownTestSuite() {
+    delete engine_;
+    engine_ = nullptr;
+  }
+
+  static SamplingParams greedy(int max_tokens) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = max_tokens;
+    // A random model samples EOS wherever it likes; the tests that compare
+    // texts want every run at its full length (EosEndsWithStop covers EOS).
+    p.ignore_eos = true;
+    return p;
+  }
+
+  static Request request(const std::string& id, const std::string& text, SamplingParams p,
+                         const Collector& c) {
+    Request r;
+    r.id = id;
+    r.prompt = engine_->tokenizer().encode(text, true, false);
+    r.params = std::move(p);
+    r.stream = c.stream();
+    return r;
+  }
+
+  // Greedy outputs are the same whether a request runs alone or among 15
+  // others, with prefill chunks interleaved with decodes (small step budget).
+  void expect_batching_keeps_greedy_text() {
+    std::vector<std::string> alone(kN);
+    {
+      Scheduler s(*engine_, SchedulerOptions{1, 64, 8, 0}, metrics_);
+      s.start();
+      for (int i = 0; i < kN; ++i) {
+        Collector c;
+        ASSERT_EQ(s.submit(request("alone" + std::to_string(i), kPrompts[i], greedy(kGen), c)),
+                  SubmitStatus::Accepted);
+        const Finish f = c.wait();
+        ASSERT_NE(f.reason, FinishReason::Error) << f.error;
+        alone[i] = c.text();
+        EXPECT_FALSE(alone[i].empty()) << kPrompts[i];
+      }
+    }
+    Scheduler s(*engine_, SchedulerOptions{kN, 64, 24, 0}, metrics_);
+    std::vector<std::unique_ptr<Collector>> cs;
+    for (int i = 0; i < kN; ++i) {
+      cs.push_back(std::make_unique<Collector>());
+      ASSERT_EQ(s.submit(request("batch" + std::to_string(i), kPrompts[i], greedy(kGen), *cs[i])),
+                SubmitStatus::Accepted);
+    }
+    const uint64_t steps_before = metrics_.steps;
     s.start();
     for (int i = 0; i < kN; ++i) {
-      Collector c;
-      ASSERT_EQ(s.submit(request("alone" + std::to_string(i), kPrompts[i], greedy(kGen), c)),
-                SubmitStatus::Accepted);
-      const Finish f = c.wait();
-      ASSERT_NE(f.reason, FinishReason::Error) << f.error;
-      alone[i] = c.text();
-      EXPECT_FALSE(alone[i].empty()) << kPrompts[i];
+      const Finish f = cs[i]->wait();
+      EXPECT_NE(f.reason, FinishReason::Error) << f.error;
+      EXPECT_EQ(cs[i]->text(), alone[i]) << "prompt " << i << ": " << kPrompts[i];
     }
+    // Batched: far fewer forward passes than 16 separate runs would need.
+    EXPECT_LT(metrics_.steps - steps_before, uint64_t(kN * kGen / 2));
   }
-  Scheduler s(*engine_, SchedulerOptions{kN, 64, 24, 0}, metrics_);
-  std::vector<std::unique_ptr<Collector>> cs;
-  for (int i = 0; i < kN; ++i) {
-    cs.push_back(std::make_unique<Collector>());
-    ASSERT_EQ(s.submit(request("batch" + std::to_string(i), kPrompts[i], greedy(kGen), *cs[i])),
-              SubmitStatus::Accepted);
-  }
-  const uint64_t steps_before = metrics_.steps;
-  s.start();
-  for (int i = 0; i < kN; ++i) {
-    const Finish f = cs[i]->wait();
-    EXPECT_NE(f.reason, FinishReason::Error) << f.error;
-    EXPECT_EQ(cs[i]->text(), alone[i]) << "prompt " << i << ": " << kPrompts[i];
-  }
-  // Batched: far fewer forward passes than 16 separate runs would need.
-  EXPECT_LT(metrics_.steps - steps_before, uint64_t(kN * kGen / 2));
-}
 
-// The scheduler's text equals the engine's single-sequence generate().
-TEST_F(SchedulerTest, MatchesSingleSequenceGenerate) {
-  const std::string prompt = kPrompts[0];
-  GenerateOptions go;
-  go.sampling = greedy(kGen);
+  // Long enough that a request running to the end of the context is still
+  // running when the test cancels it.
+  static constexpr int kCtx = 1024;
+  static inline Engine* engine_ = nullptr;
+  Metrics metrics_;
+};
+
+TEST_F(SchedulerTest, BatchingDoesNotChangeGreedyOutput) { expect_batching_keeps_greedy_text(); }
+
+// The same on the downloaded SmolLM2 model: real BPE tokens (multi-byte
+// UTF-8 pieces) and real weights. The one test here that skips without its
+// model file; everything above runs on the generated one.
+class SchedulerRealModelTest : public SchedulerTest {
+ protected:
+  static void SetUpTestSuite() {
+    if (!test::file_exists(test::default_model_path())) return;
+    EngineOptions o;
+    o.model_path = test::default_model_path();
+    o.n_ctx = 96;
+    o.max_seqs = 16;
+    engine_ = Engine::load(o).release();
+  }
+  void SetUp() override {
+    if (!engine_) GTEST_SKIP() << "default model not found: " << test::default_model_path();
+  }
+};
+
+TEST_F(SchedulerRealModelTest, BatchingDoesNotChangeGreedyOutput) { expect_batching_keeps_greedy_text(); }
+
+// The scheduler's text equals a greedy loop written directly on
+// Engine::step (an independent reference: no scheduler, no sampler, no
+// incremental detokenizer), with the prompt prefilled in several chunks.
+TEST_F(SchedulerTest, MatchesDirectGreedyLoop) {
+  const std::string prompt = kPrompts[1];
   const auto ids = engine_->tokenizer().encode(prompt, true, false);
-  const auto ref = generate(*engine_, ids, go);
-  Scheduler s(*engine_, SchedulerOptions{4, 8, 16, 0}, metrics_);
+  const std::vector<int32_t> ref = testutil::greedy_tokens(*engine_, ids, kGen);
+  Scheduler s(*engine_, SchedulerOptions{4, 8, 8, 0}, metrics_);  // 8-token prefill chunks
   s.start();
   Collector c;
-  s.submit(request("one", prompt, greedy(kGen), c));
+  SamplingParams p = greedy(kGen);
+  p.ignore_eos = true;  // the reference does not stop at EOS either
+  ASSERT_EQ(s.submit(request("one", prompt, p, c)), SubmitStatus::Accepted);
   const Finish f = c.wait();
-  EXPECT_EQ(c.text(), ref.text);
-  EXPECT_EQ(f.usage.completion_tokens, int(ref.tokens.size()));
+  ASSERT_GT(ids.size(), 8u) << "the prompt should need several prefill chunks";
+  EXPECT_EQ(c.text(), engine_->tokenizer().decode(ref));
+  EXPECT_EQ(f.usage.completion_tokens, kGen);
+  EXPECT_EQ(c.tokens(), kGen);
 }
 
 TEST_F(SchedulerTest, MaxTokensStopsWithLength) {
@@ -139,16 +169,49 @@ TEST_F(SchedulerTest, MaxTokensStopsWithLength) {
   SamplingParams p = greedy(5);
   p.ignore_eos = true;
   const uint64_t gen_before = metrics_.generated_tokens;
+  const auto t0 = std::chrono::steady_clock::now();
   s.submit(request("len", kPrompts[1], p, c));
   const Finish f = c.wait();
+  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(f.reason, FinishReason::Length);
   EXPECT_EQ(f.usage.completion_tokens, 5);
   EXPECT_EQ(c.tokens(), 5);
   EXPECT_EQ(f.timings.predicted_n, 5);
-  EXPECT_GT(f.usage.prompt_tokens, 0);
+  EXPECT_EQ(f.usage.prompt_tokens, int(engine_->tokenizer().encode(kPrompts[1], true, false).size()));
   EXPECT_EQ(f.timings.prompt_n, f.usage.prompt_tokens);
-  EXPECT_GE(f.timings.ttft_ms, f.timings.prompt_ms);
+  // The timings are measured, not left at zero, and fit inside the wall time
+  // the test itself measured around the request.
+  EXPECT_GT(f.timings.prompt_ms, 0.0);
+  EXPECT_GT(f.timings.predicted_ms, 0.0);
+  EXPECT_LE(f.timings.ttft_ms + f.timings.predicted_ms, wall_ms);
+  EXPECT_NEAR(f.timings.ttft_ms, f.timings.queue_ms + f.timings.prompt_ms, 1e-6 * wall_ms + 1e-9);
   EXPECT_EQ(metrics_.generated_tokens - gen_before, 5u);
+}
+
+// A sampled end-of-generation token ends the request with Stop and is not
+// part of the text. Where the random model samples EOS comes from the direct
+// greedy loop: the first prompt whose continuation reaches it.
+TEST_F(SchedulerTest, EosEndsWithStop) {
+  const Tokenizer& tok = engine_->tokenizer();
+  constexpr int kLook = 64;
+  for (const char* prompt : kPrompts) {
+    const auto ref = testutil::greedy_tokens(*engine_, tok.encode(prompt, true, false), kLook);
+    const auto eos = std::find_if(ref.begin(), ref.end(), [&](int32_t t) { return tok.is_eog(t); });
+    if (eos == ref.end()) continue;
+    const std::vector<int32_t> before(ref.begin(), eos);
+    Scheduler s(*engine_, SchedulerOptions{4, 8, 64, 0}, metrics_);
+    s.start();
+    Collector c;
+    SamplingParams p = greedy(kLook);
+    p.ignore_eos = false;
+    ASSERT_EQ(s.submit(request("eos", prompt, p, c)), SubmitStatus::Accepted);
+    const Finish f = c.wait();
+    EXPECT_EQ(f.reason, FinishReason::Stop) << prompt;
+    EXPECT_EQ(f.usage.completion_tokens, int(before.size()) + 1) << prompt;
+    EXPECT_EQ(c.text(), tok.decode(before)) << prompt;
+    return;
+  }
+  FAIL() << "no prompt reaches EOS within " << kLook << " greedy tokens: change the model seed";
 }
 
 TEST_F(SchedulerTest, StopStringEndsTextBeforeIt) {
@@ -252,7 +315,10 @@ TEST_F(SchedulerTest, CancelWaitingAndRunning) {
   Collector running, waiting;
   SamplingParams p = greedy(-1);
   p.ignore_eos = true;  // would run to the end of the context
-  s.submit(request("run", kPrompts[4], p, running));
+  Request run = request("run", kPrompts[4], p, running);
+  // Run to the end, it would generate this many tokens (ContextFullEndsWithLength).
+  const int to_the_end = engine_->n_ctx() - int(run.prompt.size()) + 1;
+  s.submit(std::move(run));
   s.submit(request("wait", kPrompts[5], p, waiting));
   s.cancel(waiting.stream());
   const Finish fw = waiting.wait();
@@ -262,7 +328,8 @@ TEST_F(SchedulerTest, CancelWaitingAndRunning) {
   s.cancel(running.stream());
   const Finish fr = running.wait();
   EXPECT_EQ(fr.reason, FinishReason::Cancelled);
-  EXPECT_LT(fr.usage.completion_tokens, engine_->n_ctx());
+  EXPECT_LT(fr.usage.completion_tokens, to_the_end) << "the cancel did not stop the generation";
+  EXPECT_EQ(running.tokens(), fr.usage.completion_tokens);
   // Everything is released: the idle callback fires and all sequences are free.
   std::mutex mu;
   std::condition_variable cv;
