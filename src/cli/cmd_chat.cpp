@@ -45,8 +45,7 @@ void add_chat_command(CLI::App& app) {
       }
       if (line.empty()) continue;
       msgs.push_back({"user", line});
-      const auto ids = tok.encode(engine->chat_template().apply(msgs, true),
-                                  tok.add_bos_default(), true);
+      const auto ids = encode_chat(tok, engine->chat_template(), msgs, true);
       if (int(ids.size()) >= engine->n_ctx()) {
         std::fprintf(stderr, "the conversation no longer fits the context; /reset\n");
         msgs.pop_back();

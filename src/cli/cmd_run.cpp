@@ -29,15 +29,16 @@ void add_run_command(CLI::App& app) {
   cmd->callback([o] {
     const SamplingParams sp = o->sampling.params();
     auto engine = load_engine(o->model, 1);
-    std::string text = o->prompt;
+    const Tokenizer& tok = engine->tokenizer();
+    std::vector<int32_t> ids;
     if (o->chat) {
       std::vector<ChatMessage> msgs;
       if (!o->system.empty()) msgs.push_back({"system", o->system});
       msgs.push_back({"user", o->prompt});
-      text = engine->chat_template().apply(msgs, true);
+      ids = encode_chat(tok, engine->chat_template(), msgs, /*add_generation_prompt=*/true);
+    } else {
+      ids = tok.encode(o->prompt, /*add_bos=*/true, /*parse_special=*/false);
     }
-    const Tokenizer& tok = engine->tokenizer();
-    const auto ids = tok.encode(text, tok.add_bos_default(), /*parse_special=*/o->chat);
     GenerateOptions g;
     g.sampling = sp;
     g.on_text = [](std::string_view s) {
