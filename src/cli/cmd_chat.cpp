@@ -1,5 +1,6 @@
 // tern chat: an interactive chat in the terminal. Each turn re-applies the
-// chat template to the whole conversation.
+// chat template to the whole conversation; the scheduler's prefix cache finds
+// the KV of the earlier turns, so only the new turn is computed.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -7,7 +8,7 @@
 
 #include "commands.h"
 #include "common.h"
-#include "tern/engine/generate.h"
+#include "local_generator.h"
 #include "tern/tokenizer/chat_template.h"
 #include "tern/tokenizer/tokenizer.h"
 
@@ -18,10 +19,14 @@ void add_chat_command(CLI::App& app) {
     ModelFlags model;
     SamplingFlags sampling;
     std::string system;
+    bool stats = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("chat", "interactive chat in the terminal (/exit, /reset)");
   cmd->add_option("--system", o->system, "system message");
+  cmd->add_flag("--stats", o->stats,
+                "print each turn's prompt size (and how much came from the cache) and timings "
+                "to stderr");
   o->model.add(*cmd);
   o->sampling.n_predict = 512;
   o->sampling.add(*cmd);
@@ -29,6 +34,7 @@ void add_chat_command(CLI::App& app) {
     const SamplingParams sp = o->sampling.params();
     auto engine = load_engine(o->model, 1);
     const Tokenizer& tok = engine->tokenizer();
+    LocalGenerator gen(*engine);
     std::vector<ChatMessage> msgs;
     if (!o->system.empty()) msgs.push_back({"system", o->system});
     const size_t base = msgs.size();
@@ -45,23 +51,21 @@ void add_chat_command(CLI::App& app) {
       }
       if (line.empty()) continue;
       msgs.push_back({"user", line});
-      const auto ids = tok.encode(engine->chat_template().apply(msgs, true),
-                                  tok.add_bos_default(), true);
+      auto ids = encode_chat(tok, engine->chat_template(), msgs, /*add_generation_prompt=*/true);
       if (int(ids.size()) >= engine->n_ctx()) {
         std::fprintf(stderr, "the conversation no longer fits the context; /reset\n");
         msgs.pop_back();
         continue;
       }
-      GenerateOptions g;
-      g.sampling = sp;
-      g.on_text = [](std::string_view s) {
-        std::fwrite(s.data(), 1, s.size(), stdout);
-        std::fflush(stdout);
-        return true;
-      };
-      const GenerationResult r = generate(*engine, ids, g);
+      const LocalResult r = gen.generate(std::move(ids), sp);
       std::fputc('\n', stdout);
-      msgs.push_back({"assistant", r.text});
+      if (o->stats) print_stats(r);
+      if (r.finish.reason == sched::FinishReason::Error) {
+        std::fprintf(stderr, "error: %s\n", r.finish.error.c_str());
+        msgs.pop_back();
+        continue;
+      }
+      msgs.push_back({"assistant", r.text});  // a cancelled reply stays as far as it got
     }
   });
 }

@@ -3,7 +3,8 @@
 
 #include "commands.h"
 #include "common.h"
-#include "tern/engine/generate.h"
+#include "local_generator.h"
+#include "tern/core/error.h"
 #include "tern/tokenizer/chat_template.h"
 #include "tern/tokenizer/tokenizer.h"
 
@@ -29,33 +30,21 @@ void add_run_command(CLI::App& app) {
   cmd->callback([o] {
     const SamplingParams sp = o->sampling.params();
     auto engine = load_engine(o->model, 1);
-    std::string text = o->prompt;
+    const Tokenizer& tok = engine->tokenizer();
+    std::vector<int32_t> ids;
     if (o->chat) {
       std::vector<ChatMessage> msgs;
       if (!o->system.empty()) msgs.push_back({"system", o->system});
       msgs.push_back({"user", o->prompt});
-      text = engine->chat_template().apply(msgs, true);
+      ids = encode_chat(tok, engine->chat_template(), msgs, /*add_generation_prompt=*/true);
+    } else {
+      ids = tok.encode(o->prompt, /*add_bos=*/true, /*parse_special=*/false);
     }
-    const Tokenizer& tok = engine->tokenizer();
-    const auto ids = tok.encode(text, tok.add_bos_default(), /*parse_special=*/o->chat);
-    GenerateOptions g;
-    g.sampling = sp;
-    g.on_text = [](std::string_view s) {
-      std::fwrite(s.data(), 1, s.size(), stdout);
-      std::fflush(stdout);
-      return true;
-    };
-    const GenerationResult r = generate(*engine, ids, g);
+    LocalGenerator gen(*engine);
+    const LocalResult r = gen.generate(std::move(ids), sp);
     std::fputc('\n', stdout);
-    if (o->stats) {
-      const int n = int(r.tokens.size());
-      std::fprintf(stderr,
-                   "prompt: %d tokens in %.1f ms (%.1f t/s); generated %d tokens in %.1f ms "
-                   "(%.1f t/s); finish: %s; seed %llu\n",
-                   r.prompt_tokens, r.prompt_ms, r.prompt_tokens * 1000.0 / r.prompt_ms, n,
-                   r.generate_ms, n > 1 ? (n - 1) * 1000.0 / r.generate_ms : 0.0,
-                   finish_reason_name(r.finish), (unsigned long long)r.seed);
-    }
+    if (o->stats) print_stats(r);
+    if (r.finish.reason == sched::FinishReason::Error) throw Error(r.finish.error);
   });
 }
 

@@ -38,14 +38,13 @@ std::vector<int32_t> prompt_tokens(ServerContext& ctx, const GenerationRequest& 
   std::vector<ChatMessage> msgs;
   msgs.reserve(g.messages.size());
   for (const auto& m : g.messages) msgs.push_back({m.role, m.content});
-  std::string text;
   try {
-    text = ctx.engine.chat_template().apply(msgs, /*add_generation_prompt=*/true);
+    // Message content is tokenized literally: only the template's markers are control tokens.
+    return encode_chat(tok, ctx.engine.chat_template(), msgs, /*add_generation_prompt=*/true);
   } catch (const InvalidArgument& e) {
     throw ApiError::bad_request(std::string("Invalid 'messages': ") + e.what(), "messages",
                                 "invalid_value");
   }
-  return tok.encode(text, /*add_bos=*/true, /*parse_special=*/true);
 }
 
 }  // namespace

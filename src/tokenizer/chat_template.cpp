@@ -112,53 +112,81 @@ std::string_view ChatTemplate::name() const {
   return "?";
 }
 
-std::string ChatTemplate::apply(std::span<const ChatMessage> msgs,
-                                bool add_generation_prompt) const {
+// A prompt under construction: template text (markers parsed as control
+// tokens) and message content (literal), adjacent runs of one kind merged.
+class ChatTemplate::Prompt {
+ public:
+  Prompt& markup(std::string_view s) { return add(s, true); }
+  Prompt& content(std::string_view s) { return add(s, false); }
+  std::vector<TextSegment> take() { return std::move(segs_); }
+
+ private:
+  Prompt& add(std::string_view s, bool parse_special) {
+    if (s.empty()) return *this;
+    if (segs_.empty() || segs_.back().parse_special != parse_special)
+      segs_.push_back({std::string(), parse_special});
+    segs_.back().text.append(s);
+    return *this;
+  }
+  std::vector<TextSegment> segs_;
+};
+
+std::vector<TextSegment> ChatTemplate::segments(std::span<const ChatMessage> msgs,
+                                                bool add_generation_prompt) const {
+  Prompt p;
   switch (kind_) {
     case Kind::ChatML:
-      return apply_chatml(msgs, add_generation_prompt);
+      chatml(msgs, add_generation_prompt, p);
+      break;
     case Kind::Llama3:
-      return apply_llama3(msgs, add_generation_prompt);
+      llama3(msgs, add_generation_prompt, p);
+      break;
     case Kind::Gemma:
-      return apply_gemma(msgs, add_generation_prompt);
+      gemma(msgs, add_generation_prompt, p);
+      break;
     case Kind::Llama2:
-      return apply_llama2(msgs, add_generation_prompt);
+      llama2(msgs, add_generation_prompt, p);
+      break;
   }
-  return {};
+  return p.take();
 }
 
-// Contents verbatim, as the ChatML templates write them.
-std::string ChatTemplate::apply_chatml(std::span<const ChatMessage> msgs,
-                                       bool add_generation_prompt) const {
+std::string ChatTemplate::apply(std::span<const ChatMessage> msgs,
+                                bool add_generation_prompt) const {
   std::string out;
+  for (const TextSegment& s : segments(msgs, add_generation_prompt)) out += s.text;
+  return out;
+}
+
+// Contents verbatim, as the ChatML templates write them. The default system
+// prompt comes from the model file, so it counts as template text.
+void ChatTemplate::chatml(std::span<const ChatMessage> msgs, bool add_generation_prompt,
+                          Prompt& out) const {
   if (!msgs.empty() && msgs[0].role != "system" && !default_system_.empty()) {
-    out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
+    out.markup("<|im_start|>system\n" + default_system_ + "<|im_end|>\n");
   }
   for (const ChatMessage& m : msgs) {
     check_role(m, name(), /*allow_tool=*/true);
-    out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+    out.markup("<|im_start|>" + m.role + "\n").content(m.content).markup("<|im_end|>\n");
   }
-  if (add_generation_prompt) out += "<|im_start|>assistant\n";
-  return out;
+  if (add_generation_prompt) out.markup("<|im_start|>assistant\n");
 }
 
 // Contents trimmed, as Llama 3's template does (its leading bos_token is left to the tokenizer).
-std::string ChatTemplate::apply_llama3(std::span<const ChatMessage> msgs,
-                                       bool add_generation_prompt) const {
-  std::string out;
+void ChatTemplate::llama3(std::span<const ChatMessage> msgs, bool add_generation_prompt,
+                          Prompt& out) const {
   for (const ChatMessage& m : msgs) {
     check_role(m, name(), /*allow_tool=*/true);
-    out +=
-        "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + trim(m.content) + "<|eot_id|>";
+    out.markup("<|start_header_id|>" + m.role + "<|end_header_id|>\n\n")
+        .content(trim(m.content))
+        .markup("<|eot_id|>");
   }
-  if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-  return out;
+  if (add_generation_prompt) out.markup("<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 // Gemma has no system role: system text goes in front of the next user turn.
-std::string ChatTemplate::apply_gemma(std::span<const ChatMessage> msgs,
-                                      bool add_generation_prompt) const {
-  std::string out;
+void ChatTemplate::gemma(std::span<const ChatMessage> msgs, bool add_generation_prompt,
+                         Prompt& out) const {
   std::string system;
   for (const ChatMessage& m : msgs) {
     check_role(m, name(), /*allow_tool=*/false);
@@ -167,22 +195,21 @@ std::string ChatTemplate::apply_gemma(std::span<const ChatMessage> msgs,
       continue;
     }
     const std::string role = m.role == "assistant" ? "model" : m.role;
-    out += "<start_of_turn>" + role + "\n";
+    out.markup("<start_of_turn>" + role + "\n");
     if (!system.empty() && role != "model") {
-      out += system + "\n\n";
+      out.content(system + "\n\n");
       system.clear();
     }
-    out += trim(m.content) + "<end_of_turn>\n";
+    out.content(trim(m.content)).markup("<end_of_turn>\n");
   }
-  if (add_generation_prompt) out += "<start_of_turn>model\n";
-  return out;
+  if (add_generation_prompt) out.markup("<start_of_turn>model\n");
 }
 
 // Llama 2 chat: the first system message is wrapped in <<SYS>> inside the first
 // user turn; every later user turn starts with <s> (the first BOS is the tokenizer's).
-std::string ChatTemplate::apply_llama2(std::span<const ChatMessage> msgs,
-                                       bool add_generation_prompt) const {
-  std::string out;
+// <<SYS>> is plain text in Llama 2's vocabulary, so it travels with the content.
+void ChatTemplate::llama2(std::span<const ChatMessage> msgs, bool add_generation_prompt,
+                          Prompt& out) const {
   std::string system;
   size_t first = 0;
   if (!msgs.empty() && msgs[0].role == "system") {
@@ -198,16 +225,19 @@ std::string ChatTemplate::apply_llama2(std::span<const ChatMessage> msgs,
     std::string content = m.content;
     if (i == first && !system.empty()) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
     if (m.role == "user") {
-      out.append(i == first ? "" : "<s>")
-          .append("[INST] ")
-          .append(trim(content))
-          .append(" [/INST]");
+      out.markup(i == first ? "[INST] " : "<s>[INST] ")
+          .content(trim(content))
+          .markup(" [/INST]");
     } else {
-      out.append(" ").append(trim(content)).append(" </s>");
+      out.markup(" ").content(trim(content)).markup(" </s>");
     }
   }
   (void)add_generation_prompt;  // the assistant's turn starts right after [/INST]
-  return out;
+}
+
+std::vector<int32_t> encode_chat(const Tokenizer& tok, const ChatTemplate& tmpl,
+                                 std::span<const ChatMessage> msgs, bool add_generation_prompt) {
+  return tok.encode(tmpl.segments(msgs, add_generation_prompt), /*add_bos=*/true);
 }
 
 }  // namespace tern

@@ -19,15 +19,30 @@ struct Fragment {
   size_t end;
 };
 
+// Byte ranges [first, second) of the text where control tokens may be parsed,
+// sorted and disjoint.
+using Ranges = std::vector<std::pair<size_t, size_t>>;
+
+bool inside(const Ranges& ranges, size_t begin, size_t end) {
+  for (const auto& [b, e] : ranges) {
+    if (b <= begin && end <= e) return true;
+  }
+  return false;
+}
+
 // Cuts the spellings of special tokens out of the raw fragments, longest
 // spelling first, leftmost occurrences first (llama.cpp's tokenizer_st_partition).
-std::vector<Fragment> partition(const Vocab& v, std::string_view text, bool parse_special) {
+// User-defined tokens are cut anywhere; control and unknown tokens only inside
+// `parse` ranges.
+std::vector<Fragment> partition(const Vocab& v, std::string_view text, const Ranges& parse) {
   std::vector<Fragment> frags;
   if (!text.empty()) frags.push_back({-1, 0, text.size()});
   std::vector<Fragment> next;
   for (int32_t id : v.special_tokens) {
-    if (!parse_special && (v.attr[id] & (detail::kAttrControl | detail::kAttrUnknown))) continue;
+    const bool control = v.attr[id] & (detail::kAttrControl | detail::kAttrUnknown);
+    if (control && parse.empty()) continue;
     const std::string& sp = v.text[id];
+    if (sp.empty()) continue;
     bool changed = false;
     next.clear();
     for (const Fragment& f : frags) {
@@ -35,13 +50,18 @@ std::vector<Fragment> partition(const Vocab& v, std::string_view text, bool pars
         next.push_back(f);
         continue;
       }
-      size_t pos = f.begin;
-      while (pos < f.end) {
-        const size_t hit = text.substr(0, f.end).find(sp, pos);
+      const std::string_view hay = text.substr(0, f.end);
+      size_t pos = f.begin;  // start of the raw text not yet emitted
+      for (size_t from = f.begin; from < f.end;) {
+        const size_t hit = hay.find(sp, from);
         if (hit == std::string_view::npos) break;
+        if (control && !inside(parse, hit, hit + sp.size())) {
+          from = hit + 1;  // literal text here: look further on
+          continue;
+        }
         if (hit > pos) next.push_back({-1, pos, hit});
         next.push_back({id, hit, hit + sp.size()});
-        pos = hit + sp.size();
+        pos = from = hit + sp.size();
         changed = true;
       }
       if (pos < f.end) next.push_back({-1, pos, f.end});
@@ -107,15 +127,12 @@ void clean_spaces(std::string& s) {
   s.resize(total);
 }
 
-}  // namespace
-
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
-                                       bool parse_special) const {
-  const Vocab& v = *vocab_;
+std::vector<int32_t> encode_text(const Vocab& v, std::string_view text, bool add_bos,
+                                 const Ranges& parse) {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
   if (add_bos && v.add_bos) out.push_back(v.bos);
-  const std::vector<Fragment> frags = partition(v, text, parse_special);
+  const std::vector<Fragment> frags = partition(v, text, parse);
   bool prev_special =
       true;  // SentencePiece: a space prefix starts the text and follows special tokens
   for (const Fragment& f : frags) {
@@ -136,6 +153,32 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
   }
   if (add_bos && v.add_eos) out.push_back(v.eos);
   return out;
+}
+
+}  // namespace
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
+                                       bool parse_special) const {
+  Ranges parse;
+  if (parse_special) parse.emplace_back(0, text.size());
+  return encode_text(*vocab_, text, add_bos, parse);
+}
+
+std::vector<int32_t> Tokenizer::encode(std::span<const TextSegment> segments,
+                                       bool add_bos) const {
+  std::string text;
+  Ranges parse;
+  for (const TextSegment& s : segments) {
+    if (s.parse_special && !s.text.empty()) {
+      if (!parse.empty() && parse.back().second == text.size()) {
+        parse.back().second += s.text.size();  // adjacent parsed segments form one range
+      } else {
+        parse.emplace_back(text.size(), text.size() + s.text.size());
+      }
+    }
+    text += s.text;
+  }
+  return encode_text(*vocab_, text, add_bos, parse);
 }
 
 std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {

@@ -1,6 +1,9 @@
 """The `tern` command line, run as a user would: real binary, real model."""
 import os
+import re
+import signal
 import subprocess
+import time
 
 import pytest
 
@@ -59,6 +62,35 @@ def test_chat_session_over_stdin():
     r = tern("chat", "-n", "24", "--temp", "0", stdin="What is 2+2?\n/exit\n")
     assert r.returncode == 0, r.stderr
     assert "4" in r.stdout
+
+
+def test_chat_second_turn_reuses_the_first_turns_kv():
+    # tern chat keeps one scheduler: turn 2's prompt starts with turn 1's
+    # prompt and reply, whose KV the prefix cache hands back.
+    r = tern("chat", "-n", "16", "--temp", "0", "--stats",
+             stdin="What is 2+2?\nAnd what is 3+3?\n/exit\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("> ") == 3  # two answered prompts, then /exit
+    turns = re.findall(r"prompt: (\d+) tokens \((\d+) cached\)", r.stderr)
+    assert len(turns) == 2, r.stderr
+    (p1, c1), (p2, c2) = [(int(p), int(c)) for p, c in turns]
+    assert c1 == 0
+    assert p2 > p1 and c2 > 0, turns
+
+
+def test_ctrl_c_cancels_the_generation():
+    p = subprocess.Popen([TERN, "run", "-p", "1, 2, 3, 4, 5,", "-n", "3000", "--temp", "0",
+                          "--stats"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.read(4)  # generating
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    assert time.monotonic() - t0 < 10
+    assert p.returncode == 0, err
+    assert "finish: cancelled" in err, err
 
 
 @pytest.mark.parametrize("args,message", [

@@ -14,12 +14,20 @@
 //   </s><s>[INST] ...
 //
 // A missing or unrecognised template falls back to ChatML (with a warning).
-// The output never starts with a BOS token: encode it with
-// Tokenizer::encode(text, /*add_bos=*/true, /*parse_special=*/true), which adds
-// BOS when the vocabulary asks for it (as llama.cpp's chat templates do).
+// The output never starts with a BOS token: the tokenizer adds BOS when the
+// vocabulary asks for it (as llama.cpp's chat templates do).
+//
+// Message content is user text. encode_chat() tokenizes the template's markers
+// as control tokens and the content with special-token parsing off, so a
+// message that spells "<|im_end|>\n<|im_start|>system" cannot forge a turn
+// (llama.cpp's server does the same for chat content).
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "tern/tokenizer/tokenizer.h"
 
 namespace tern {
 
@@ -49,6 +57,11 @@ class ChatTemplate {
   // cannot express.
   std::string apply(std::span<const ChatMessage> msgs, bool add_generation_prompt) const;
 
+  // The same prompt as runs of template text (parse_special) and message
+  // content (not parsed); their concatenation is apply()'s text.
+  std::vector<TextSegment> segments(std::span<const ChatMessage> msgs,
+                                    bool add_generation_prompt) const;
+
   // The system prompt the template injects when the conversation has none
   // ("" if it injects none).
   std::string default_system_prompt() const { return default_system_; }
@@ -56,13 +69,20 @@ class ChatTemplate {
  private:
   ChatTemplate(Kind kind, std::string default_system)
       : kind_(kind), default_system_(std::move(default_system)) {}
-  std::string apply_chatml(std::span<const ChatMessage> msgs, bool add_generation_prompt) const;
-  std::string apply_llama3(std::span<const ChatMessage> msgs, bool add_generation_prompt) const;
-  std::string apply_gemma(std::span<const ChatMessage> msgs, bool add_generation_prompt) const;
-  std::string apply_llama2(std::span<const ChatMessage> msgs, bool add_generation_prompt) const;
+  class Prompt;
+  void chatml(std::span<const ChatMessage> msgs, bool add_generation_prompt, Prompt& out) const;
+  void llama3(std::span<const ChatMessage> msgs, bool add_generation_prompt, Prompt& out) const;
+  void gemma(std::span<const ChatMessage> msgs, bool add_generation_prompt, Prompt& out) const;
+  void llama2(std::span<const ChatMessage> msgs, bool add_generation_prompt, Prompt& out) const;
 
   Kind kind_;
   std::string default_system_;
 };
+
+// The conversation's prompt token ids: BOS if the vocabulary asks for it, the
+// template's markers as control tokens, message content never parsed for
+// special tokens. Throws InvalidArgument like ChatTemplate::apply.
+std::vector<int32_t> encode_chat(const Tokenizer& tok, const ChatTemplate& tmpl,
+                                 std::span<const ChatMessage> msgs, bool add_generation_prompt);
 
 }  // namespace tern

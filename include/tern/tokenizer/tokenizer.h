@@ -40,6 +40,14 @@ struct VocabSpec {
   std::optional<bool> add_bos, add_eos, add_space_prefix;
 };
 
+// A run of text to encode. Only where parse_special is set are the spellings
+// of control tokens recognised (a chat template's own markers); elsewhere
+// (message content, user text) they stay literal characters.
+struct TextSegment {
+  std::string text;
+  bool parse_special = false;
+};
+
 // GGUF token types (tokenizer.ggml.token_type).
 enum class TokenType : int32_t {
   kUndefined = 0,
@@ -65,6 +73,13 @@ class Tokenizer {
   // parse_special: recognise the spellings of control tokens in the text.
   //   User-defined tokens are always recognised, as in llama.cpp.
   std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special) const;
+
+  // Encodes the concatenated segments as ONE text in which a control token's
+  // spelling is recognised only when it lies wholly inside parse_special
+  // segments. Raw text is not cut at segment boundaries (BPE merges and the
+  // SentencePiece space prefix see the joined text), so when no other segment
+  // spells a control token the ids equal encode(joined, add_bos, true).
+  std::vector<int32_t> encode(std::span<const TextSegment> segments, bool add_bos) const;
 
   // The bytes of one token; control/unknown tokens give "" unless render_special.
   // May be an incomplete UTF-8 sequence (byte tokens). Out-of-range ids give "".

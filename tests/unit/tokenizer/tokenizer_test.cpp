@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <random>
 
@@ -137,6 +138,40 @@ TEST(BpeTokenizer, UserDefinedTokensAlwaysSplitControlOnlyWhenParsing) {
   EXPECT_TRUE(tok.is_control(ctl));
   EXPECT_FALSE(tok.is_control(tool));
   EXPECT_EQ(tok.token_type(tool), TokenType::kUserDefined);
+}
+
+TEST(BpeTokenizer, SegmentsParseControlTokensOnlyWhereAsked) {
+  const Tokenizer tok = make_bpe(base_vocab({"a b", "ab c"}));
+  const int32_t ctl = 2;
+  const std::vector<TextSegment> segs = {
+      {"<ctl>ab", true}, {"c<ctl><tool>", false}, {"<ctl>", true}};
+  const auto ids = tok.encode(segs, false);
+  // The parsed <ctl>s are control tokens; the literal one is bytes; <tool>
+  // (user-defined) splits everywhere; "ab"+"c" merges across the boundary.
+  EXPECT_EQ(spellings(tok, ids),
+            (Strings{"<ctl>", "abc", "<", "c", "t", "l", ">", "<tool>", "<ctl>"}))
+      << ::testing::PrintToString(spellings(tok, ids));
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), ctl), 2);
+  EXPECT_EQ(tok.decode(ids, true), "<ctl>abc<ctl><tool><ctl>");
+  // A spelling that straddles a parsed and a literal segment stays literal.
+  const std::vector<TextSegment> straddle = {{"<ct", true}, {"l>", false}};
+  const auto literal = tok.encode(straddle, false);
+  EXPECT_EQ(std::count(literal.begin(), literal.end(), ctl), 0);
+  // Adjacent parsed segments form one range; no literal segment: same as encode(text, parse).
+  const std::vector<TextSegment> split = {{"x<ct", true}, {"l>ab", true}};
+  EXPECT_EQ(tok.encode(split, true), tok.encode("x<ctl>ab", true, true));
+}
+
+TEST(SpmTokenizer, SegmentsKeepTheSpacePrefixOfTheJoinedText) {
+  VocabSpec s;
+  s.model = "llama";
+  s.tokens = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "\xE2\x96\x81" "a"};
+  s.token_types = {2, 3, 3, 1, 1, 1};
+  s.scores = {0, 0, 0, -1, -1, -0.5f};
+  const Tokenizer tok = Tokenizer::from_spec(s);
+  const std::vector<TextSegment> segs = {{"a", true}, {" a", false}, {"</s>", true}, {"a", false}};
+  EXPECT_EQ(tok.encode(segs, true), tok.encode("a a</s>a", true, true));
+  EXPECT_EQ(tok.encode(segs, true), (std::vector<int32_t>{1, 5, 5, 2, 5}));
 }
 
 TEST(BpeTokenizer, LongestSpecialSpellingWins) {
