@@ -139,7 +139,7 @@ int Engine::attach_prefix(SeqId seq, std::span<const int32_t> prompt) {
 }
 int Engine::block_tokens() const { return kv_->block_tokens(); }
 int64_t Engine::available_blocks() const { return kv_->available_blocks(); }
-int64_t Engine::capacity_blocks() const { return kv_->stats().dram_blocks; }
+int64_t Engine::capacity_blocks() const { return kv_->max_sequence_blocks(); }
 const std::string& Engine::failure(SeqId seq) const { return kv_->failure(seq); }
 kv::KvStats Engine::cache_stats() const { return kv_->stats(); }
 

@@ -263,6 +263,12 @@ int64_t PagedKv::blocks_needed(SeqId seq, int n_new) const {
   return std::max<int64_t>(0, (int64_t(s.length) + n_new + B - 1) / B - int64_t(s.table.size()));
 }
 int64_t PagedKv::available_blocks() const { return impl_->available_blocks(); }
+int64_t PagedKv::max_sequence_blocks() const {
+  const PagedKvImpl& k = *impl_;
+  int64_t n = k.stats().dram_blocks;
+  if (k.flash) n += std::min<int64_t>(k.stage_cap, k.flash->n_slots());
+  return n;
+}
 void PagedKv::reserve(SeqId seq, int n_new) { impl_->reserve(seq, n_new); }
 void PagedKv::begin_step(std::span<const SeqId> seqs) { impl_->begin_step(seqs); }
 void PagedKv::begin_layer(int layer) { impl_->begin_layer(layer); }

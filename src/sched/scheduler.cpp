@@ -42,7 +42,7 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
   running_.reserve(size_t(opts_.max_batch));
   // A prompt of P tokens needs KV for P + 1 (its first generated token is fed
   // back), in whole blocks, and must leave the context room for that token.
-  kv_capacity_tokens_ = st.dram_blocks * st.block_tokens - 1;
+  kv_capacity_tokens_ = engine_.capacity_blocks() * st.block_tokens - 1;
   int64_t limit = std::min<int64_t>(n_ctx_ - 1, kv_capacity_tokens_);
   if (opts_.kv_tokens > 0) limit = std::min(limit, opts_.kv_tokens);
   max_prompt_tokens_ = int(std::max<int64_t>(0, limit));
@@ -71,7 +71,7 @@ SubmitStatus Scheduler::submit(Request r) {
       throw PromptTooLongError("The server's KV token budget (--kv-tokens) is " +
                                std::to_string(opts_.kv_tokens) + " tokens." + got + ".");
     throw PromptTooLongError(
-        "The server's KV cache budget (--kv-dram-mb) holds at most " +
+        "The server's KV cache budget (--kv-dram-mb, --kv-staging-mb) holds at most " +
         std::to_string(kv_capacity_tokens_ + 1) + " tokens of one sequence." + got +
         " (plus one to generate); it could never run. Please reduce the length of the prompt.");
   }

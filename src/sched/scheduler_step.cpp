@@ -68,7 +68,7 @@ bool Scheduler::reserve_for(Sequence& s, int n) {
                      s.tokens.size(), r.why);
       finish(s, FinishReason::Length, {},
              "KV cache full at " + std::to_string(s.tokens.size()) +
-                 " tokens: the KV budget (--kv-dram-mb) holds no more for this sequence");
+                 " tokens: the KV budget (--kv-dram-mb, --kv-staging-mb) holds no more for this sequence");
       return false;
     }
     finish(s, FinishReason::Error,

@@ -72,7 +72,9 @@ class Engine {
   // --- KV capacity, as the scheduler needs it (it sees no KV internals) ---
   int block_tokens() const;         // tokens per KV block
   int64_t available_blocks() const;  // blocks that can be made free now
-  int64_t capacity_blocks() const;   // blocks the DRAM budget holds in all
+  // The most blocks one sequence alone can hold (DRAM, plus what it may
+  // stream from the flash tier).
+  int64_t capacity_blocks() const;
   // Makes room in the KV cache for n more tokens of seq before a step.
   enum class Room : uint8_t {
     Ok,

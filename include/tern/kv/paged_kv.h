@@ -91,6 +91,9 @@ class PagedKv {
   // --- Capacity ---------------------------------------------------------
   int64_t blocks_needed(SeqId seq, int n_new) const;  // new blocks reserve() would take
   int64_t available_blocks() const;  // free + evictable + spillable, now
+  // The most blocks one sequence alone can hold: every DRAM frame, plus the
+  // blocks it may stream from flash (bounded by the staging buffers).
+  int64_t max_sequence_blocks() const;
   bool can_append(SeqId seq, int n_new) const { return blocks_needed(seq, n_new) <= available_blocks(); }
   // Makes room for positions [length, length + n_new). May evict cached
   // blocks (LRU) and spill cold ones. Throws InvalidArgument past
