@@ -52,16 +52,13 @@ void add_chat_command(CLI::App& app) {
       if (line.empty()) continue;
       msgs.push_back({"user", line});
       auto ids = encode_chat(tok, engine->chat_template(), msgs, /*add_generation_prompt=*/true);
-      if (int(ids.size()) >= engine->n_ctx()) {
-        std::fprintf(stderr, "the conversation no longer fits the context; /reset\n");
-        msgs.pop_back();
-        continue;
-      }
+      // The scheduler checks the prompt (one check for every client): a
+      // conversation that outgrew the context comes back as an error.
       const LocalResult r = gen.generate(std::move(ids), sp);
       std::fputc('\n', stdout);
       if (o->stats) print_stats(r);
       if (r.finish.reason == sched::FinishReason::Error) {
-        std::fprintf(stderr, "error: %s\n", r.finish.error.c_str());
+        std::fprintf(stderr, "error: %s (/reset starts over)\n", r.finish.error.c_str());
         msgs.pop_back();
         continue;
       }

@@ -1,5 +1,6 @@
 #include "tern/sched/sync_client.h"
 
+#include "tern/core/error.h"
 #include "tern/sched/scheduler.h"
 
 namespace tern::sched {
@@ -27,7 +28,15 @@ Finish SyncClient::run(Request r, const OnText& on_text) {
     }
   } clear{*this};
 
-  const SubmitStatus st = scheduler_.submit(std::move(r));
+  SubmitStatus st;
+  try {
+    st = scheduler_.submit(std::move(r));
+  } catch (const InvalidArgument& e) {  // the prompt is refused (too long for the context, ...)
+    Finish f;
+    f.reason = FinishReason::Error;
+    f.error = e.what();
+    return f;
+  }
   if (st != SubmitStatus::Accepted) {
     Finish f;
     f.reason = FinishReason::Error;

@@ -35,9 +35,9 @@ class SyncClient {
   SyncClient(const SyncClient&) = delete;
   SyncClient& operator=(const SyncClient&) = delete;
 
-  // Runs `r` (its stream is replaced) to completion. Throws InvalidArgument as
-  // Scheduler::submit does; a refused submit (queue full, shutting down)
-  // returns Finish{Error}. One run at a time.
+  // Runs `r` (its stream is replaced) to completion. A refused submit (a
+  // prompt the scheduler will not run, queue full, shutting down) returns
+  // Finish{Error} with the reason. One run at a time.
   Finish run(Request r, const OnText& on_text);
 
   // Thread-safe: cancels the request in flight, if any; returns whether there was one.

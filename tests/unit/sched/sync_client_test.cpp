@@ -99,7 +99,18 @@ TEST_F(SyncClientTest, RefusedSubmitIsAnErrorFinish) {
   const Finish f = client.run(request("Hello", 4), {});
   EXPECT_EQ(f.reason, FinishReason::Error);
   EXPECT_NE(f.error.find("shutting down"), std::string::npos) << f.error;
-  EXPECT_THROW(client.run(Request{}, {}), InvalidArgument);  // empty prompt
+  const Finish empty = client.run(Request{}, {});  // an empty prompt is refused, not thrown
+  EXPECT_EQ(empty.reason, FinishReason::Error);
+  EXPECT_NE(empty.error.find("empty"), std::string::npos) << empty.error;
+}
+
+TEST_F(SyncClientTest, PromptLongerThanTheContextIsAnErrorFinish) {
+  SyncClient client(*scheduler_);
+  Request r = request("Hello", 4);
+  r.prompt.assign(size_t(scheduler_->n_ctx()) + 5, r.prompt.front());
+  const Finish f = client.run(std::move(r), {});
+  EXPECT_EQ(f.reason, FinishReason::Error);
+  EXPECT_NE(f.error.find("maximum context length"), std::string::npos) << f.error;
 }
 
 }  // namespace
