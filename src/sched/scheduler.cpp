@@ -40,6 +40,7 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
       opts_.kv_tokens > 0 ? opts_.kv_tokens : st.dram_blocks * st.block_tokens;
   metrics_.set_kv(st);
   running_.reserve(size_t(opts_.max_batch));
+  wake_line_->scheduler = this;
   // A prompt of P tokens needs KV for P + 1 (its first generated token is fed
   // back), in whole blocks, and must leave the context room for that token.
   kv_capacity_tokens_ = engine_.capacity_blocks() * st.block_tokens - 1;
@@ -49,7 +50,19 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
 }
 
 Scheduler::~Scheduler() {
+  {
+    std::lock_guard lock(wake_line_->mu);
+    wake_line_->scheduler = nullptr;
+  }
   stop();
+}
+
+void Scheduler::wake() {
+  {
+    std::lock_guard lock(mu_);
+    wake_ = true;
+  }
+  cv_.notify_one();
 }
 
 void Scheduler::start() {
@@ -79,12 +92,9 @@ SubmitStatus Scheduler::submit(Request r) {
     if (t < 0 || t >= n_vocab_)
       throw InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary");
   // A drain that ends a backlog makes its paused sequence runnable again.
-  r.stream->set_drain_hook([this] {
-    {
-      std::lock_guard lock(mu_);
-      wake_ = true;
-    }
-    cv_.notify_one();
+  r.stream->set_drain_hook([line = wake_line_] {
+    std::lock_guard lock(line->mu);
+    if (line->scheduler) line->scheduler->wake();
   });
   {
     std::lock_guard lock(mu_);
@@ -107,11 +117,7 @@ SubmitStatus Scheduler::submit(Request r) {
 void Scheduler::cancel(const std::shared_ptr<Stream>& stream) {
   if (!stream || stream->finished()) return;
   stream->mark_cancelled();
-  {
-    std::lock_guard lock(mu_);
-    wake_ = true;
-  }
-  cv_.notify_one();
+  wake();
 }
 
 void Scheduler::stop_accepting() {

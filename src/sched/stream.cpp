@@ -28,7 +28,7 @@ void Stream::push(std::string_view text, int n_tokens) {
   if (finished_ || (text.empty() && n_tokens == 0)) return;
   text_.append(text);
   n_tokens_ += n_tokens;
-  if (text_.size() >= kBacklogBytes) backlogged_.store(true, std::memory_order_release);
+  if (text_.size() >= backlog_bytes_) backlogged_.store(true, std::memory_order_release);
   signal(lock);
 }
 

@@ -148,6 +148,15 @@ class Scheduler {
   std::vector<std::pair<Sequence*, int>> plan_, plan_order_;  // this step's (sequence, tokens)
   std::vector<std::pair<std::string, int>> client_load_;  // (client, running): take_work's scratch
   std::thread thread_;
+
+  // What stream drain hooks call: streams may outlive the scheduler, so the
+  // hook reaches it only through this, which the destructor switches off.
+  struct WakeLine {
+    std::mutex mu;
+    Scheduler* scheduler = nullptr;  // null once the scheduler is gone
+  };
+  std::shared_ptr<WakeLine> wake_line_ = std::make_shared<WakeLine>();
+  void wake();
 };
 
 }  // namespace tern::sched

@@ -82,7 +82,9 @@ class Stream {
 
   // `notify` is called from the engine thread; it must be cheap and thread-safe
   // (the server posts a wake-up to the session's executor).
-  explicit Stream(Notify notify) : notify_(std::move(notify)) {}
+  // backlog_bytes: pending text at which the stream counts as backlogged.
+  explicit Stream(Notify notify, size_t backlog_bytes = kBacklogBytes)
+      : notify_(std::move(notify)), backlog_bytes_(backlog_bytes) {}
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
@@ -94,7 +96,7 @@ class Stream {
   StreamChunk drain();
   bool finished() const;  // a Finish was pushed (it may not be drained yet)
 
-  // Pending text has reached kBacklogBytes (thread-safe, lock-free).
+  // Pending text has reached the backlog bound (thread-safe, lock-free).
   bool backlogged() const { return backlogged_.load(std::memory_order_acquire); }
   // Called (consumer thread, outside the lock) when a drain ends a backlog.
   // Set once, before the stream is shared (the scheduler does it on submit).
@@ -108,6 +110,7 @@ class Stream {
   void signal(std::unique_lock<std::mutex>& lock);
 
   Notify notify_;
+  const size_t backlog_bytes_;
   mutable std::mutex mu_;
   std::string text_;
   int n_tokens_ = 0;
