@@ -36,7 +36,7 @@ pytestmark = pytest.mark.skipif(
 
 # Small replicas: short contexts, a small DRAM budget (room for every session
 # they hold here), no flash tier, one thread each.
-REPLICA_ARGS = ("--ctx", "1024", "--kv-dram-mb", "32", "--kv-flash-mb", "0", "-t", "1",
+REPLICA_ARGS = ("--ctx", "1024", "--kv-dram-mb", "64", "--kv-flash-mb", "0", "-t", "1",
                 "--max-batch", "8")
 SESSIONS = 24
 MAX_TOKENS = 12
