@@ -90,6 +90,23 @@ void kv_metrics(std::string& out, const kv::KvStats& k) {
   sample(out, "tern_kv_flash_errors_total{op=\"read\"}", double(k.read_errors));
 }
 
+// The gauges Kubernetes' Gateway API Inference Extension (the endpoint picker)
+// and other LLM-aware routers read, under vLLM's names with tern's prefix
+// (vllm:num_requests_running and so on; deploy/README.md maps them). Derived
+// from the gauges above: waiting counts preempted sequences too, as vLLM's
+// does, and KV usage is the fraction of DRAM blocks a live sequence holds
+// (unreferenced prefix-cache blocks are evictable, so they count as free).
+void router_metrics(std::string& out, const sched::Metrics& m, const kv::KvStats& k) {
+  scalar(out, "tern:num_requests_running", "gauge",
+         "Requests in the running batch (vllm:num_requests_running).", double(m.running.load()));
+  scalar(out, "tern:num_requests_waiting", "gauge",
+         "Requests waiting for admission, preempted ones included (vllm:num_requests_waiting).",
+         double(m.queue_depth.load() + m.preempted.load()));
+  scalar(out, "tern:kv_cache_usage_perc", "gauge",
+         "Fraction (0..1) of KV DRAM blocks held by live sequences (vllm:kv_cache_usage_perc).",
+         k.dram_blocks > 0 ? double(k.dram_used) / double(k.dram_blocks) : 0.0);
+}
+
 }  // namespace
 
 void HttpStats::count_response(int status) {
@@ -145,7 +162,9 @@ std::string render_metrics(const sched::Metrics& m, const HttpStats& http) {
          double(m.preemptions.load()));
   scalar(out, "tern_kv_io_failures_total", "counter", "Requests whose KV a flash-tier error broke.",
          double(m.kv_io_failures.load()));
-  kv_metrics(out, m.kv());
+  const kv::KvStats kv = m.kv();
+  kv_metrics(out, kv);
+  router_metrics(out, m, kv);
   header(out, "tern_http_responses_total", "counter", "HTTP responses by status code.");
   for (const auto& [code, n] : http.responses())
     sample(out, "tern_http_responses_total{code=\"" + std::to_string(code) + "\"}", double(n));

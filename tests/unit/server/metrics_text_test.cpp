@@ -16,6 +16,13 @@ TEST(MetricsText, PrometheusExposition) {
   m.queue_depth = 2;
   m.kv_tokens_used = 50;
   m.kv_tokens_capacity = 200;
+  m.running = 4;
+  m.preempted = 1;
+  kv::KvStats kv;
+  kv.dram_blocks = 16;
+  kv.dram_used = 6;
+  kv.dram_cached = 5;
+  m.set_kv(kv);
   m.time_to_first_token.observe(0.004);
   m.time_to_first_token.observe(0.2);
   m.time_to_first_token.observe(100);
@@ -29,6 +36,11 @@ TEST(MetricsText, PrometheusExposition) {
   EXPECT_TRUE(has_line(t, "tern_generated_tokens_total 42"));
   EXPECT_TRUE(has_line(t, "tern_queue_depth 2"));
   EXPECT_TRUE(has_line(t, "tern_kv_usage_ratio 0.25"));
+  // The names LLM-aware routers scrape (vLLM's, with tern's prefix).
+  EXPECT_TRUE(has_line(t, "# TYPE tern:num_requests_running gauge"));
+  EXPECT_TRUE(has_line(t, "tern:num_requests_running 4"));
+  EXPECT_TRUE(has_line(t, "tern:num_requests_waiting 3"));
+  EXPECT_TRUE(has_line(t, "tern:kv_cache_usage_perc 0.375"));
   EXPECT_TRUE(has_line(t, "# TYPE tern_time_to_first_token_seconds histogram"));
   EXPECT_TRUE(has_line(t, "tern_time_to_first_token_seconds_bucket{le=\"0.005\"} 1"));
   EXPECT_TRUE(has_line(t, "tern_time_to_first_token_seconds_bucket{le=\"0.25\"} 2"));
