@@ -63,6 +63,38 @@ Size header_size(ImageFormat fmt, std::span<const uint8_t> b) {
   return {};
 }
 
+// stb_image 2.27 (Debian's) trusts a JPEG Huffman table's symbol count and
+// writes up to 4080 symbols into a 256-entry table. Walk every marker segment
+// (including those between progressive scans) and refuse such a table first.
+bool jpeg_huffman_tables_ok(std::span<const uint8_t> b) {
+  const uint8_t* p = b.data();
+  const size_t n = b.size();
+  auto at = [&](size_t k) -> uint32_t { return k < n ? p[k] : 0; };  // stb reads 0 past the end
+  size_t i = 2;
+  while (i + 4 <= n) {
+    if (p[i] != 0xff) { ++i; continue; }  // stb scans ahead for the next marker too
+    const uint8_t m = p[i + 1];
+    if (m == 0xff) { ++i; continue; }  // fill byte
+    if (m == 0xd8 || m == 0x01 || (m >= 0xd0 && m <= 0xd7)) { i += 2; continue; }
+    if (m == 0xd9) return true;
+    const size_t end = i + 2 + be16(p + i + 2);
+    if (m == 0xc4) {
+      for (size_t j = i + 4; j < end;) {
+        uint32_t count = 0;
+        for (size_t k = 1; k <= 16; ++k) count += at(j + k);
+        if (count > 256) return false;
+        j += 17 + count;
+      }
+    }
+    i = end;
+    if (m == 0xda) {  // skip the entropy-coded data up to the next real marker
+      while (i + 1 < n && !(p[i] == 0xff && p[i + 1] != 0 && !(p[i + 1] >= 0xd0 && p[i + 1] <= 0xd7)))
+        ++i;
+    }
+  }
+  return true;
+}
+
 struct StbFree {
   void operator()(stbi_uc* p) const { stbi_image_free(p); }
 };
@@ -120,6 +152,8 @@ Image decode_image(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
            std::to_string(limits.max_pixels));
   };
   if (const Size s = header_size(fmt, bytes); s.w >= 0 && s.h >= 0) check_size(s.w, s.h);
+  if (fmt == ImageFormat::Jpeg && !jpeg_huffman_tables_ok(bytes))
+    fail("corrupt JPEG data (a Huffman table has more than 256 symbols)");
   int w = 0, h = 0, comp = 0;
   if (!stbi_info_from_memory(bytes.data(), len, &w, &h, &comp))
     fail("corrupt or truncated " + name + " header (" + reason() + ")");
