@@ -42,6 +42,7 @@ VisionConfig preset_config(const Preset& p, const PresetDims& d) {
                  .ln_eps = p.clip ? 1e-5f : 1e-6f,
                  .merge = d.merge,
                  .feature_layers = {},
+                 .preproc_image_size = 0,
                  .ffn = p.clip ? VisionFfn::GeluQuick : VisionFfn::Gelu,
                  .has_patch_bias = !p.clip,
                  .has_class_embd = p.clip,

@@ -101,6 +101,11 @@ VisionConfig read_vision_hparams(const gguf::GgufFile& f) {
   const uint32_t def_merge = c.projector == ProjectorType::Gemma3 ? 4 : 1;
   if (c.projector != ProjectorType::Mlp)
     c.merge = int(f.get_u32_or(v + "projector.scale_factor", def_merge));
+  if (c.projector == ProjectorType::Idefics3)
+    c.preproc_image_size = int(f.get_u32_or(v + "preproc_image_size", 0));
+  if (c.projector == ProjectorType::Mlp && f.has(v + "image_grid_pinpoints") &&
+      f.array_length(v + "image_grid_pinpoints") > 0)
+    fail(f, "LLaVA-1.6 any-resolution files (clip.vision.image_grid_pinpoints) are not supported");
 
   // Consistency.
   auto num = [](int64_t x) { return std::to_string(x); };

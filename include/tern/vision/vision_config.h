@@ -50,6 +50,8 @@ struct VisionConfig {
   int projection_dim = 0;           // as declared in the metadata (0: absent); informational
   int merge = 1;                    // idefics3 scale factor / gemma3 pool size, per side
   std::vector<int> feature_layers;  // clip.vision.feature_layer (empty: the projector's default)
+  int preproc_image_size = 0;       // idefics3: clip.vision.preproc_image_size, the longest
+                                    // edge before tiling (0: absent)
   VisionFfn ffn = VisionFfn::GeluQuick;
 
   // Which optional tensors the file has (found by name when loading).

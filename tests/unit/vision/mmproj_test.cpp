@@ -81,6 +81,11 @@ TEST(Mmproj, ConfigCarriesEachProjectorsData) {
   EXPECT_EQ(idefics.config().n_output_tokens(), 4);
   EXPECT_EQ(idefics.config().ffn, VisionFfn::Gelu);
   EXPECT_TRUE(idefics.config().has_post_ln && idefics.config().has_patch_bias);
+  EXPECT_EQ(idefics.config().preproc_image_size, 0);
+  Loaded d;
+  const Mmproj sized = d.load(tiny(ProjectorType::Idefics3),
+                              [](auto& w) { w.set_u32("clip.vision.preproc_image_size", 2048); });
+  EXPECT_EQ(sized.config().preproc_image_size, 2048);
   EXPECT_EQ(idefics.weights().fc_w->dims, (std::vector<int64_t>{128, 64}));
   const Mmproj gemma = b.load(tiny(ProjectorType::Gemma3));
   EXPECT_EQ(gemma.config().n_output_tokens(), 4);
@@ -157,6 +162,9 @@ TEST(Mmproj, WrongFileKindsAreRefused) {
   EXPECT_HAS(load_error(tiny(ProjectorType::Mlp),
                         [](auto& w) { w.add_tensor_f32("mm.3.weight", {4}, std::vector<float>(4)); }),
              "(mm.3, Yi-style LLaVA) is not supported");
+  EXPECT_HAS(load_error(tiny(ProjectorType::Mlp),
+                        [](auto& w) { w.set_i32_array("clip.vision.image_grid_pinpoints", {336, 672}); }),
+             "LLaVA-1.6 any-resolution files (clip.vision.image_grid_pinpoints) are not supported");
 }
 
 TEST(Mmproj, ProjectorTypeFallsBackToTheVisionKey) {
