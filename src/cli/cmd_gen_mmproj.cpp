@@ -23,7 +23,8 @@ void add_gen_mmproj_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("gen-mmproj", "write a random-weight vision projector GGUF");
   cmd->add_option("--type", o->type, "projector type")
       ->check(CLI::IsMember({"idefics3", "gemma3", "mlp"}));
-  cmd->add_option("--shape", o->shape, "tiny (unit tests) or real (SmolVLM-256M / Gemma 3 / LLaVA-1.5)")
+  cmd->add_option("--shape", o->shape,
+                  "tiny (unit tests) or real (SmolVLM-256M / Gemma 3 / LLaVA-1.5)")
       ->check(CLI::IsMember({"tiny", "real"}));
   cmd->add_option("--weights", o->weights, "type of the linear weights")
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
@@ -33,7 +34,9 @@ void add_gen_mmproj_command(CLI::App& app) {
     const auto type = *vision::projector_from_name(o->type);
     vision::MmprojSpec spec = vision::mmproj_preset(
         type, o->shape == "real" ? vision::MmprojShape::Real : vision::MmprojShape::Tiny);
-    spec.matrix_type = o->weights == "f32" ? DType::F32 : o->weights == "q8_0" ? DType::Q8_0 : DType::F16;
+    spec.matrix_type = o->weights == "f32"    ? DType::F32
+                       : o->weights == "q8_0" ? DType::Q8_0
+                                              : DType::F16;
     spec.seed = o->seed;
     vision::write_mmproj(spec, o->out);
     const vision::Mmproj mm = vision::Mmproj::open(o->out);

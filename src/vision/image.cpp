@@ -20,12 +20,22 @@ std::string reason() {
   return r ? r : "unknown error";
 }
 
-[[noreturn]] void fail(const std::string& what) { throw ImageError("image: " + what); }
+[[noreturn]] void fail(const std::string& what) {
+  throw ImageError("image: " + what);
+}
 
-uint32_t be16(const uint8_t* p) { return uint32_t(p[0]) << 8 | p[1]; }
-uint32_t be32(const uint8_t* p) { return be16(p) << 16 | be16(p + 2); }
-uint32_t le16(const uint8_t* p) { return uint32_t(p[1]) << 8 | p[0]; }
-int64_t le32s(const uint8_t* p) { return int32_t(le16(p + 2) << 16 | le16(p)); }
+uint32_t be16(const uint8_t* p) {
+  return uint32_t(p[0]) << 8 | p[1];
+}
+uint32_t be32(const uint8_t* p) {
+  return be16(p) << 16 | be16(p + 2);
+}
+uint32_t le16(const uint8_t* p) {
+  return uint32_t(p[1]) << 8 | p[0];
+}
+int64_t le32s(const uint8_t* p) {
+  return int32_t(le16(p + 2) << 16 | le16(p));
+}
 
 struct Size {
   int64_t w = -1, h = -1;  // -1: the header did not say (stb decides)
@@ -58,7 +68,8 @@ Size header_size(ImageFormat fmt, std::span<const uint8_t> b) {
         i += 2 + be16(p + i + 2);
       }
       break;
-    default: break;
+    default:
+      break;
   }
   return {};
 }
@@ -72,10 +83,19 @@ bool jpeg_huffman_tables_ok(std::span<const uint8_t> b) {
   auto at = [&](size_t k) -> uint32_t { return k < n ? p[k] : 0; };  // stb reads 0 past the end
   size_t i = 2;
   while (i + 4 <= n) {
-    if (p[i] != 0xff) { ++i; continue; }  // stb scans ahead for the next marker too
+    if (p[i] != 0xff) {
+      ++i;
+      continue;
+    }  // stb scans ahead for the next marker too
     const uint8_t m = p[i + 1];
-    if (m == 0xff) { ++i; continue; }  // fill byte
-    if (m == 0xd8 || m == 0x01 || (m >= 0xd0 && m <= 0xd7)) { i += 2; continue; }
+    if (m == 0xff) {
+      ++i;
+      continue;
+    }  // fill byte
+    if (m == 0xd8 || m == 0x01 || (m >= 0xd0 && m <= 0xd7)) {
+      i += 2;
+      continue;
+    }
     if (m == 0xd9) return true;
     const size_t end = i + 2 + be16(p + i + 2);
     if (m == 0xc4) {
@@ -88,7 +108,8 @@ bool jpeg_huffman_tables_ok(std::span<const uint8_t> b) {
     }
     i = end;
     if (m == 0xda) {  // skip the entropy-coded data up to the next real marker
-      while (i + 1 < n && !(p[i] == 0xff && p[i + 1] != 0 && !(p[i + 1] >= 0xd0 && p[i + 1] <= 0xd7)))
+      while (i + 1 < n &&
+             !(p[i] == 0xff && p[i + 1] != 0 && !(p[i + 1] >= 0xd0 && p[i + 1] <= 0xd7)))
         ++i;
     }
   }
@@ -109,7 +130,11 @@ ImageFormat sniff_image_format(std::span<const uint8_t> b) {
   if (starts_with(b, "RIFF", 4) && starts_with(b, "WEBP", 4, 8)) return ImageFormat::WebP;
   if (starts_with(b, "II*\0", 4) || starts_with(b, "MM\0*", 4)) return ImageFormat::Tiff;
   // Formats stb could read but tern does not accept, and other common ones.
-  if (starts_with(b, "8BPS", 4) || starts_with(b, "\0\0\0\x0c" "jP", 6) ||
+  if (starts_with(b, "8BPS", 4) ||
+      starts_with(b,
+                  "\0\0\0\x0c"
+                  "jP",
+                  6) ||
       starts_with(b, "ftypavif", 8, 4) || starts_with(b, "ftypheic", 8, 4) ||
       starts_with(b, "#?RADIANCE", 10) || starts_with(b, "P6\n", 3) || starts_with(b, "P5\n", 3))
     return ImageFormat::Other;
@@ -118,25 +143,33 @@ ImageFormat sniff_image_format(std::span<const uint8_t> b) {
 
 std::string_view image_format_name(ImageFormat f) {
   switch (f) {
-    case ImageFormat::Png: return "PNG";
-    case ImageFormat::Jpeg: return "JPEG";
-    case ImageFormat::Bmp: return "BMP";
-    case ImageFormat::Gif: return "GIF";
-    case ImageFormat::WebP: return "WebP";
-    case ImageFormat::Tiff: return "TIFF";
-    case ImageFormat::Other: return "other";
-    case ImageFormat::Unknown: break;
+    case ImageFormat::Png:
+      return "PNG";
+    case ImageFormat::Jpeg:
+      return "JPEG";
+    case ImageFormat::Bmp:
+      return "BMP";
+    case ImageFormat::Gif:
+      return "GIF";
+    case ImageFormat::WebP:
+      return "WebP";
+    case ImageFormat::Tiff:
+      return "TIFF";
+    case ImageFormat::Other:
+      return "other";
+    case ImageFormat::Unknown:
+      break;
   }
   return "unknown";
 }
 
 Image decode_image(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
   if (bytes.empty()) fail("empty data (0 bytes)");
-  if (bytes.size() > size_t(INT_MAX)) fail("data too large (" + std::to_string(bytes.size()) + " bytes)");
+  if (bytes.size() > size_t(INT_MAX))
+    fail("data too large (" + std::to_string(bytes.size()) + " bytes)");
   const ImageFormat fmt = sniff_image_format(bytes);
   const std::string supported = "supported formats are PNG, JPEG, BMP and GIF";
-  if (fmt == ImageFormat::Unknown)
-    fail("not an image: unrecognized header (" + supported + ")");
+  if (fmt == ImageFormat::Unknown) fail("not an image: unrecognized header (" + supported + ")");
   if (fmt == ImageFormat::WebP || fmt == ImageFormat::Tiff || fmt == ImageFormat::Other)
     fail("unsupported format " + std::string(image_format_name(fmt)) + " (" + supported + ")");
   const std::string name(image_format_name(fmt));

@@ -25,7 +25,9 @@ const gguf::TensorInfo& need(const gguf::GgufFile& f, const std::string& name, P
 
 // dims[i] of a tensor the shapes are read from; 0 when it has fewer dims
 // (the shape check then reports the mismatch).
-int64_t dim_of(const gguf::TensorInfo& t, size_t i) { return i < t.dims.size() ? t.dims[i] : 0; }
+int64_t dim_of(const gguf::TensorInfo& t, size_t i) {
+  return i < t.dims.size() ? t.dims[i] : 0;
+}
 
 // Fills in the config fields that come from the tensors: which optional ones
 // exist, the legacy ffn naming, and the projector's widths.
@@ -57,8 +59,8 @@ void detect_from_tensors(const gguf::GgufFile& f, VisionConfig& c) {
   if (c.d_out <= 0) fail(f, "cannot tell the projector's output width from its tensors");
   const std::string extra = "v.blk." + std::to_string(c.n_layers) + ".ln1.weight";
   if (has(extra))
-    fail(f, "tensor '" + extra + "' is beyond clip.vision.block_count = " +
-                std::to_string(c.n_layers));
+    fail(f, "tensor '" + extra +
+                "' is beyond clip.vision.block_count = " + std::to_string(c.n_layers));
 }
 
 // Checks every tensor `c` needs and binds its view into `w`.
@@ -87,7 +89,9 @@ Mmproj::Mmproj(gguf::GgufFile f) : file_(std::move(f)) {
   validate_and_bind(file_, config_, weights_);
 }
 
-Mmproj Mmproj::open(const std::string& path) { return Mmproj(gguf::GgufFile::open(path)); }
+Mmproj Mmproj::open(const std::string& path) {
+  return Mmproj(gguf::GgufFile::open(path));
+}
 
 Mmproj Mmproj::from_memory(std::span<const uint8_t> bytes, std::string name) {
   return Mmproj(gguf::GgufFile::from_memory(bytes, std::move(name)));

@@ -23,12 +23,21 @@ struct Preset {
 };
 
 constexpr Preset kPresets[] = {
-    {ProjectorType::Idefics3, false, {32, 8, 32, 64, 2, 4, 2, 0, 64},
-     {512, 16, 768, 3072, 12, 12, 4, 0, 576}, "random SmolVLM-256M vision (SigLIP-B/16-512)"},
-    {ProjectorType::Gemma3, false, {32, 8, 32, 64, 2, 4, 2, 0, 64},
-     {896, 14, 1152, 4304, 27, 16, 4, 0, 640}, "random Gemma 3 vision (SigLIP so400m/14-896)"},
-    {ProjectorType::Mlp, true, {32, 8, 32, 64, 2, 4, 1, 64, 64},
-     {336, 14, 1024, 4096, 23, 16, 1, 4096, 4096}, "random LLaVA-1.5 vision (CLIP ViT-L/14-336)"},
+    {ProjectorType::Idefics3,
+     false,
+     {32, 8, 32, 64, 2, 4, 2, 0, 64},
+     {512, 16, 768, 3072, 12, 12, 4, 0, 576},
+     "random SmolVLM-256M vision (SigLIP-B/16-512)"},
+    {ProjectorType::Gemma3,
+     false,
+     {32, 8, 32, 64, 2, 4, 2, 0, 64},
+     {896, 14, 1152, 4304, 27, 16, 4, 0, 640},
+     "random Gemma 3 vision (SigLIP so400m/14-896)"},
+    {ProjectorType::Mlp,
+     true,
+     {32, 8, 32, 64, 2, 4, 1, 64, 64},
+     {336, 14, 1024, 4096, 23, 16, 1, 4096, 4096},
+     "random LLaVA-1.5 vision (CLIP ViT-L/14-336)"},
 };
 
 VisionConfig preset_config(const Preset& p, const PresetDims& d) {
@@ -66,7 +75,8 @@ void write_metadata(gguf::GgufWriter& w, const MmprojSpec& s) {
   w.set_string("clip.projector_type", std::string(projector_name(c.projector)));
   w.set_bool("clip.use_gelu", c.ffn == VisionFfn::Gelu);
   if (c.ffn == VisionFfn::Silu) w.set_bool("clip.use_silu", true);
-  for (const IntHparam& h : kVisionIntHparams) w.set_u32(v + std::string(h.key), uint32_t(c.*h.field));
+  for (const IntHparam& h : kVisionIntHparams)
+    w.set_u32(v + std::string(h.key), uint32_t(c.*h.field));
   w.set_f32(v + "attention.layer_norm_epsilon", c.ln_eps);
   w.set_u32(v + "projection_dim", uint32_t(c.projection_dim ? c.projection_dim : c.d_out));
   w.set_f32_array(v + "image_mean", {c.image_mean.begin(), c.image_mean.end()});
@@ -82,7 +92,8 @@ std::vector<float> random_values(const TensorSpec& t, const std::vector<int64_t>
                                  std::mt19937& rng) {
   size_t n = 1;
   for (int64_t d : dims) n *= size_t(d);
-  const bool is_norm = t.name.find("ln") != std::string::npos || t.name.find("norm") != std::string::npos;
+  const bool is_norm =
+      t.name.find("ln") != std::string::npos || t.name.find("norm") != std::string::npos;
   const bool is_bias = t.name.ends_with(".bias");
   float lo = -0.02f, hi = 0.02f;
   if (t.kind == TensorKind::Matrix) {
@@ -133,6 +144,8 @@ gguf::GgufWriter build_mmproj(const MmprojSpec& s) {
   return w;
 }
 
-void write_mmproj(const MmprojSpec& s, const std::string& path) { build_mmproj(s).write(path); }
+void write_mmproj(const MmprojSpec& s, const std::string& path) {
+  build_mmproj(s).write(path);
+}
 
 }  // namespace tern::vision

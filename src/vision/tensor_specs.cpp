@@ -13,7 +13,8 @@ struct Builder {
   }
   void layer(int il, const std::string& suffix, std::vector<int64_t> dims, TensorKind k,
              Tensor L::*slot) {
-    specs.push_back({"v.blk." + std::to_string(il) + "." + suffix, std::move(dims), k, il, nullptr, slot});
+    specs.push_back(
+        {"v.blk." + std::to_string(il) + "." + suffix, std::move(dims), k, il, nullptr, slot});
   }
 };
 
@@ -22,7 +23,11 @@ void add_block(Builder& b, const VisionConfig& c, int il) {
   constexpr auto M = TensorKind::Matrix, V = TensorKind::Vector;
   b.layer(il, "ln1.weight", {D}, V, &L::ln1_w);
   b.layer(il, "ln1.bias", {D}, V, &L::ln1_b);
-  const struct { const char* name; Tensor L::*w; Tensor L::*bias; } attn[] = {
+  const struct {
+    const char* name;
+    Tensor L::*w;
+    Tensor L::*bias;
+  } attn[] = {
       {"attn_q", &L::q_w, &L::q_b},
       {"attn_k", &L::k_w, &L::k_b},
       {"attn_v", &L::v_w, &L::v_b},
@@ -94,9 +99,12 @@ bool kind_accepts(TensorKind k, DType t) {
 
 std::string_view kind_rule(TensorKind k) {
   switch (k) {
-    case TensorKind::Matrix: return "a linear weight must be a type tern can dequantize";
-    case TensorKind::Vector: return "a norm, bias or class vector must be F32 or F16";
-    case TensorKind::Embedding: return "a patch or position embedding must be F32 or F16";
+    case TensorKind::Matrix:
+      return "a linear weight must be a type tern can dequantize";
+    case TensorKind::Vector:
+      return "a norm, bias or class vector must be F32 or F16";
+    case TensorKind::Embedding:
+      return "a patch or position embedding must be F32 or F16";
   }
   return "?";
 }

@@ -22,9 +22,9 @@ struct TensorSpec {
   std::string name;
   std::vector<int64_t> dims;  // GGUF order, dims[0] fastest
   TensorKind kind = TensorKind::Matrix;
-  int layer = -1;                                   // >= 0: a ViT block's tensor
-  Tensor VisionWeights::*global = nullptr;          // binding when layer < 0
-  Tensor VisionLayerWeights::*member = nullptr;     // binding when layer >= 0
+  int layer = -1;                                // >= 0: a ViT block's tensor
+  Tensor VisionWeights::*global = nullptr;       // binding when layer < 0
+  Tensor VisionLayerWeights::*member = nullptr;  // binding when layer >= 0
 };
 
 // All tensors `c` needs, in the order the generator writes them. Optional

@@ -22,7 +22,8 @@ constexpr ProjectorName kProjectors[] = {
 
 int positive(const gguf::GgufFile& f, const std::string& key) {
   const int64_t v = f.get_int(key);
-  if (v <= 0 || v > (int64_t(1) << 24)) fail(f, key + " = " + std::to_string(v) + " is out of range");
+  if (v <= 0 || v > (int64_t(1) << 24))
+    fail(f, key + " = " + std::to_string(v) + " is out of range");
   return int(v);
 }
 
@@ -33,15 +34,15 @@ std::array<float, 3> rgb_triple(const gguf::GgufFile& f, const std::string& key,
   return {v[0], v[1], v[2]};
 }
 
+// Keeps n_patches (and everything computed from it) far from int overflow.
+constexpr int kMaxPatchesPerSide = 4096;
+
 }  // namespace
 
 const IntHparam kVisionIntHparams[6] = {
-    {"image_size", &VisionConfig::image_size},
-    {"patch_size", &VisionConfig::patch_size},
-    {"embedding_length", &VisionConfig::d_model},
-    {"feed_forward_length", &VisionConfig::d_ff},
-    {"block_count", &VisionConfig::n_layers},
-    {"attention.head_count", &VisionConfig::n_heads},
+    {"image_size", &VisionConfig::image_size},    {"patch_size", &VisionConfig::patch_size},
+    {"embedding_length", &VisionConfig::d_model}, {"feed_forward_length", &VisionConfig::d_ff},
+    {"block_count", &VisionConfig::n_layers},     {"attention.head_count", &VisionConfig::n_heads},
 };
 
 std::string_view projector_name(ProjectorType t) {
@@ -64,9 +65,11 @@ std::string supported_projectors() {
 
 int VisionConfig::n_output_tokens() const {
   switch (projector) {
-    case ProjectorType::Mlp: return n_patches();  // the class token is dropped
+    case ProjectorType::Mlp:
+      return n_patches();  // the class token is dropped
     case ProjectorType::Idefics3:
-    case ProjectorType::Gemma3: return n_patches() / (merge * merge);
+    case ProjectorType::Gemma3:
+      return n_patches() / (merge * merge);
   }
   return 0;
 }
@@ -82,7 +85,8 @@ VisionConfig read_vision_hparams(const gguf::GgufFile& f) {
   if (proj.empty()) fail(f, "no projector type (clip.projector_type)");
   const auto type = projector_from_name(proj);
   if (!type)
-    fail(f, "unsupported projector type '" + proj + "' (supported: " + supported_projectors() + ")");
+    fail(f,
+         "unsupported projector type '" + proj + "' (supported: " + supported_projectors() + ")");
 
   VisionConfig c;
   c.projector = *type;
@@ -112,18 +116,25 @@ VisionConfig read_vision_hparams(const gguf::GgufFile& f) {
   if (!(c.ln_eps > 0.0f && c.ln_eps < 1.0f))
     fail(f, v + "attention.layer_norm_epsilon = " + std::to_string(c.ln_eps) + " is out of range");
   if (c.d_model % c.n_heads != 0)
-    fail(f, "embedding_length " + num(c.d_model) + " is not divisible by head_count " + num(c.n_heads));
+    fail(f, "embedding_length " + num(c.d_model) + " is not divisible by head_count " +
+                num(c.n_heads));
   if (c.image_size % c.patch_size != 0)
-    fail(f, "image_size " + num(c.image_size) + " is not a multiple of patch_size " + num(c.patch_size));
+    fail(f, "image_size " + num(c.image_size) + " is not a multiple of patch_size " +
+                num(c.patch_size));
+  if (c.patches_per_side() > kMaxPatchesPerSide)
+    fail(f, "image_size / patch_size = " + num(c.patches_per_side()) +
+                " patches per side, more than " + num(kMaxPatchesPerSide));
   if (f.has(v + "attention.head_count_kv") && f.get_int(v + "attention.head_count_kv") != c.n_heads)
-    fail(f, v + "attention.head_count_kv differs from head_count (grouped-query ViTs are not supported)");
+    fail(f, v + "attention.head_count_kv differs from head_count (grouped-query ViTs are not "
+                "supported)");
   if (f.has(v + "attention.head_dim") && f.get_int(v + "attention.head_dim") != c.head_dim())
     fail(f, v + "attention.head_dim is not embedding_length / head_count = " + num(c.head_dim()));
   for (int i = 0; i < 3; ++i)
     if (!(c.image_std[size_t(i)] > 0.0f)) fail(f, v + "image_std has a value that is not positive");
   for (int l : c.feature_layers)
     if (l < 0 || l > c.n_layers)
-      fail(f, v + "feature_layer " + num(l) + " is out of range (block_count " + num(c.n_layers) + ")");
+      fail(f, v + "feature_layer " + num(l) + " is out of range (block_count " + num(c.n_layers) +
+                  ")");
   if (c.merge <= 0 || c.patches_per_side() % c.merge != 0)
     fail(f, v + "projector.scale_factor " + num(c.merge) + " does not divide the " +
                 num(c.patches_per_side()) + " patches per side");

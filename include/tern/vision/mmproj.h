@@ -21,21 +21,21 @@ namespace tern::vision {
 using Tensor = const gguf::TensorInfo*;  // a view; nullptr when the file lacks it
 
 struct VisionLayerWeights {
-  Tensor ln1_w = nullptr, ln1_b = nullptr;  // [D]
-  Tensor q_w = nullptr, q_b = nullptr;      // [D, D], [D]
-  Tensor k_w = nullptr, k_b = nullptr;      // [D, D], [D]
-  Tensor v_w = nullptr, v_b = nullptr;      // [D, D], [D]
-  Tensor o_w = nullptr, o_b = nullptr;      // [D, D], [D]  (attn_out)
-  Tensor ln2_w = nullptr, ln2_b = nullptr;  // [D]
-  Tensor up_w = nullptr, up_b = nullptr;    // [D, F], [F]  (fc1)
+  Tensor ln1_w = nullptr, ln1_b = nullptr;    // [D]
+  Tensor q_w = nullptr, q_b = nullptr;        // [D, D], [D]
+  Tensor k_w = nullptr, k_b = nullptr;        // [D, D], [D]
+  Tensor v_w = nullptr, v_b = nullptr;        // [D, D], [D]
+  Tensor o_w = nullptr, o_b = nullptr;        // [D, D], [D]  (attn_out)
+  Tensor ln2_w = nullptr, ln2_b = nullptr;    // [D]
+  Tensor up_w = nullptr, up_b = nullptr;      // [D, F], [F]  (fc1)
   Tensor down_w = nullptr, down_b = nullptr;  // [F, D], [D]  (fc2)
 };
 
 struct VisionWeights {
-  Tensor patch_w = nullptr;      // [P, P, 3, D]   v.patch_embd.weight (conv kernel)
-  Tensor patch_b = nullptr;      // [D]            v.patch_embd.bias, optional
-  Tensor class_embd = nullptr;   // [D]            v.class_embd, optional
-  Tensor pos_embd = nullptr;     // [D, n_positions] v.position_embd.weight
+  Tensor patch_w = nullptr;     // [P, P, 3, D]   v.patch_embd.weight (conv kernel)
+  Tensor patch_b = nullptr;     // [D]            v.patch_embd.bias, optional
+  Tensor class_embd = nullptr;  // [D]            v.class_embd, optional
+  Tensor pos_embd = nullptr;    // [D, n_positions] v.position_embd.weight
   Tensor pre_ln_w = nullptr, pre_ln_b = nullptr;    // [D], optional
   Tensor post_ln_w = nullptr, post_ln_b = nullptr;  // [D], optional
   std::vector<VisionLayerWeights> layers;           // n_layers
@@ -44,7 +44,7 @@ struct VisionWeights {
   Tensor mm2_w = nullptr, mm2_b = nullptr;  // mlp: [H, O], [O]       mm.2.*
   Tensor fc_w = nullptr;                    // idefics3: [D*merge^2, O] mm.model.fc.weight
   Tensor soft_norm_w = nullptr;             // gemma3: [D]            mm.soft_emb_norm.weight
-  Tensor input_proj_w = nullptr;            // gemma3: [O, D] (transposed) mm.input_projection.weight
+  Tensor input_proj_w = nullptr;  // gemma3: [O, D] (transposed) mm.input_projection.weight
 };
 
 class Mmproj {

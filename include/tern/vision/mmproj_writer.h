@@ -28,12 +28,12 @@ enum class MmprojShape { Tiny, Real };
 using TensorEdit = std::function<bool(const std::string& name, std::vector<int64_t>& dims)>;
 
 struct MmprojSpec {
-  VisionConfig config;               // every field, including has_* and d_out
-  DType matrix_type = DType::F16;    // linear weights (F16 where a row does not fit the block)
-  DType embed_type = DType::F16;     // patch kernel and position table: F32 or F16
+  VisionConfig config;             // every field, including has_* and d_out
+  DType matrix_type = DType::F16;  // linear weights (F16 where a row does not fit the block)
+  DType embed_type = DType::F16;   // patch kernel and position table: F32 or F16
   uint32_t seed = 1;
   std::string name = "tern-random-mmproj";  // general.name
-  TensorEdit edit;                   // optional
+  TensorEdit edit;                          // optional
 };
 
 MmprojSpec mmproj_preset(ProjectorType type, MmprojShape shape);

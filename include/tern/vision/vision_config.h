@@ -14,8 +14,8 @@
 //   idefics3 (SmolVLM)    pixel shuffle by `merge` per side; mm.model.fc
 //   gemma3                avg-pool merge x merge; RMS norm; mm.input_projection
 #include <array>
-#include <span>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>

@@ -42,7 +42,8 @@ Bytes encode(const Image& img, const std::string& fmt) {
   Bytes out;
   int ok = 0;
   if (fmt == "png")
-    ok = stbi_write_png_to_func(append, &out, img.width, img.height, 3, img.rgb.data(), img.width * 3);
+    ok = stbi_write_png_to_func(append, &out, img.width, img.height, 3, img.rgb.data(),
+                                img.width * 3);
   else if (fmt == "bmp")
     ok = stbi_write_bmp_to_func(append, &out, img.width, img.height, 3, img.rgb.data());
   else if (fmt == "jpg")
@@ -63,10 +64,10 @@ std::string error_of(F&& f) {
 }
 
 // 1x1 GIF89a, global palette {red, black}, one frame with pixel index 0.
-const Bytes kRedGif = {'G', 'I', 'F', '8', '9', 'a', 1, 0, 1, 0, 0x80, 0, 0,  // screen
-                       0xff, 0, 0, 0, 0, 0,                                    // palette
-                       ',', 0, 0, 0, 0, 1, 0, 1, 0, 0,                         // frame
-                       2, 2, 0x44, 0x01, 0, ';'};                              // LZW data
+const Bytes kRedGif = {'G',  'I', 'F',  '8',  '9', 'a', 1, 0, 1, 0, 0x80, 0, 0,  // screen
+                       0xff, 0,   0,    0,    0,   0,                            // palette
+                       ',',  0,   0,    0,    0,   1,   0, 1, 0, 0,              // frame
+                       2,    2,   0x44, 0x01, 0,   ';'};                         // LZW data
 
 TEST(Image, DecodesPngAndBmpLosslessly) {
   for (const char* fmt : {"png", "bmp"}) {
@@ -193,7 +194,8 @@ TEST(Image, RefusesHugeHeaderBeforeDecoding) {
 }
 
 TEST(Image, RefusesZeroSize) {
-  const std::string e = error_of([&] { decode_image(with_png_size(encode(pattern(4, 4), "png"), 0, 4)); });
+  const std::string e =
+      error_of([&] { decode_image(with_png_size(encode(pattern(4, 4), "png"), 0, 4)); });
   EXPECT_NE(e.find("zero width or height"), std::string::npos) << e;
 }
 
@@ -214,10 +216,18 @@ TEST(Image, MutatedInputsNeverCrash) {
     for (int k = 0; k < edits; ++k) {
       const size_t at = rng() % b.size();
       switch (rng() % 4) {
-        case 0: b[at] = uint8_t(rng()); break;
-        case 1: b[at] ^= uint8_t(1u << (rng() % 8)); break;
-        case 2: b.resize(std::max<size_t>(1, at)); break;
-        default: b.insert(b.begin() + long(at), uint8_t(rng())); break;
+        case 0:
+          b[at] = uint8_t(rng());
+          break;
+        case 1:
+          b[at] ^= uint8_t(1u << (rng() % 8));
+          break;
+        case 2:
+          b.resize(std::max<size_t>(1, at));
+          break;
+        default:
+          b.insert(b.begin() + long(at), uint8_t(rng()));
+          break;
       }
     }
     try {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <random>
 
 #include "tern/vision/mmproj_writer.h"
 #include "testutil.h"
@@ -34,7 +35,9 @@ std::string load_error(const MmprojSpec& s, const Tweak& tweak = {}) {
   return "";
 }
 
-MmprojSpec tiny(ProjectorType t) { return mmproj_preset(t, MmprojShape::Tiny); }
+MmprojSpec tiny(ProjectorType t) {
+  return mmproj_preset(t, MmprojShape::Tiny);
+}
 
 MmprojSpec with_edit(MmprojSpec s, TensorEdit e) {
   s.edit = std::move(e);
@@ -42,7 +45,8 @@ MmprojSpec with_edit(MmprojSpec s, TensorEdit e) {
 }
 
 MmprojSpec dropping(ProjectorType t, const std::string& name) {
-  return with_edit(tiny(t), [name](const std::string& n, std::vector<int64_t>&) { return n != name; });
+  return with_edit(tiny(t),
+                   [name](const std::string& n, std::vector<int64_t>&) { return n != name; });
 }
 
 #define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
@@ -126,7 +130,8 @@ TEST(Mmproj, MissingTensorsAreNamed) {
   EXPECT_HAS(load_error(dropping(ProjectorType::Gemma3, "mm.soft_emb_norm.weight")),
              "missing tensor 'mm.soft_emb_norm.weight'");
   EXPECT_HAS(load_error(dropping(ProjectorType::Mlp, "mm.2.bias")), "missing tensor 'mm.2.bias'");
-  EXPECT_HAS(load_error(dropping(ProjectorType::Mlp, "v.pre_ln.bias")), "missing tensor 'v.pre_ln.bias'");
+  EXPECT_HAS(load_error(dropping(ProjectorType::Mlp, "v.pre_ln.bias")),
+             "missing tensor 'v.pre_ln.bias'");
 }
 
 TEST(Mmproj, ShapeMismatchesNameTensorAndShapes) {
@@ -147,8 +152,9 @@ TEST(Mmproj, ShapeMismatchesNameTensorAndShapes) {
 TEST(Mmproj, UnsupportedTypesAreRefused) {
   MmprojSpec s = tiny(ProjectorType::Gemma3);
   s.embed_type = DType::BF16;
-  EXPECT_HAS(load_error(s), "tensor 'v.patch_embd.weight' has type BF16, not supported there "
-                            "(a patch or position embedding must be F32 or F16)");
+  EXPECT_HAS(load_error(s),
+             "tensor 'v.patch_embd.weight' has type BF16, not supported there "
+             "(a patch or position embedding must be F32 or F16)");
 }
 
 TEST(Mmproj, WrongFileKindsAreRefused) {
@@ -159,21 +165,25 @@ TEST(Mmproj, WrongFileKindsAreRefused) {
              "not a clip (mmproj) file: general.architecture is 'llama'");
   EXPECT_HAS(load_error(s, [](auto& w) { w.set_bool("clip.has_vision_encoder", false); }),
              "has no vision encoder");
+  EXPECT_HAS(
+      load_error(tiny(ProjectorType::Mlp),
+                 [](auto& w) { w.add_tensor_f32("mm.3.weight", {4}, std::vector<float>(4)); }),
+      "(mm.3, Yi-style LLaVA) is not supported");
   EXPECT_HAS(load_error(tiny(ProjectorType::Mlp),
-                        [](auto& w) { w.add_tensor_f32("mm.3.weight", {4}, std::vector<float>(4)); }),
-             "(mm.3, Yi-style LLaVA) is not supported");
-  EXPECT_HAS(load_error(tiny(ProjectorType::Mlp),
-                        [](auto& w) { w.set_i32_array("clip.vision.image_grid_pinpoints", {336, 672}); }),
+                        [](auto& w) {
+                          w.set_i32_array("clip.vision.image_grid_pinpoints", {336, 672});
+                        }),
              "LLaVA-1.6 any-resolution files (clip.vision.image_grid_pinpoints) are not supported");
 }
 
 TEST(Mmproj, ProjectorTypeFallsBackToTheVisionKey) {
   // Mixed-modality files name it clip.vision.projector_type.
   const MmprojSpec s = tiny(ProjectorType::Gemma3);
-  EXPECT_EQ(load_error(s, [](auto& w) {
-              w.set_string("clip.projector_type", "");
-              w.set_string("clip.vision.projector_type", "gemma3");
-            }),
+  EXPECT_EQ(load_error(s,
+                       [](auto& w) {
+                         w.set_string("clip.projector_type", "");
+                         w.set_string("clip.vision.projector_type", "gemma3");
+                       }),
             "");
 }
 
@@ -189,8 +199,17 @@ TEST(Mmproj, InconsistentHparamsAreRefused) {
              "tensor 'v.blk.1.ln1.weight' is beyond clip.vision.block_count = 1");
   EXPECT_HAS(load_error(s, [](auto& w) { w.set_i32_array("clip.vision.feature_layer", {3}); }),
              "feature_layer 3 is out of range (block_count 2)");
-  EXPECT_HAS(load_error(s, [](auto& w) { w.set_f32_array("clip.vision.image_std", {0.5f, 0.0f, 0.5f}); }),
+  EXPECT_HAS(load_error(s,
+                        [](auto& w) {
+                          w.set_f32_array("clip.vision.image_std", {0.5f, 0.0f, 0.5f});
+                        }),
              "image_std has a value that is not positive");
+  EXPECT_HAS(load_error(s,
+                        [](auto& w) {
+                          w.set_u32("clip.vision.patch_size", 1);
+                          w.set_u32("clip.vision.image_size", 1 << 20);
+                        }),
+             "image_size / patch_size = 1048576 patches per side, more than 4096");
 }
 
 TEST(Mmproj, TruncatedFileIsAFormatError) {
@@ -204,6 +223,29 @@ TEST(Mmproj, TruncatedFileIsAFormatError) {
   }
 }
 
+// Mutated files load or throw a tern::Error: never crash, never anything else.
+TEST(Mmproj, MutatedFilesNeverCrash) {
+  std::mt19937 rng(5);
+  int loaded = 0, refused = 0;
+  for (int iter = 0; iter < 600; ++iter) {
+    std::vector<uint8_t> b = build_mmproj(tiny(kTypes[iter % 3])).to_bytes();
+    // Mutate the metadata and tensor table (the first ~3 KB): that is where
+    // the structure is; mutated weights still load.
+    for (int k = 0, n = 1 + int(rng() % 4); k < n; ++k) {
+      const size_t at = rng() % std::min<size_t>(b.size(), 3000);
+      b[at] = rng() % 3 == 0 ? uint8_t(b[at] ^ (1u << (rng() % 8))) : uint8_t(rng());
+    }
+    try {
+      Mmproj::from_memory(b, "m.gguf");
+      ++loaded;
+    } catch (const Error&) {
+      ++refused;
+    }
+  }
+  EXPECT_EQ(loaded + refused, 600);
+  EXPECT_GT(refused, 0);
+}
+
 TEST(Mmproj, TextModelWidthMustMatch) {
   Loaded l;
   const Mmproj mm = l.load(tiny(ProjectorType::Idefics3));
@@ -212,7 +254,8 @@ TEST(Mmproj, TextModelWidthMustMatch) {
     check_text_model(mm.config(), 576);
     FAIL() << "accepted a mismatched text model";
   } catch (const InvalidArgument& e) {
-    EXPECT_HAS(std::string(e.what()), "outputs 64-wide embeddings but the text model's n_embd is 576");
+    EXPECT_HAS(std::string(e.what()),
+               "outputs 64-wide embeddings but the text model's n_embd is 576");
   }
 }
 
