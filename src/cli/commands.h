@@ -17,5 +17,6 @@ void add_chat_command(CLI::App& app);        // cmd_chat.cpp
 void add_perplexity_command(CLI::App& app);  // cmd_perplexity.cpp
 void add_bench_command(CLI::App& app);       // cmd_bench.cpp
 void add_serve_command(CLI::App& app);       // cmd_serve.cpp
+void add_gen_mmproj_command(CLI::App& app);  // cmd_gen_mmproj.cpp
 
 }  // namespace tern::cli

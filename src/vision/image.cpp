@@ -1,0 +1,214 @@
+#include "tern/vision/image.h"
+
+#include <climits>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#define STBI_NO_STDIO
+#include <stb_image.h>
+
+namespace tern::vision {
+namespace {
+
+bool starts_with(std::span<const uint8_t> b, const char* magic, size_t n, size_t at = 0) {
+  return b.size() >= at + n && std::memcmp(b.data() + at, magic, n) == 0;
+}
+
+std::string reason() {
+  const char* r = stbi_failure_reason();
+  return r ? r : "unknown error";
+}
+
+[[noreturn]] void fail(const std::string& what) {
+  throw ImageError("image: " + what);
+}
+
+uint32_t be16(const uint8_t* p) {
+  return uint32_t(p[0]) << 8 | p[1];
+}
+uint32_t be32(const uint8_t* p) {
+  return be16(p) << 16 | be16(p + 2);
+}
+uint32_t le16(const uint8_t* p) {
+  return uint32_t(p[1]) << 8 | p[0];
+}
+int64_t le32s(const uint8_t* p) {
+  return int32_t(le16(p + 2) << 16 | le16(p));
+}
+
+struct Size {
+  int64_t w = -1, h = -1;  // -1: the header did not say (stb decides)
+};
+
+// The size a header claims, read directly so that a huge or zero size gets a
+// precise message (stb reports both as a generic failure).
+Size header_size(ImageFormat fmt, std::span<const uint8_t> b) {
+  const uint8_t* p = b.data();
+  switch (fmt) {
+    case ImageFormat::Png:  // IHDR: width, height big-endian u32 at 16
+      if (b.size() >= 24) return {be32(p + 16), be32(p + 20)};
+      break;
+    case ImageFormat::Gif:  // logical screen: width, height little-endian u16 at 6
+      if (b.size() >= 10) return {le16(p + 6), le16(p + 8)};
+      break;
+    case ImageFormat::Bmp:  // BITMAPINFOHEADER: i32 width, height (negative: top-down)
+      if (b.size() >= 26 && le32s(p + 14) >= 40) {
+        const int64_t h = le32s(p + 22);
+        return {le32s(p + 18), h < 0 ? -h : h};
+      }
+      break;
+    case ImageFormat::Jpeg:  // the first SOFn segment: height, width big-endian u16
+      for (size_t i = 2; i + 9 <= b.size();) {
+        if (p[i] != 0xff) break;
+        const uint8_t m = p[i + 1];
+        if (m >= 0xc0 && m <= 0xcf && m != 0xc4 && m != 0xc8 && m != 0xcc)
+          return {be16(p + i + 7), be16(p + i + 5)};
+        if (m == 0xda || m == 0xd9) break;
+        i += 2 + be16(p + i + 2);
+      }
+      break;
+    default:
+      break;
+  }
+  return {};
+}
+
+// stb_image 2.27 (Debian's) trusts a JPEG Huffman table's symbol count and
+// writes up to 4080 symbols into a 256-entry table. Walk every marker segment
+// (including those between progressive scans) and refuse such a table first.
+bool jpeg_huffman_tables_ok(std::span<const uint8_t> b) {
+  const uint8_t* p = b.data();
+  const size_t n = b.size();
+  auto at = [&](size_t k) -> uint32_t { return k < n ? p[k] : 0; };  // stb reads 0 past the end
+  size_t i = 2;
+  while (i + 4 <= n) {
+    if (p[i] != 0xff) {
+      ++i;
+      continue;
+    }  // stb scans ahead for the next marker too
+    const uint8_t m = p[i + 1];
+    if (m == 0xff) {
+      ++i;
+      continue;
+    }  // fill byte
+    if (m == 0xd8 || m == 0x01 || (m >= 0xd0 && m <= 0xd7)) {
+      i += 2;
+      continue;
+    }
+    if (m == 0xd9) return true;
+    const size_t end = i + 2 + be16(p + i + 2);
+    if (m == 0xc4) {
+      for (size_t j = i + 4; j < end;) {
+        uint32_t count = 0;
+        for (size_t k = 1; k <= 16; ++k) count += at(j + k);
+        if (count > 256) return false;
+        j += 17 + count;
+      }
+    }
+    i = end;
+    if (m == 0xda) {  // skip the entropy-coded data up to the next real marker
+      while (i + 1 < n &&
+             !(p[i] == 0xff && p[i + 1] != 0 && !(p[i + 1] >= 0xd0 && p[i + 1] <= 0xd7)))
+        ++i;
+    }
+  }
+  return true;
+}
+
+struct StbFree {
+  void operator()(stbi_uc* p) const { stbi_image_free(p); }
+};
+
+}  // namespace
+
+ImageFormat sniff_image_format(std::span<const uint8_t> b) {
+  if (starts_with(b, "\x89PNG\r\n\x1a\n", 8)) return ImageFormat::Png;
+  if (starts_with(b, "\xff\xd8\xff", 3)) return ImageFormat::Jpeg;
+  if (starts_with(b, "BM", 2)) return ImageFormat::Bmp;
+  if (starts_with(b, "GIF87a", 6) || starts_with(b, "GIF89a", 6)) return ImageFormat::Gif;
+  if (starts_with(b, "RIFF", 4) && starts_with(b, "WEBP", 4, 8)) return ImageFormat::WebP;
+  if (starts_with(b, "II*\0", 4) || starts_with(b, "MM\0*", 4)) return ImageFormat::Tiff;
+  // Formats stb could read but tern does not accept, and other common ones.
+  if (starts_with(b, "8BPS", 4) ||
+      starts_with(b,
+                  "\0\0\0\x0c"
+                  "jP",
+                  6) ||
+      starts_with(b, "ftypavif", 8, 4) || starts_with(b, "ftypheic", 8, 4) ||
+      starts_with(b, "#?RADIANCE", 10) || starts_with(b, "P6\n", 3) || starts_with(b, "P5\n", 3))
+    return ImageFormat::Other;
+  return ImageFormat::Unknown;
+}
+
+std::string_view image_format_name(ImageFormat f) {
+  switch (f) {
+    case ImageFormat::Png:
+      return "PNG";
+    case ImageFormat::Jpeg:
+      return "JPEG";
+    case ImageFormat::Bmp:
+      return "BMP";
+    case ImageFormat::Gif:
+      return "GIF";
+    case ImageFormat::WebP:
+      return "WebP";
+    case ImageFormat::Tiff:
+      return "TIFF";
+    case ImageFormat::Other:
+      return "other";
+    case ImageFormat::Unknown:
+      break;
+  }
+  return "unknown";
+}
+
+Image decode_image(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+  if (bytes.empty()) fail("empty data (0 bytes)");
+  if (bytes.size() > size_t(INT_MAX))
+    fail("data too large (" + std::to_string(bytes.size()) + " bytes)");
+  const ImageFormat fmt = sniff_image_format(bytes);
+  const std::string supported = "supported formats are PNG, JPEG, BMP and GIF";
+  if (fmt == ImageFormat::Unknown) fail("not an image: unrecognized header (" + supported + ")");
+  if (fmt == ImageFormat::WebP || fmt == ImageFormat::Tiff || fmt == ImageFormat::Other)
+    fail("unsupported format " + std::string(image_format_name(fmt)) + " (" + supported + ")");
+  const std::string name(image_format_name(fmt));
+  const int len = int(bytes.size());
+
+  // Header first: refuse a bomb before any pixel memory is allocated.
+  auto check_size = [&](int64_t w, int64_t h) {
+    if (w == 0 || h == 0) fail(name + " has zero width or height");
+    const int64_t pixels = w * h;
+    if (pixels > limits.max_pixels)
+      fail(name + " is " + std::to_string(w) + "x" + std::to_string(h) + " = " +
+           std::to_string(pixels) + " pixels, over the limit of " +
+           std::to_string(limits.max_pixels));
+  };
+  if (const Size s = header_size(fmt, bytes); s.w >= 0 && s.h >= 0) check_size(s.w, s.h);
+  if (fmt == ImageFormat::Jpeg && !jpeg_huffman_tables_ok(bytes))
+    fail("corrupt JPEG data (a Huffman table has more than 256 symbols)");
+  int w = 0, h = 0, comp = 0;
+  if (!stbi_info_from_memory(bytes.data(), len, &w, &h, &comp))
+    fail("corrupt or truncated " + name + " header (" + reason() + ")");
+  check_size(w, h);
+
+  int dw = 0, dh = 0, dc = 0;
+  std::unique_ptr<stbi_uc, StbFree> px(stbi_load_from_memory(bytes.data(), len, &dw, &dh, &dc, 3));
+  if (!px) fail("corrupt or truncated " + name + " data (" + reason() + ")");
+  if (dw <= 0 || dh <= 0 || int64_t(dw) * dh > limits.max_pixels)
+    fail(name + " decoded to an invalid size " + std::to_string(dw) + "x" + std::to_string(dh));
+  Image img;
+  img.width = dw;
+  img.height = dh;
+  img.rgb.assign(px.get(), px.get() + size_t(dw) * size_t(dh) * 3);
+  return img;
+}
+
+Sha256Digest pixel_hash(const Image& img) {
+  Sha256 h;
+  h.update_u32(uint32_t(img.width)).update_u32(uint32_t(img.height)).update_u32(3);
+  h.update(img.rgb.data(), img.rgb.size());
+  return h.finish();
+}
+
+}  // namespace tern::vision
