@@ -110,10 +110,12 @@ awaitable<bool> pump_whole(Exchange& x) {
   }
 }
 
-GenerationRequest parse(const Request& req, GenerationRequest::Kind kind) {
+GenerationRequest parse(const ServerContext& ctx, const Request& req,
+                        GenerationRequest::Kind kind) {
   const json body = parse_json_body(req.body());
-  return kind == GenerationRequest::Kind::Chat ? parse_chat_request(body)
-                                               : parse_completion_request(body);
+  const UnknownFields unknown = ctx.unknown_fields();
+  return kind == GenerationRequest::Kind::Chat ? parse_chat_request(body, {}, unknown)
+                                               : parse_completion_request(body, {}, unknown);
 }
 
 }  // namespace
@@ -131,7 +133,7 @@ awaitable<bool> handle_generation(ServerContext& ctx, beast::tcp_stream& stream,
   try {
     // Off the reactor thread: the JSON, the chat template and the tokenizer.
     g = co_await net::co_spawn(
-        ctx.prep, [&]() -> awaitable<GenerationRequest> { co_return parse(req, kind); },
+        ctx.prep, [&]() -> awaitable<GenerationRequest> { co_return parse(ctx, req, kind); },
         net::use_awaitable);
     sub = co_await prepare_generation(ctx, g, rid, client, waker->notifier());
   } catch (const ApiError& e) {
