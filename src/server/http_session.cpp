@@ -6,6 +6,7 @@
 
 #include "routes.h"
 #include "session.h"
+#include "tokenize_route.h"
 
 namespace tern::server {
 namespace {
@@ -158,6 +159,9 @@ awaitable<void> run_http_session(ServerContext& ctx, tcp::socket socket) {
       } else if (req.method() == http::verb::post && path == "/v1/completions") {
         keep = co_await handle_generation(ctx, stream, std::move(req), rid, conn,
                                           GenerationRequest::Kind::Completion);
+      } else if (req.method() == http::verb::post &&
+                 (path == "/tokenize" || path == "/detokenize")) {
+        keep = co_await handle_tokenize(ctx, stream, req, rid);
       } else {
         Response res = handle_simple(ctx, req, rid);
         add_cors_headers(ctx, req, res);

@@ -30,17 +30,28 @@ Response health(ServerContext& ctx, const Request& req) {
   return json_response(req, http::status::ok, dump(json{{"status", "ok"}}));
 }
 
+json model_object(const ServerContext& ctx) {
+  return {{"id", ctx.model_id},
+          {"object", "model"},
+          {"created", ctx.created},
+          {"owned_by", "tern"},
+          {"meta",
+           {{"n_ctx", ctx.scheduler.n_ctx()},
+            {"n_vocab", ctx.engine.n_vocab()},
+            {"arch", ctx.engine.config().arch}}}};
+}
+
 Response models(ServerContext& ctx, const Request& req) {
-  json m = {{"id", ctx.model_id},
-            {"object", "model"},
-            {"created", ctx.created},
-            {"owned_by", "tern"},
-            {"meta",
-             {{"n_ctx", ctx.scheduler.n_ctx()},
-              {"n_vocab", ctx.engine.n_vocab()},
-              {"arch", ctx.engine.config().arch}}}};
   return json_response(req, http::status::ok,
-                       dump(json{{"object", "list"}, {"data", json::array({m})}}));
+                       dump(json{{"object", "list"}, {"data", json::array({model_object(ctx)})}}));
+}
+
+// GET /v1/models/{id}: the SDK's models.retrieve.
+Response model(ServerContext& ctx, const Request& req, std::string_view id) {
+  if (id == ctx.model_id) return json_response(req, http::status::ok, dump(model_object(ctx)));
+  return error_response(req, ApiError(404, "invalid_request_error",
+                                      "The model '" + std::string(id) + "' does not exist.",
+                                      "model", "model_not_found"));
 }
 
 }  // namespace
@@ -106,7 +117,8 @@ void add_cors_headers(const ServerContext& ctx, const Request& req, http::fields
 }
 
 bool needs_api_key(std::string_view path) {
-  return path.substr(0, 4) == "/v1/" || path == "/metrics";
+  return path.substr(0, 4) == "/v1/" || path == "/metrics" || path == "/tokenize" ||
+         path == "/detokenize";
 }
 
 void check_api_key(const ServerContext& ctx, const Request& req, bool allow_query) {
@@ -152,7 +164,10 @@ Response handle_simple(ServerContext& ctx, const Request& req, const std::string
     return make_response(req, http::status::ok, render_metrics(ctx.metrics, ctx.http),
                          "text/plain; version=0.0.4; charset=utf-8");
   }
-  if (path == "/v1/chat/completions" || path == "/v1/completions") {
+  if (path.substr(0, 11) == "/v1/models/" && path.size() > 11)
+    return get ? model(ctx, req, path.substr(11)) : only_get();
+  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/tokenize" ||
+      path == "/detokenize") {
     Response res = error_response(
         req, ApiError(405, "invalid_request_error", "Use POST for " + std::string(path) + ".", {},
                       "method_not_allowed"));

@@ -31,7 +31,7 @@ void add_cors_headers(const ServerContext& ctx, const Request& req, http::fields
 // and nothing else may. Throws ApiError 401 otherwise.
 void check_api_key(const ServerContext& ctx, const Request& req, bool allow_query);
 
-// Routes needing auth: everything under /v1/ and /metrics.
+// Routes needing auth: everything under /v1/, /metrics, /tokenize and /detokenize.
 bool needs_api_key(std::string_view path);
 
 // Answers a request that is not a generation. `rid` names it in logs.
