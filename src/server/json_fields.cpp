@@ -123,6 +123,29 @@ void check_range(const char* key, double v, double lo, double hi) {
   }
 }
 
+std::string text_content(const json& c, const std::string& where,
+                         std::initializer_list<const char*> text_types) {
+  if (c.is_string()) return c.get<std::string>();
+  if (!c.is_array()) wrong_type(where, "a string or an array of content parts", c);
+  std::string text;
+  for (size_t k = 0; k < c.size(); ++k) {
+    const json& part = c[k];
+    const std::string pw = where + "[" + std::to_string(k) + "]";
+    if (!part.is_object()) wrong_type(pw, "an object", part);
+    std::string type;
+    if (!get_string(part, "type", type)) missing(pw + ".type");
+    if (std::none_of(text_types.begin(), text_types.end(),
+                     [&](const char* t) { return type == t; }))
+      unsupported(pw + ".type", "content parts of type '" + type + "' are not supported; only '" +
+                                    *text_types.begin() + "' is.");
+    const json* t = field(part, "text");
+    if (!t || !t->is_string()) wrong_type(pw + ".text", "a string", t ? *t : json());
+    if (!text.empty()) text += "\n";
+    text += t->get<std::string>();
+  }
+  return text;
+}
+
 void check_fields(const json& obj, std::string_view where, std::initializer_list<const char*> known,
                   UnknownFields policy, const std::vector<std::string>& extra) {
   for (auto it = obj.begin(); it != obj.end(); ++it) {

@@ -35,6 +35,12 @@ bool get_string(const json& o, const char* key, std::string& out);
 // Throws invalid_value unless lo <= v <= hi.
 void check_range(const char* key, double v, double lo, double hi);
 
+// Content given as a string, or as an array of parts {"type": t, "text": ...}
+// with t one of `text_types` (joined with "\n"); any other part type is
+// refused (unsupported_value). `where` names the content in errors.
+std::string text_content(const json& c, const std::string& where,
+                         std::initializer_list<const char*> text_types);
+
 // The unknown-field policy. Every key of `obj` not in `known` or `extra` is
 // unknown: with UnknownFields::Refuse a 400 (unknown_parameter) naming
 // `where` + key; otherwise it is ignored, and the first time the process

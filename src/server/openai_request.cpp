@@ -136,26 +136,7 @@ std::string message_content(const json& m, const std::string& where, const std::
     throw ApiError::bad_request("Missing required parameter: '" + where + ".content'.",
                                 where + ".content", "missing_required_parameter");
   }
-  if (c->is_string()) return c->get<std::string>();
-  if (!c->is_array()) wrong_type(where + ".content", "a string or an array of content parts", *c);
-  std::string text;
-  for (size_t k = 0; k < c->size(); ++k) {
-    const json& part = (*c)[k];
-    const std::string pw = where + ".content[" + std::to_string(k) + "]";
-    if (!part.is_object()) wrong_type(pw, "an object", part);
-    const json* type = field(part, "type");
-    if (!type || !type->is_string())
-      throw ApiError::bad_request("Missing required parameter: '" + pw + ".type'.", pw + ".type",
-                                  "missing_required_parameter");
-    if (type->get<std::string>() != "text")
-      unsupported(pw + ".type", "content parts of type '" + type->get<std::string>() +
-                                    "' are not supported; only 'text' is.");
-    const json* t = field(part, "text");
-    if (!t || !t->is_string()) wrong_type(pw + ".text", "a string", t ? *t : json());
-    if (!text.empty()) text += "\n";
-    text += t->get<std::string>();
-  }
-  return text;
+  return text_content(*c, where + ".content", {"text"});
 }
 
 std::vector<Message> parse_messages(const json& body, UnknownFields policy) {

@@ -4,6 +4,7 @@
 
 #include "tern/engine/engine.h"
 #include "tern/sched/scheduler.h"
+#include "tern/server/anthropic_messages.h"
 #include "tern/server/openai_response.h"
 
 namespace tern::server {
@@ -93,7 +94,10 @@ Response json_response(const Request& req, http::status status, std::string body
 }
 
 Response error_response(const Request& req, const ApiError& e) {
-  Response res = json_response(req, http::int_to_status(unsigned(e.status())), dump(error_body(e)));
+  // Each API's clients parse their own error shape.
+  const json body =
+      target_path(req.target()) == "/v1/messages" ? anthropic_error_body(e) : error_body(e);
+  Response res = json_response(req, http::int_to_status(unsigned(e.status())), dump(body));
   if (e.status() == 401) res.set(http::field::www_authenticate, "Bearer");
   if (e.status() == 429 || e.status() == 503) res.set(http::field::retry_after, "1");
   return res;
@@ -128,6 +132,9 @@ void check_api_key(const ServerContext& ctx, const Request& req, bool allow_quer
   std::string given;
   if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer "))
     given = std::string(auth.substr(7));
+  else if (auto it = req.find("x-api-key");
+           it != req.end() && target_path(req.target()) == "/v1/messages")
+    given = std::string(it->value());  // Anthropic's SDKs send the key this way
   else if (allow_query)
     given = query_param(req.target(), "api_key");
   if (given.empty())
@@ -166,8 +173,8 @@ Response handle_simple(ServerContext& ctx, const Request& req, const std::string
   }
   if (path.substr(0, 11) == "/v1/models/" && path.size() > 11)
     return get ? model(ctx, req, path.substr(11)) : only_get();
-  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/tokenize" ||
-      path == "/detokenize") {
+  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/messages" ||
+      path == "/tokenize" || path == "/detokenize") {
     Response res = error_response(
         req, ApiError(405, "invalid_request_error", "Use POST for " + std::string(path) + ".", {},
                       "method_not_allowed"));
