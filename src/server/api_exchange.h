@@ -40,5 +40,7 @@ class ApiExchange {
 std::unique_ptr<ApiExchange> make_openai_exchange(ServerContext& ctx, GenerationRequest::Kind kind);
 // POST /v1/messages (anthropic_messages.cpp).
 std::unique_ptr<ApiExchange> make_anthropic_exchange(ServerContext& ctx, const std::string& rid);
+// POST /v1/responses (openai_responses.cpp).
+std::unique_ptr<ApiExchange> make_responses_exchange(ServerContext& ctx, const std::string& rid);
 
 }  // namespace tern::server

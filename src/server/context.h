@@ -13,6 +13,7 @@
 #include "tern/core/log.h"
 #include "tern/server/metrics_text.h"
 #include "tern/server/openai_request.h"
+#include "tern/server/response_store.h"
 #include "tern/server/server.h"
 #include "tern/server/static_files.h"
 
@@ -46,6 +47,7 @@ struct ServerContext {
   std::string model_id;  // what /v1/models lists
   int64_t created = 0;   // unix time the server started
   HttpStats http;
+  ResponseStore responses;  // recent /v1/responses, for previous_response_id
   std::shared_ptr<spdlog::logger> log = tern::log::get("server");
 
   // CPU work a request needs before it can run (JSON, chat template,

@@ -102,6 +102,7 @@ std::unique_ptr<ApiExchange> generation_api(ServerContext& ctx, const Request& r
   if (path == "/v1/completions")
     return make_openai_exchange(ctx, GenerationRequest::Kind::Completion);
   if (path == "/v1/messages") return make_anthropic_exchange(ctx, rid);
+  if (path == "/v1/responses") return make_responses_exchange(ctx, rid);
   return nullptr;
 }
 

@@ -174,7 +174,7 @@ Response handle_simple(ServerContext& ctx, const Request& req, const std::string
   if (path.substr(0, 11) == "/v1/models/" && path.size() > 11)
     return get ? model(ctx, req, path.substr(11)) : only_get();
   if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/messages" ||
-      path == "/tokenize" || path == "/detokenize") {
+      path == "/v1/responses" || path == "/tokenize" || path == "/detokenize") {
     Response res = error_response(
         req, ApiError(405, "invalid_request_error", "Use POST for " + std::string(path) + ".", {},
                       "method_not_allowed"));
