@@ -38,6 +38,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--cors-origin", s.cors_origins,
                   "allow browser pages from this origin to call the API, e.g. "
                   "http://localhost:3000 (repeatable; '*' for any; default: same origin only)");
+  cmd->add_flag("--strict-fields", s.strict_fields,
+                "refuse requests carrying fields tern does not know (400) instead of ignoring "
+                "them with a warning");
   cmd->add_option("--alias", s.model_name, "model id reported by /v1/models (default: file name)");
   cmd->add_option("--web-root", s.web_root,
                   "directory of the demo page (default: web/ of the install)");

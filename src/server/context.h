@@ -3,16 +3,17 @@
 // thread: members marked (reactor) are only touched there; the rest is
 // thread-safe or immutable after start.
 #include <atomic>
+#include <boost/asio/thread_pool.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <set>
 #include <string>
 
-#include <boost/asio/thread_pool.hpp>
-
 #include "tern/core/log.h"
 #include "tern/server/metrics_text.h"
+#include "tern/server/openai_request.h"
+#include "tern/server/response_store.h"
 #include "tern/server/server.h"
 #include "tern/server/static_files.h"
 
@@ -46,6 +47,7 @@ struct ServerContext {
   std::string model_id;  // what /v1/models lists
   int64_t created = 0;   // unix time the server started
   HttpStats http;
+  ResponseStore responses;  // recent /v1/responses, for previous_response_id
   std::shared_ptr<spdlog::logger> log = tern::log::get("server");
 
   // CPU work a request needs before it can run (JSON, chat template,
@@ -57,6 +59,10 @@ struct ServerContext {
   std::set<ShutdownListener*> listeners;   // (reactor)
   int busy_exchanges = 0;                  // (reactor) HTTP requests being answered
   std::function<void()> on_exchange_done;  // (reactor) shutdown waits on this
+
+  UnknownFields unknown_fields() const {
+    return opts.strict_fields ? UnknownFields::Refuse : UnknownFields::Ignore;
+  }
 
   // "req-<n>": names a request in every log line and in response ids.
   std::string next_request_id() {

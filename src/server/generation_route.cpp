@@ -1,9 +1,12 @@
-// POST /v1/chat/completions and /v1/completions. The response is produced
+// Every generation route (OpenAI chat and completions, Responses, Anthropic
+// Messages): the request's ApiExchange parses and renders, this file runs the
+// exchange. The response is produced
 // while a watcher waits for the client to hang up: if it does, the request is
 // cancelled at once (the scheduler frees its sequence at the next token
 // boundary) instead of being noticed by a later failed write.
 #include <boost/asio/experimental/awaitable_operators.hpp>
 
+#include "api_exchange.h"
 #include "generation.h"
 #include "routes.h"
 #include "session.h"
@@ -23,6 +26,7 @@ struct Exchange {
   const std::string& rid;
   const GenerationRequest& g;
   Submission& sub;
+  ApiExchange& api;
   Waker& waker;
 };
 
@@ -37,7 +41,7 @@ awaitable<bool> write_chunk(Exchange& x, const std::string& data, bool chunked) 
   co_return !ec;
 }
 
-// Server-sent events in the shape OpenAI clients parse.
+// Server-sent events in the wire format of the request's API.
 awaitable<bool> pump_sse(Exchange& x) {
   http::response<http::empty_body> res{http::status::ok, x.req.version()};
   res.set(http::field::server, "tern");
@@ -55,24 +59,12 @@ awaitable<bool> pump_sse(Exchange& x) {
   if (auto [ec, n] = co_await http::async_write_header(x.stream, sr, use_nothrow); ec)
     co_return false;
 
-  const bool usage = x.g.include_usage;
-  const ResponseMeta& m = x.sub.meta;
-  std::string out;
-  if (m.kind == GenerationRequest::Kind::Chat) out += sse_event(chunk_role(m, usage));
-  if (!x.sub.echo.empty()) out += sse_event(chunk_text(m, x.sub.echo, usage));
+  std::string out = x.api.start(x.sub);
+  if (!x.sub.echo.empty()) out += x.api.stream_text(x.sub.echo);
   for (;;) {
     auto c = x.sub.stream->drain();
-    if (!c.text.empty()) out += sse_event(chunk_text(m, c.text, usage));
-    if (c.finish) {
-      if (c.finish->reason == sched::FinishReason::Error) {
-        out += sse_event(
-            error_body(ApiError(500, "server_error", "Generation failed: " + c.finish->error)));
-      } else {
-        out += sse_event(chunk_finish(m, *c.finish, usage));
-        if (usage) out += sse_event(chunk_usage(m, *c.finish));
-      }
-      out += kSseDone;
-    }
+    if (!c.text.empty()) out += x.api.stream_text(c.text);
+    if (c.finish) out += x.api.stream_end(*c.finish);
     if (!out.empty()) {
       if (!co_await write_chunk(x, out, chunked)) co_return false;
       out.clear();
@@ -89,6 +81,7 @@ awaitable<bool> pump_sse(Exchange& x) {
 
 // One JSON body when the generation is complete.
 awaitable<bool> pump_whole(Exchange& x) {
+  x.api.start(x.sub);
   std::string text = x.sub.echo;
   for (;;) {
     auto c = x.sub.stream->drain();
@@ -100,8 +93,7 @@ awaitable<bool> pump_whole(Exchange& x) {
         add_cors_headers(x.ctx, x.req, err);
         co_return co_await write_response(x.ctx, x.stream, std::move(err), x.rid, "generation");
       }
-      Response res = json_response(x.req, http::status::ok,
-                                   dump(completion_body(x.sub.meta, text, *c.finish)));
+      Response res = json_response(x.req, http::status::ok, dump(x.api.body(text, *c.finish)));
       res.set("X-Request-Id", x.rid);
       add_cors_headers(x.ctx, x.req, res);
       co_return co_await write_response(x.ctx, x.stream, std::move(res), x.rid, "generation");
@@ -110,17 +102,11 @@ awaitable<bool> pump_whole(Exchange& x) {
   }
 }
 
-GenerationRequest parse(const Request& req, GenerationRequest::Kind kind) {
-  const json body = parse_json_body(req.body());
-  return kind == GenerationRequest::Kind::Chat ? parse_chat_request(body)
-                                               : parse_completion_request(body);
-}
-
 }  // namespace
 
 awaitable<bool> handle_generation(ServerContext& ctx, beast::tcp_stream& stream, Request req,
                                   const std::string& rid, const std::string& client,
-                                  GenerationRequest::Kind kind) {
+                                  std::unique_ptr<ApiExchange> api) {
   // The path only: a query string may carry a secret and is never logged.
   const std::string what =
       std::string(req.method_string()) + " " + std::string(target_path(req.target()));
@@ -131,7 +117,10 @@ awaitable<bool> handle_generation(ServerContext& ctx, beast::tcp_stream& stream,
   try {
     // Off the reactor thread: the JSON, the chat template and the tokenizer.
     g = co_await net::co_spawn(
-        ctx.prep, [&]() -> awaitable<GenerationRequest> { co_return parse(req, kind); },
+        ctx.prep,
+        [&]() -> awaitable<GenerationRequest> {
+          co_return api->parse(parse_json_body(req.body()));
+        },
         net::use_awaitable);
     sub = co_await prepare_generation(ctx, g, rid, client, waker->notifier());
   } catch (const ApiError& e) {
@@ -149,7 +138,7 @@ awaitable<bool> handle_generation(ServerContext& ctx, beast::tcp_stream& stream,
 
   ctx.log->info("[{}] {} prompt={} tokens stream={} max_tokens={}", rid, what, sub.prompt_tokens,
                 g.stream, g.params.max_tokens);
-  Exchange x{ctx, stream, req, rid, g, sub, *waker};
+  Exchange x{ctx, stream, req, rid, g, sub, *api, *waker};
   awaitable<bool> pump = g.stream ? pump_sse(x) : pump_whole(x);
   auto outcome = co_await (std::move(pump) || watch_peer(stream.socket()));
   if (outcome.index() == 0 && std::get<0>(outcome)) co_return true;  // answered, keep-alive

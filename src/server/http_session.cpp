@@ -4,8 +4,10 @@
 #include <array>
 #include <boost/beast/websocket/rfc6455.hpp>
 
+#include "api_exchange.h"
 #include "routes.h"
 #include "session.h"
+#include "tokenize_route.h"
 
 namespace tern::server {
 namespace {
@@ -91,6 +93,19 @@ awaitable<beast::error_code> read_request(ServerContext& ctx, beast::tcp_stream&
   co_return bec;
 }
 
+// The API of a generation route, or nullptr when `req` is not a generation.
+std::unique_ptr<ApiExchange> generation_api(ServerContext& ctx, const Request& req,
+                                            std::string_view path, const std::string& rid) {
+  if (req.method() != http::verb::post) return nullptr;
+  if (path == "/v1/chat/completions")
+    return make_openai_exchange(ctx, GenerationRequest::Kind::Chat);
+  if (path == "/v1/completions")
+    return make_openai_exchange(ctx, GenerationRequest::Kind::Completion);
+  if (path == "/v1/messages") return make_anthropic_exchange(ctx, rid);
+  if (path == "/v1/responses") return make_responses_exchange(ctx, rid);
+  return nullptr;
+}
+
 }  // namespace
 
 awaitable<bool> write_response(ServerContext& ctx, beast::tcp_stream& stream, Response res,
@@ -152,12 +167,11 @@ awaitable<void> run_http_session(ServerContext& ctx, tcp::socket socket) {
         co_await run_ws_session(ctx, std::move(stream), std::move(req), rid);
         co_return;
       }
-      if (req.method() == http::verb::post && path == "/v1/chat/completions") {
-        keep = co_await handle_generation(ctx, stream, std::move(req), rid, conn,
-                                          GenerationRequest::Kind::Chat);
-      } else if (req.method() == http::verb::post && path == "/v1/completions") {
-        keep = co_await handle_generation(ctx, stream, std::move(req), rid, conn,
-                                          GenerationRequest::Kind::Completion);
+      if (auto api = generation_api(ctx, req, path, rid)) {
+        keep = co_await handle_generation(ctx, stream, std::move(req), rid, conn, std::move(api));
+      } else if (req.method() == http::verb::post &&
+                 (path == "/tokenize" || path == "/detokenize")) {
+        keep = co_await handle_tokenize(ctx, stream, req, rid);
       } else {
         Response res = handle_simple(ctx, req, rid);
         add_cors_headers(ctx, req, res);

@@ -1,115 +1,15 @@
 #include "tern/server/openai_request.h"
 
 #include <algorithm>
-#include <cmath>
 #include <limits>
+
+#include "json_fields.h"
 
 namespace tern::server {
 namespace {
 
 using json = nlohmann::json;
-
-const char* type_name(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-      return "an integer";
-    case json::value_t::number_float:
-      return "a number";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::object:
-      return "an object";
-    default:
-      return "an unsupported value";
-  }
-}
-
-[[noreturn]] void wrong_type(const std::string& field, const char* expected, const json& v) {
-  throw ApiError::bad_request("Invalid type for '" + field + "': expected " + expected +
-                                  ", but got " + type_name(v) + " instead.",
-                              field, "invalid_type");
-}
-
-[[noreturn]] void bad_value(const std::string& field, const std::string& why) {
-  throw ApiError::bad_request("Invalid value for '" + field + "': " + why, field, "invalid_value");
-}
-
-[[noreturn]] void unsupported(const std::string& field, const std::string& why) {
-  throw ApiError::bad_request("Unsupported value for '" + field + "': " + why, field,
-                              "unsupported_value");
-}
-
-// Field readers: false when the key is absent or null; wrong types throw.
-const json* field(const json& o, const char* key) {
-  auto it = o.find(key);
-  if (it == o.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-bool get_number(const json& o, const char* key, double& out) {
-  const json* v = field(o, key);
-  if (!v) return false;
-  if (!v->is_number()) wrong_type(key, "a number", *v);
-  out = v->get<double>();
-  if (!std::isfinite(out)) bad_value(key, "must be a finite number.");
-  return true;
-}
-
-bool get_int(const json& o, const char* key, int64_t& out) {
-  const json* v = field(o, key);
-  if (!v) return false;
-  if (v->is_number_integer()) {
-    if (v->is_number_unsigned() &&
-        v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
-      bad_value(key, "integer is too large.");
-    out = v->get<int64_t>();
-    return true;
-  }
-  // 3.0 is an integer in JSON's eyes for many clients.
-  if (v->is_number_float()) {
-    const double d = v->get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) {
-      out = int64_t(d);
-      return true;
-    }
-  }
-  wrong_type(key, "an integer", *v);
-}
-
-bool get_bool(const json& o, const char* key, bool& out) {
-  const json* v = field(o, key);
-  if (!v) return false;
-  if (!v->is_boolean()) wrong_type(key, "a boolean", *v);
-  out = v->get<bool>();
-  return true;
-}
-
-void check_range(const char* key, double v, double lo, double hi) {
-  if (v < lo || v > hi) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%g is out of range. Expected a value between %g and %g.", v, lo,
-                  hi);
-    bad_value(key, buf);
-  }
-}
-
-void reject_unknown_keys(const json& body, std::initializer_list<const char*> known,
-                         const std::vector<std::string>& extra) {
-  for (auto it = body.begin(); it != body.end(); ++it) {
-    const std::string& k = it.key();
-    if (std::any_of(known.begin(), known.end(), [&](const char* s) { return k == s; })) continue;
-    if (std::find(extra.begin(), extra.end(), k) != extra.end()) continue;
-    throw ApiError::bad_request("Unrecognized request argument supplied: " + k, k,
-                                "unknown_parameter");
-  }
-}
+using namespace fields;
 
 // Fields both endpoints share that only make sense at their neutral value.
 void reject_unsupported_common(const json& body) {
@@ -165,7 +65,7 @@ void parse_max_tokens(const json& body, const char* key, GenerationRequest& r) {
 }
 
 // Sampling settings and streaming flags, common to both endpoints.
-void parse_common(const json& body, GenerationRequest& r) {
+void parse_common(const json& body, GenerationRequest& r, UnknownFields policy) {
   if (const json* v = field(body, "model")) {
     if (!v->is_string()) wrong_type("model", "a string", *v);
     r.model = v->get<std::string>();
@@ -219,6 +119,7 @@ void parse_common(const json& body, GenerationRequest& r) {
   get_bool(body, "stream", r.stream);
   if (const json* v = field(body, "stream_options")) {
     if (!v->is_object()) wrong_type("stream_options", "an object", *v);
+    check_fields(*v, "stream_options.", {"include_usage"}, policy);
     get_bool(*v, "include_usage", r.include_usage);
   }
   try {
@@ -235,29 +136,10 @@ std::string message_content(const json& m, const std::string& where, const std::
     throw ApiError::bad_request("Missing required parameter: '" + where + ".content'.",
                                 where + ".content", "missing_required_parameter");
   }
-  if (c->is_string()) return c->get<std::string>();
-  if (!c->is_array()) wrong_type(where + ".content", "a string or an array of content parts", *c);
-  std::string text;
-  for (size_t k = 0; k < c->size(); ++k) {
-    const json& part = (*c)[k];
-    const std::string pw = where + ".content[" + std::to_string(k) + "]";
-    if (!part.is_object()) wrong_type(pw, "an object", part);
-    const json* type = field(part, "type");
-    if (!type || !type->is_string())
-      throw ApiError::bad_request("Missing required parameter: '" + pw + ".type'.", pw + ".type",
-                                  "missing_required_parameter");
-    if (type->get<std::string>() != "text")
-      unsupported(pw + ".type", "content parts of type '" + type->get<std::string>() +
-                                    "' are not supported; only 'text' is.");
-    const json* t = field(part, "text");
-    if (!t || !t->is_string()) wrong_type(pw + ".text", "a string", t ? *t : json());
-    if (!text.empty()) text += "\n";
-    text += t->get<std::string>();
-  }
-  return text;
+  return text_content(*c, where + ".content", {"text"});
 }
 
-std::vector<Message> parse_messages(const json& body) {
+std::vector<Message> parse_messages(const json& body, UnknownFields policy) {
   const json* msgs = field(body, "messages");
   if (!msgs)
     throw ApiError::bad_request("Missing required parameter: 'messages'.", "messages",
@@ -270,14 +152,11 @@ std::vector<Message> parse_messages(const json& body) {
     const json& m = (*msgs)[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) wrong_type(where, "an object", m);
-    for (auto it = m.begin(); it != m.end(); ++it) {
-      const std::string& k = it.key();
-      if (k == "role" || k == "content" || k == "name") continue;
-      if ((k == "tool_calls" || k == "refusal") &&
-          (it->is_null() || (it->is_array() && it->empty())))
-        continue;
-      throw ApiError::bad_request("Unrecognized parameter in " + where + ": '" + k + "'.",
-                                  where + "." + k, "unknown_parameter");
+    check_fields(m, "messages[].", {"role", "content", "name", "tool_calls", "refusal"}, policy);
+    for (const char* k : {"tool_calls", "refusal"}) {
+      const json* v = field(m, k);
+      if (v && !(v->is_array() && v->empty()) && !(v->is_string() && v->get<std::string>().empty()))
+        unsupported(where + "." + k, "tool calls and refusals in messages are not supported.");
     }
     const json* role = field(m, "role");
     if (!role)
@@ -335,42 +214,43 @@ json parse_json_body(std::string_view body) {
   return j;
 }
 
-GenerationRequest parse_chat_request(const json& body, const std::vector<std::string>& extra) {
-  reject_unknown_keys(body,
-                      {"model",
-                       "messages",
-                       "max_tokens",
-                       "max_completion_tokens",
-                       "temperature",
-                       "top_p",
-                       "seed",
-                       "stop",
-                       "presence_penalty",
-                       "frequency_penalty",
-                       "n",
-                       "stream",
-                       "stream_options",
-                       "user",
-                       "logprobs",
-                       "top_logprobs",
-                       "logit_bias",
-                       "response_format",
-                       "tools",
-                       "tool_choice",
-                       "parallel_tool_calls",
-                       "metadata",
-                       "store",
-                       "service_tier",
-                       "top_k",
-                       "min_p",
-                       "repeat_penalty",
-                       "repeat_last_n",
-                       "ignore_eos",
-                       "cache_prompt"},
-                      extra);
+GenerationRequest parse_chat_request(const json& body, const std::vector<std::string>& extra,
+                                     UnknownFields policy) {
+  check_fields(body, "",
+               {"model",
+                "messages",
+                "max_tokens",
+                "max_completion_tokens",
+                "temperature",
+                "top_p",
+                "seed",
+                "stop",
+                "presence_penalty",
+                "frequency_penalty",
+                "n",
+                "stream",
+                "stream_options",
+                "user",
+                "logprobs",
+                "top_logprobs",
+                "logit_bias",
+                "response_format",
+                "tools",
+                "tool_choice",
+                "parallel_tool_calls",
+                "metadata",
+                "store",
+                "service_tier",
+                "top_k",
+                "min_p",
+                "repeat_penalty",
+                "repeat_last_n",
+                "ignore_eos",
+                "cache_prompt"},
+               policy, extra);
   GenerationRequest r;
   r.kind = GenerationRequest::Kind::Chat;
-  r.messages = parse_messages(body);
+  r.messages = parse_messages(body, policy);
   if (const json* v = field(body, "tools"))
     if (!(v->is_array() && v->empty())) unsupported("tools", "tool calling is not supported.");
   if (const json* v = field(body, "tool_choice"))
@@ -382,46 +262,49 @@ GenerationRequest parse_chat_request(const json& body, const std::vector<std::st
     if (!t || !t->is_string() || t->get<std::string>() != "text")
       unsupported("response_format", "only {\"type\": \"text\"} is supported.");
   }
-  parse_common(body, r);
+  parse_common(body, r, policy);
   parse_max_tokens(body, "max_completion_tokens", r);
   return r;
 }
 
-GenerationRequest parse_completion_request(const json& body,
-                                           const std::vector<std::string>& extra) {
-  reject_unknown_keys(body,
-                      {"model",
-                       "prompt",
-                       "max_tokens",
-                       "temperature",
-                       "top_p",
-                       "seed",
-                       "stop",
-                       "presence_penalty",
-                       "frequency_penalty",
-                       "n",
-                       "best_of",
-                       "stream",
-                       "stream_options",
-                       "user",
-                       "logprobs",
-                       "logit_bias",
-                       "echo",
-                       "suffix",
-                       "metadata",
-                       "top_k",
-                       "min_p",
-                       "repeat_penalty",
-                       "repeat_last_n",
-                       "ignore_eos",
-                       "cache_prompt"},
-                      extra);
+GenerationRequest parse_completion_request(const json& body, const std::vector<std::string>& extra,
+                                           UnknownFields policy) {
+  check_fields(body, "",
+               {"model",
+                "prompt",
+                "max_tokens",
+                "temperature",
+                "top_p",
+                "seed",
+                "stop",
+                "presence_penalty",
+                "frequency_penalty",
+                "n",
+                "best_of",
+                "stream",
+                "stream_options",
+                "user",
+                "logprobs",
+                "logit_bias",
+                "echo",
+                "suffix",
+                "metadata",
+                "top_k",
+                "min_p",
+                "repeat_penalty",
+                "repeat_last_n",
+                "ignore_eos",
+                "cache_prompt"},
+               policy, extra);
   GenerationRequest r;
   r.kind = GenerationRequest::Kind::Completion;
+  if (body.contains("messages"))
+    unsupported("messages",
+                "/v1/completions takes a 'prompt'; send messages to /v1/chat/completions.");
   parse_prompt(body, r);
   get_bool(body, "echo", r.echo);
   if (r.echo && !r.prompt_tokens.empty()) unsupported("echo", "echo needs a text prompt.");
-  parse_common(body, r);
+  parse_common(body, r, policy);
   if (!r.max_tokens_given) r.params.max_tokens = kCompletionDefaultMaxTokens;
   return r;
 }

@@ -52,19 +52,19 @@ json timings_json(const sched::Timings& t) {
   // Generation speed counts the gaps between tokens: n tokens span n-1 gaps.
   const int gaps = t.predicted_n > 1 ? t.predicted_n - 1 : 0;
   json j{{"cache_n", t.cache_n},
-              {"cache_dram_n", t.cache_dram_n},
-              {"cache_flash_n", t.cache_flash_n},
-              {"preemptions", t.preemptions},
-              {"prompt_n", t.prompt_n},
-              {"prompt_ms", t.prompt_ms},
-              {"prompt_per_token_ms", per_token(t.prompt_n, t.prompt_ms)},
-              {"prompt_per_second", per_second(t.prompt_n, t.prompt_ms)},
-              {"predicted_n", t.predicted_n},
-              {"predicted_ms", t.predicted_ms},
-              {"predicted_per_token_ms", per_token(gaps, t.predicted_ms)},
-              {"predicted_per_second", per_second(gaps, t.predicted_ms)},
-              {"queue_ms", t.queue_ms},
-              {"ttft_ms", t.ttft_ms}};
+         {"cache_dram_n", t.cache_dram_n},
+         {"cache_flash_n", t.cache_flash_n},
+         {"preemptions", t.preemptions},
+         {"prompt_n", t.prompt_n},
+         {"prompt_ms", t.prompt_ms},
+         {"prompt_per_token_ms", per_token(t.prompt_n, t.prompt_ms)},
+         {"prompt_per_second", per_second(t.prompt_n, t.prompt_ms)},
+         {"predicted_n", t.predicted_n},
+         {"predicted_ms", t.predicted_ms},
+         {"predicted_per_token_ms", per_token(gaps, t.predicted_ms)},
+         {"predicted_per_second", per_second(gaps, t.predicted_ms)},
+         {"queue_ms", t.queue_ms},
+         {"ttft_ms", t.ttft_ms}};
   if (!t.finish_detail.empty()) j["finish_detail"] = t.finish_detail;
   return j;
 }
@@ -135,6 +135,10 @@ std::string dump(const json& j) {
 
 std::string sse_event(const json& j) {
   return "data: " + dump(j) + "\n\n";
+}
+
+std::string sse_event(std::string_view name, const json& j) {
+  return "event: " + std::string(name) + "\n" + sse_event(j);
 }
 
 }  // namespace tern::server

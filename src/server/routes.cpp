@@ -4,6 +4,7 @@
 
 #include "tern/engine/engine.h"
 #include "tern/sched/scheduler.h"
+#include "tern/server/anthropic_messages.h"
 #include "tern/server/openai_response.h"
 
 namespace tern::server {
@@ -30,17 +31,28 @@ Response health(ServerContext& ctx, const Request& req) {
   return json_response(req, http::status::ok, dump(json{{"status", "ok"}}));
 }
 
+json model_object(const ServerContext& ctx) {
+  return {{"id", ctx.model_id},
+          {"object", "model"},
+          {"created", ctx.created},
+          {"owned_by", "tern"},
+          {"meta",
+           {{"n_ctx", ctx.scheduler.n_ctx()},
+            {"n_vocab", ctx.engine.n_vocab()},
+            {"arch", ctx.engine.config().arch}}}};
+}
+
 Response models(ServerContext& ctx, const Request& req) {
-  json m = {{"id", ctx.model_id},
-            {"object", "model"},
-            {"created", ctx.created},
-            {"owned_by", "tern"},
-            {"meta",
-             {{"n_ctx", ctx.scheduler.n_ctx()},
-              {"n_vocab", ctx.engine.n_vocab()},
-              {"arch", ctx.engine.config().arch}}}};
   return json_response(req, http::status::ok,
-                       dump(json{{"object", "list"}, {"data", json::array({m})}}));
+                       dump(json{{"object", "list"}, {"data", json::array({model_object(ctx)})}}));
+}
+
+// GET /v1/models/{id}: the SDK's models.retrieve.
+Response model(ServerContext& ctx, const Request& req, std::string_view id) {
+  if (id == ctx.model_id) return json_response(req, http::status::ok, dump(model_object(ctx)));
+  return error_response(req, ApiError(404, "invalid_request_error",
+                                      "The model '" + std::string(id) + "' does not exist.",
+                                      "model", "model_not_found"));
 }
 
 }  // namespace
@@ -82,7 +94,10 @@ Response json_response(const Request& req, http::status status, std::string body
 }
 
 Response error_response(const Request& req, const ApiError& e) {
-  Response res = json_response(req, http::int_to_status(unsigned(e.status())), dump(error_body(e)));
+  // Each API's clients parse their own error shape.
+  const json body =
+      target_path(req.target()) == "/v1/messages" ? anthropic_error_body(e) : error_body(e);
+  Response res = json_response(req, http::int_to_status(unsigned(e.status())), dump(body));
   if (e.status() == 401) res.set(http::field::www_authenticate, "Bearer");
   if (e.status() == 429 || e.status() == 503) res.set(http::field::retry_after, "1");
   return res;
@@ -106,7 +121,8 @@ void add_cors_headers(const ServerContext& ctx, const Request& req, http::fields
 }
 
 bool needs_api_key(std::string_view path) {
-  return path.substr(0, 4) == "/v1/" || path == "/metrics";
+  return path.substr(0, 4) == "/v1/" || path == "/metrics" || path == "/tokenize" ||
+         path == "/detokenize";
 }
 
 void check_api_key(const ServerContext& ctx, const Request& req, bool allow_query) {
@@ -116,6 +132,9 @@ void check_api_key(const ServerContext& ctx, const Request& req, bool allow_quer
   std::string given;
   if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer "))
     given = std::string(auth.substr(7));
+  else if (auto it = req.find("x-api-key");
+           it != req.end() && target_path(req.target()) == "/v1/messages")
+    given = std::string(it->value());  // Anthropic's SDKs send the key this way
   else if (allow_query)
     given = query_param(req.target(), "api_key");
   if (given.empty())
@@ -152,7 +171,10 @@ Response handle_simple(ServerContext& ctx, const Request& req, const std::string
     return make_response(req, http::status::ok, render_metrics(ctx.metrics, ctx.http),
                          "text/plain; version=0.0.4; charset=utf-8");
   }
-  if (path == "/v1/chat/completions" || path == "/v1/completions") {
+  if (path.substr(0, 11) == "/v1/models/" && path.size() > 11)
+    return get ? model(ctx, req, path.substr(11)) : only_get();
+  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/messages" ||
+      path == "/v1/responses" || path == "/tokenize" || path == "/detokenize") {
     Response res = error_response(
         req, ApiError(405, "invalid_request_error", "Use POST for " + std::string(path) + ".", {},
                       "method_not_allowed"));

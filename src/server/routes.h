@@ -19,6 +19,8 @@ std::string query_param(std::string_view target, std::string_view key);
 Response make_response(const Request& req, http::status status, std::string body,
                        std::string_view content_type);
 Response json_response(const Request& req, http::status status, std::string body);
+// In the error shape of the API `req` addresses (Anthropic's on /v1/messages,
+// OpenAI's everywhere else).
 Response error_response(const Request& req, const ApiError& e);
 
 // CORS: when the request's Origin is one of --cors-origin (or it is "*"),
@@ -26,12 +28,12 @@ Response error_response(const Request& req, const ApiError& e);
 void add_cors_headers(const ServerContext& ctx, const Request& req, http::fields& res);
 
 // Whether the request may use the API: no key configured, or
-// "Authorization: Bearer <key>"; `allow_query`: the WebSocket upgrade of
-// /v1/ws may pass ?api_key=<key> instead (browsers cannot set headers on it),
+// "Authorization: Bearer <key>" (or "x-api-key: <key>" on /v1/messages); `allow_query`: the
+// WebSocket upgrade of /v1/ws may pass ?api_key=<key> instead (browsers cannot set headers on it),
 // and nothing else may. Throws ApiError 401 otherwise.
 void check_api_key(const ServerContext& ctx, const Request& req, bool allow_query);
 
-// Routes needing auth: everything under /v1/ and /metrics.
+// Routes needing auth: everything under /v1/, /metrics, /tokenize and /detokenize.
 bool needs_api_key(std::string_view path);
 
 // Answers a request that is not a generation. `rid` names it in logs.

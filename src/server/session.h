@@ -1,5 +1,6 @@
 #pragma once
 // Session coroutines of the reactor and the helpers they share.
+#include <memory>
 #include <string>
 
 #include "context.h"
@@ -16,12 +17,15 @@ awaitable<void> run_http_session(ServerContext& ctx, tcp::socket socket);
 awaitable<void> run_ws_session(ServerContext& ctx, beast::tcp_stream stream, Request upgrade,
                                std::string rid);
 
-// POST /v1/chat/completions and /v1/completions, streaming (SSE) or not.
+class ApiExchange;
+
+// A generation route (POST /v1/chat/completions, /v1/completions,
+// /v1/messages, /v1/responses), streaming (SSE) or not; `api` parses and renders.
 // Returns whether the connection may be kept alive.
 // `client` names the connection for the scheduler's fairness.
 awaitable<bool> handle_generation(ServerContext& ctx, beast::tcp_stream& stream, Request req,
                                   const std::string& rid, const std::string& client,
-                                  GenerationRequest::Kind kind);
+                                  std::unique_ptr<ApiExchange> api);
 
 // Writes a complete response; counts it and logs it with the request id.
 // Returns whether the connection may be kept alive.

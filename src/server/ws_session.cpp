@@ -14,8 +14,8 @@
 #include <boost/beast/websocket.hpp>
 #include <chrono>
 #include <deque>
-#include <optional>
 #include <map>
+#include <optional>
 
 #include "generation.h"
 #include "routes.h"
@@ -212,7 +212,8 @@ awaitable<void> WsSession::watchdog() {
   const auto limit = std::chrono::seconds(ctx_.opts.write_timeout_s);
   net::steady_timer tick(ws_.get_executor());
   for (;;) {
-    tick.expires_after(std::min<std::chrono::steady_clock::duration>(limit, std::chrono::seconds(1)));
+    tick.expires_after(
+        std::min<std::chrono::steady_clock::duration>(limit, std::chrono::seconds(1)));
     auto [ec] = co_await tick.async_wait(use_nothrow);
     if (ec) co_return;  // the session is ending
     if (write_since_ && std::chrono::steady_clock::now() - *write_since_ >= limit) {
@@ -278,8 +279,9 @@ awaitable<void> WsSession::on_generate(const json& msg, const std::string& id) {
     const GenerationRequest g = co_await net::co_spawn(
         ctx_.prep,
         [&]() -> awaitable<GenerationRequest> {
-          co_return msg.contains("prompt") ? parse_completion_request(msg, own)
-                                           : parse_chat_request(msg, own);
+          co_return msg.contains("prompt")
+              ? parse_completion_request(msg, own, ctx_.unknown_fields())
+              : parse_chat_request(msg, own, ctx_.unknown_fields());
         },
         net::use_awaitable);
     Submission sub = co_await prepare_generation(ctx_, g, request_id, client_, waker_->notifier());

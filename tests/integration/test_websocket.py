@@ -122,8 +122,8 @@ def test_closing_the_socket_cancels_its_generations(server, healthy):
     ('{"type": "generate", "id": "a", "messages": "hi"}', "invalid_type"),
     ('{"type": "generate", "id": "a", "messages": [{"role": "user", "content": "x"}], "temperature": 9}',
      "invalid_value"),
-    ('{"type": "generate", "id": "a", "messages": [{"role": "user", "content": "x"}], "bogus": 1}',
-     "unknown_parameter"),
+    ('{"type": "generate", "id": "a", "messages": [{"role": "user", "content": "x"}], "n": 2}',
+     "unsupported_value"),
     ('{"type": "cancel", "id": "nope"}', "not_found"),
 ])
 def test_bad_frames_get_errors_and_the_socket_lives(server, frame, code):

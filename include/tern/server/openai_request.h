@@ -32,15 +32,28 @@ struct GenerationRequest {
   bool include_usage = false;  // stream_options.include_usage
 };
 
+// What a parser does with a field it does not know. Ignore (the default): the
+// field is skipped and a warning is logged the first time the process sees
+// its name (clients and SDKs add new fields all the time). Refuse: a 400
+// naming it (`tern serve --strict-fields`). A field tern knows but cannot
+// honour with the given value (n: 2, tools, logprobs: true) is a 400 either way.
+enum class UnknownFields : uint8_t { Ignore, Refuse };
+
+// Records that an unknown field `name` was seen; true the first time for that
+// name in this process (the caller then logs it). Thread-safe.
+bool note_unknown_field(const std::string& name);
+
 // Parses a request body; malformed JSON or a non-object is an ApiError.
 nlohmann::json parse_json_body(std::string_view body);
 
 // `body` is the request object. `extra_keys` are keys the caller handles
 // itself (e.g. the WebSocket "type" and "id") and that are not unknown fields.
 GenerationRequest parse_chat_request(const nlohmann::json& body,
-                                     const std::vector<std::string>& extra_keys = {});
+                                     const std::vector<std::string>& extra_keys = {},
+                                     UnknownFields unknown = UnknownFields::Ignore);
 GenerationRequest parse_completion_request(const nlohmann::json& body,
-                                           const std::vector<std::string>& extra_keys = {});
+                                           const std::vector<std::string>& extra_keys = {},
+                                           UnknownFields unknown = UnknownFields::Ignore);
 
 // Default max_tokens of /v1/completions when the request gives none (OpenAI's).
 inline constexpr int kCompletionDefaultMaxTokens = 16;

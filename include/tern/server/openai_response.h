@@ -46,6 +46,8 @@ std::string dump(const nlohmann::json& j);
 
 // One SSE event: "data: <json>\n\n".
 std::string sse_event(const nlohmann::json& j);
+// A named SSE event (Anthropic's and the Responses API's): "event: <name>\ndata: <json>\n\n".
+std::string sse_event(std::string_view name, const nlohmann::json& j);
 inline constexpr std::string_view kSseDone = "data: [DONE]\n\n";
 
 }  // namespace tern::server

@@ -36,6 +36,7 @@ struct ServerOptions {
   size_t ws_outbox_bytes = 1 << 20;  // frames queued per WebSocket before backpressure
   double shutdown_grace_s = 10;    // in-flight generations may finish within this
   int ws_max_generations = 32;     // concurrent generations per WebSocket
+  bool strict_fields = false;      // refuse unknown request fields (400) instead of ignoring them
 };
 
 class Server {

@@ -125,10 +125,48 @@ TEST(OpenAiRequest, OutOfRangeValues) {
   }
 }
 
-TEST(OpenAiRequest, UnknownAndUnsupportedFields) {
-  auto e = chat_error(chat({{"frobnicate", 1}}));
+TEST(OpenAiRequest, UnknownFieldsAreIgnoredUnlessStrict) {
+  // Fields newer SDKs send, at the top level and nested: ignored by default.
+  const json body =
+      chat({{"reasoning_effort", "low"},
+            {"frobnicate", 1},
+            {"stream_options", {{"include_usage", true}, {"include_obfuscation", false}}}});
+  json with_message_extra = chat();
+  with_message_extra["messages"][0]["annotations"] = json::array();
+  EXPECT_NO_THROW(parse_chat_request(body));
+  EXPECT_NO_THROW(parse_chat_request(with_message_extra));
+  EXPECT_NO_THROW(parse_completion_request(json{{"prompt", "x"}, {"frobnicate", 1}}));
+  // Known harmless fields pass even when strict.
+  EXPECT_NO_THROW(parse_chat_request(chat({{"metadata", {{"k", "v"}}},
+                                           {"store", false},
+                                           {"service_tier", "auto"},
+                                           {"parallel_tool_calls", true},
+                                           {"user", "u"}}),
+                                     {}, UnknownFields::Refuse));
+  // --strict-fields: a 400 naming the field.
+  auto strict_error = [](const json& b) {
+    try {
+      parse_chat_request(b, {}, UnknownFields::Refuse);
+    } catch (const ApiError& e) {
+      return e;
+    }
+    ADD_FAILURE() << "no error for " << b.dump();
+    return ApiError(0, "", "");
+  };
+  auto e = strict_error(chat({{"frobnicate", 1}}));
+  EXPECT_EQ(e.status(), 400);
   EXPECT_EQ(e.code(), "unknown_parameter");
   EXPECT_EQ(e.param(), "frobnicate");
+  EXPECT_EQ(strict_error(chat({{"stream_options", {{"include_obfuscation", true}}}})).param(),
+            "stream_options.include_obfuscation");
+  EXPECT_EQ(strict_error(with_message_extra).param(), "messages[].annotations");
+  // Warned about once per name, process-wide.
+  EXPECT_FALSE(note_unknown_field("frobnicate"));
+  EXPECT_TRUE(note_unknown_field("a-name-nobody-sent"));
+  EXPECT_FALSE(note_unknown_field("a-name-nobody-sent"));
+}
+
+TEST(OpenAiRequest, UnsupportedFields) {
   EXPECT_EQ(chat_error(chat({{"n", 2}})).param(), "n");
   EXPECT_EQ(chat_error(chat({{"logprobs", true}})).param(), "logprobs");
   EXPECT_EQ(chat_error(chat({{"tools", json::array({{{"type", "function"}}})}})).param(), "tools");
@@ -201,8 +239,9 @@ TEST(OpenAiRequest, Completions) {
   EXPECT_EQ(completion_error(json{{"prompt", json::array()}}).param(), "prompt");
   EXPECT_EQ(completion_error(json{{"prompt", {1, -2}}}).param(), "prompt");
   EXPECT_EQ(completion_error(json{{"prompt", 5}}).code(), "invalid_type");
-  EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"messages", json::array()}}).code(),
-            "unknown_parameter");
+  // Chat's messages sent to /v1/completions would be silently dropped: refused.
+  EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"messages", json::array()}}).param(),
+            "messages");
   EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"best_of", 3}}).param(), "best_of");
   EXPECT_EQ(completion_error(json{{"prompt", "x"}, {"suffix", "y"}}).param(), "suffix");
 }

@@ -1,0 +1,233 @@
+#include "tern/server/anthropic_messages.h"
+
+#include <limits>
+
+#include "api_exchange.h"
+#include "json_fields.h"
+#include "tern/server/openai_response.h"
+
+namespace tern::server {
+namespace {
+
+using json = nlohmann::json;
+using namespace fields;
+
+void parse_messages(const json& body, GenerationRequest& r, UnknownFields unknown) {
+  const json* msgs = field(body, "messages");
+  if (!msgs) missing("messages");
+  if (!msgs->is_array()) wrong_type("messages", "an array", *msgs);
+  if (msgs->empty()) bad_value("messages", "at least one message is required.");
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) wrong_type(where, "an object", m);
+    check_fields(m, "messages[].", {"role", "content"}, unknown);
+    std::string role;
+    if (!get_string(m, "role", role)) missing(where + ".role");
+    if (role != "user" && role != "assistant")
+      bad_value(where + ".role",
+                "'" + role + "' is not supported. Expected 'user' or 'assistant'.");
+    const json* c = field(m, "content");
+    if (!c) missing(where + ".content");
+    r.messages.push_back({role, text_content(*c, where + ".content", {"text"})});
+  }
+  if (r.messages.back().role == "assistant")
+    unsupported("messages", "a final assistant message (prefill) is not supported.");
+}
+
+void parse_sampling(const json& body, GenerationRequest& r) {
+  SamplingParams& p = r.params;
+  int64_t i = 0;
+  double d = 0;
+  if (!get_int(body, "max_tokens", i)) missing("max_tokens");
+  if (i < 1) bad_value("max_tokens", std::to_string(i) + " is less than the minimum of 1.");
+  p.max_tokens = int(std::min<int64_t>(i, std::numeric_limits<int>::max()));
+  r.max_tokens_given = true;
+  if (get_number(body, "temperature", d)) {
+    check_range("temperature", d, 0.0, 1.0);
+    p.temperature = float(d);
+  }
+  if (get_number(body, "top_p", d)) {
+    check_range("top_p", d, 0.0, 1.0);
+    p.top_p = d == 0.0 ? 1.0f : float(d);
+    if (d == 0.0) p.top_k = 1;
+  }
+  if (get_int(body, "top_k", i)) {
+    if (i < 0) bad_value("top_k", "must be >= 0.");
+    p.top_k = int(std::min<int64_t>(i, std::numeric_limits<int>::max()));
+  }
+  if (const json* v = field(body, "stop_sequences")) {
+    if (!v->is_array()) wrong_type("stop_sequences", "an array of strings", *v);
+    for (const auto& s : *v) {
+      if (!s.is_string()) wrong_type("stop_sequences", "an array of strings", s);
+      if (s.get<std::string>().empty()) bad_value("stop_sequences", "must not be empty strings.");
+      p.stop.push_back(s.get<std::string>());
+    }
+    if (p.stop.size() > kMaxStopStrings)
+      bad_value("stop_sequences",
+                "at most " + std::to_string(kMaxStopStrings) + " stop sequences are allowed.");
+  }
+  try {
+    p.validate();
+  } catch (const InvalidArgument& e) {
+    throw ApiError::bad_request(e.what());
+  }
+}
+
+// Tools, structured output and extended thinking are known but not supported (their neutral values
+// pass).
+void reject_unsupported(const json& body) {
+  if (const json* v = field(body, "tools"))
+    if (!(v->is_array() && v->empty())) unsupported("tools", "tool use is not supported.");
+  if (const json* v = field(body, "tool_choice")) {
+    const json* t = v->is_object() ? field(*v, "type") : nullptr;
+    if (!t || !t->is_string() || (*t != "none" && *t != "auto"))
+      unsupported("tool_choice", "tool use is not supported.");
+  }
+  if (const json* v = field(body, "output_config")) {
+    if (!v->is_object()) wrong_type("output_config", "an object", *v);
+    if (field(*v, "format"))
+      unsupported("output_config.format", "structured output is not supported.");
+  }
+  if (const json* v = field(body, "thinking")) {
+    const json* t = v->is_object() ? field(*v, "type") : nullptr;
+    if (!t || *t != "disabled") unsupported("thinking", "extended thinking is not supported.");
+  }
+}
+
+}  // namespace
+
+GenerationRequest parse_anthropic_request(const json& body, UnknownFields unknown) {
+  check_fields(body, "",
+               {"model", "messages", "system", "max_tokens", "stop_sequences", "temperature",
+                "top_p", "top_k", "stream", "metadata", "service_tier", "tools", "tool_choice",
+                "thinking", "output_config"},
+               unknown);
+  GenerationRequest r;
+  r.kind = GenerationRequest::Kind::Chat;
+  get_string(body, "model", r.model);
+  reject_unsupported(body);
+  if (const json* s = field(body, "system")) {
+    std::string text = text_content(*s, "system", {"text"});
+    if (!text.empty()) r.messages.push_back({"system", std::move(text)});
+  }
+  parse_messages(body, r, unknown);
+  parse_sampling(body, r);
+  get_bool(body, "stream", r.stream);
+  return r;
+}
+
+const char* anthropic_stop_reason(sched::FinishReason r) {
+  return r == sched::FinishReason::Length ? "max_tokens" : "end_turn";
+}
+
+json anthropic_usage(const sched::Usage& u) {
+  return json{{"input_tokens", u.prompt_tokens - u.cached_tokens},
+              {"output_tokens", u.completion_tokens},
+              {"cache_read_input_tokens", u.cached_tokens},
+              {"cache_creation_input_tokens", 0}};
+}
+
+json anthropic_message(const std::string& id, const std::string& model, const std::string& text,
+                       const sched::Finish& f) {
+  return json{{"id", id},
+              {"type", "message"},
+              {"role", "assistant"},
+              {"model", model},
+              {"content", json::array({{{"type", "text"}, {"text", text}}})},
+              {"stop_reason", anthropic_stop_reason(f.reason)},
+              {"stop_sequence", nullptr},
+              {"usage", anthropic_usage(f.usage)}};
+}
+
+json anthropic_error_body(const ApiError& e) {
+  const char* type = "api_error";
+  switch (e.status()) {
+    case 400:
+      type = "invalid_request_error";
+      break;
+    case 401:
+      type = "authentication_error";
+      break;
+    case 403:
+      type = "permission_error";
+      break;
+    case 404:
+    case 405:
+      type = "not_found_error";
+      break;
+    case 413:
+      type = "request_too_large";
+      break;
+    case 429:
+      type = "rate_limit_error";
+      break;
+    case 503:
+      type = "overloaded_error";
+      break;
+    default:
+      type = e.status() < 500 ? "invalid_request_error" : "api_error";
+  }
+  return json{{"type", "error"}, {"error", {{"type", type}, {"message", e.what()}}}};
+}
+
+namespace {
+
+// The event sequence: message_start, content_block_start, content_block_delta
+// (text_delta) per piece, content_block_stop, message_delta (stop_reason,
+// usage), message_stop; an engine failure is an `error` event.
+class AnthropicExchange final : public ApiExchange {
+ public:
+  AnthropicExchange(ServerContext& ctx, const std::string& rid) : ctx_(ctx), id_("msg_" + rid) {}
+
+  GenerationRequest parse(const json& body) override {
+    return parse_anthropic_request(body, ctx_.unknown_fields());
+  }
+
+  std::string start(const Submission& s) override {
+    json message = anthropic_message(id_, ctx_.model_id, "", sched::Finish{});
+    message["content"] = json::array();
+    message["stop_reason"] = nullptr;
+    message["usage"] = anthropic_usage({s.prompt_tokens, 0, 0});
+    return sse_event("message_start", {{"type", "message_start"}, {"message", message}}) +
+           sse_event("content_block_start", {{"type", "content_block_start"},
+                                             {"index", 0},
+                                             {"content_block", {{"type", "text"}, {"text", ""}}}});
+  }
+
+  std::string stream_text(const std::string& text) override {
+    return sse_event("content_block_delta", {{"type", "content_block_delta"},
+                                             {"index", 0},
+                                             {"delta", {{"type", "text_delta"}, {"text", text}}}});
+  }
+
+  std::string stream_end(const sched::Finish& f) override {
+    if (f.reason == sched::FinishReason::Error)
+      return sse_event("error", anthropic_error_body(ApiError(500, "server_error",
+                                                              "Generation failed: " + f.error)));
+    return sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", 0}}) +
+           sse_event(
+               "message_delta",
+               {{"type", "message_delta"},
+                {"delta",
+                 {{"stop_reason", anthropic_stop_reason(f.reason)}, {"stop_sequence", nullptr}}},
+                {"usage", anthropic_usage(f.usage)}}) +
+           sse_event("message_stop", {{"type", "message_stop"}});
+  }
+
+  json body(const std::string& text, const sched::Finish& f) override {
+    return anthropic_message(id_, ctx_.model_id, text, f);
+  }
+
+ private:
+  ServerContext& ctx_;
+  std::string id_;
+};
+
+}  // namespace
+
+std::unique_ptr<ApiExchange> make_anthropic_exchange(ServerContext& ctx, const std::string& rid) {
+  return std::make_unique<AnthropicExchange>(ctx, rid);
+}
+
+}  // namespace tern::server

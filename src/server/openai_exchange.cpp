@@ -1,0 +1,61 @@
+// OpenAI chat completions and completions as an ApiExchange: parsing in
+// openai_request.cpp, the bodies and chunks in openai_response.cpp.
+#include "api_exchange.h"
+#include "tern/server/openai_response.h"
+
+namespace tern::server {
+namespace {
+
+using json = nlohmann::json;
+
+class OpenAiExchange final : public ApiExchange {
+ public:
+  OpenAiExchange(ServerContext& ctx, GenerationRequest::Kind kind) : ctx_(ctx), kind_(kind) {}
+
+  GenerationRequest parse(const json& body) override {
+    GenerationRequest g = kind_ == GenerationRequest::Kind::Chat
+                              ? parse_chat_request(body, {}, ctx_.unknown_fields())
+                              : parse_completion_request(body, {}, ctx_.unknown_fields());
+    usage_ = g.include_usage;
+    return g;
+  }
+
+  std::string start(const Submission& s) override {
+    meta_ = s.meta;
+    return meta_.kind == GenerationRequest::Kind::Chat ? sse_event(chunk_role(meta_, usage_)) : "";
+  }
+
+  std::string stream_text(const std::string& text) override {
+    return sse_event(chunk_text(meta_, text, usage_));
+  }
+
+  std::string stream_end(const sched::Finish& f) override {
+    std::string out;
+    if (f.reason == sched::FinishReason::Error) {
+      out += sse_event(error_body(ApiError(500, "server_error", "Generation failed: " + f.error)));
+    } else {
+      out += sse_event(chunk_finish(meta_, f, usage_));
+      if (usage_) out += sse_event(chunk_usage(meta_, f));
+    }
+    return out += kSseDone;
+  }
+
+  json body(const std::string& text, const sched::Finish& f) override {
+    return completion_body(meta_, text, f);
+  }
+
+ private:
+  ServerContext& ctx_;
+  GenerationRequest::Kind kind_;
+  bool usage_ = false;  // stream_options.include_usage
+  ResponseMeta meta_;
+};
+
+}  // namespace
+
+std::unique_ptr<ApiExchange> make_openai_exchange(ServerContext& ctx,
+                                                  GenerationRequest::Kind kind) {
+  return std::make_unique<OpenAiExchange>(ctx, kind);
+}
+
+}  // namespace tern::server

@@ -1,0 +1,333 @@
+#include "tern/server/openai_responses.h"
+
+#include <limits>
+
+#include "api_exchange.h"
+#include "json_fields.h"
+#include "tern/server/openai_response.h"
+
+namespace tern::server {
+namespace {
+
+using json = nlohmann::json;
+using namespace fields;
+
+// One input item: a message (`type` "message" or absent) with string content
+// or input_text / output_text parts. Other item types (function calls,
+// reasoning, references) are refused.
+Message parse_item(const json& item, size_t i, UnknownFields unknown) {
+  const std::string where = "input[" + std::to_string(i) + "]";
+  if (!item.is_object()) wrong_type(where, "an object", item);
+  check_fields(item, "input[].", {"type", "role", "content", "id", "status"}, unknown);
+  std::string type = "message";
+  get_string(item, "type", type);
+  if (type != "message")
+    unsupported(where + ".type",
+                "input items of type '" + type + "' are not supported; only 'message' is.");
+  std::string role;
+  if (!get_string(item, "role", role)) missing(where + ".role");
+  if (role == "developer") role = "system";
+  if (role != "user" && role != "assistant" && role != "system")
+    bad_value(where + ".role", "'" + role +
+                                   "' is not supported. Supported values are: 'user', "
+                                   "'assistant', 'system' and 'developer'.");
+  const json* c = field(item, "content");
+  if (!c) missing(where + ".content");
+  return {role, text_content(*c, where + ".content", {"input_text", "output_text"})};
+}
+
+std::vector<Message> parse_input(const json& body, UnknownFields unknown) {
+  const json* in = field(body, "input");
+  if (!in) missing("input");
+  if (in->is_string()) return {{"user", in->get<std::string>()}};
+  if (!in->is_array()) wrong_type("input", "a string or an array of input items", *in);
+  if (in->empty()) bad_value("input", "empty array. Expected at least one item.");
+  std::vector<Message> out;
+  for (size_t i = 0; i < in->size(); ++i) out.push_back(parse_item((*in)[i], i, unknown));
+  return out;
+}
+
+// Tools, structured output, background mode and stored conversations are
+// known but not supported (their neutral values pass).
+void reject_unsupported(const json& body) {
+  if (const json* v = field(body, "tools"))
+    if (!(v->is_array() && v->empty())) unsupported("tools", "tool calling is not supported.");
+  if (const json* v = field(body, "tool_choice"))
+    if (!(v->is_string() && (*v == "none" || *v == "auto")))
+      unsupported("tool_choice", "tool calling is not supported.");
+  if (const json* v = field(body, "text")) {
+    if (!v->is_object()) wrong_type("text", "an object", *v);
+    const json* f = field(*v, "format");
+    const json* t = f && f->is_object() ? field(*f, "type") : nullptr;
+    if (f && (!t || *t != "text"))
+      unsupported("text.format", "only {\"type\": \"text\"} is supported.");
+  }
+  bool background = false;
+  if (get_bool(body, "background", background) && background)
+    unsupported("background", "background responses are not supported.");
+  if (field(body, "conversation"))
+    unsupported("conversation", "conversations are not supported; use previous_response_id.");
+  int64_t top_logprobs = 0;
+  if (get_int(body, "top_logprobs", top_logprobs) && top_logprobs > 0)
+    unsupported("top_logprobs", "log probabilities are not supported.");
+}
+
+void parse_sampling(const json& body, ResponsesRequest& r) {
+  SamplingParams& p = r.g.params;
+  int64_t i = 0;
+  double d = 0;
+  if (get_int(body, "max_output_tokens", i)) {
+    if (i < 1)
+      bad_value("max_output_tokens", std::to_string(i) + " is less than the minimum of 1.");
+    p.max_tokens = int(std::min<int64_t>(i, std::numeric_limits<int>::max()));
+    r.g.max_tokens_given = true;
+    r.echo["max_output_tokens"] = i;
+  }
+  if (get_number(body, "temperature", d)) {
+    check_range("temperature", d, 0.0, 2.0);
+    p.temperature = float(d);
+    r.echo["temperature"] = d;
+  }
+  if (get_number(body, "top_p", d)) {
+    check_range("top_p", d, 0.0, 1.0);
+    p.top_p = d == 0.0 ? 1.0f : float(d);  // a zero nucleus is greedy
+    if (d == 0.0) p.top_k = 1;
+    r.echo["top_p"] = d;
+  }
+  try {
+    p.validate();
+  } catch (const InvalidArgument& e) {
+    throw ApiError::bad_request(e.what());
+  }
+}
+
+}  // namespace
+
+ResponsesRequest parse_responses_request(const json& body, const ResponseLookup& lookup,
+                                         UnknownFields unknown) {
+  check_fields(body, "",
+               {"model",
+                "input",
+                "instructions",
+                "max_output_tokens",
+                "temperature",
+                "top_p",
+                "stream",
+                "store",
+                "previous_response_id",
+                "metadata",
+                "user",
+                "service_tier",
+                "parallel_tool_calls",
+                "truncation",
+                "reasoning",
+                "include",
+                "tools",
+                "tool_choice",
+                "text",
+                "background",
+                "conversation",
+                "top_logprobs",
+                "prompt_cache_key",
+                "safety_identifier",
+                "max_tool_calls",
+                "stream_options"},
+               unknown);
+  reject_unsupported(body);
+  ResponsesRequest r;
+  r.g.kind = GenerationRequest::Kind::Chat;
+  r.echo = json{{"instructions", nullptr},
+                {"max_output_tokens", nullptr},
+                {"temperature", 1.0},
+                {"top_p", 1.0},
+                {"previous_response_id", nullptr},
+                {"store", true},
+                {"metadata", json::object()}};
+  get_string(body, "model", r.g.model);
+  std::string instructions;
+  if (get_string(body, "instructions", instructions)) r.echo["instructions"] = instructions;
+  if (get_string(body, "previous_response_id", r.previous_response_id)) {
+    auto history = lookup(r.previous_response_id);
+    if (!history)
+      throw ApiError(404, "invalid_request_error",
+                     "Previous response with id '" + r.previous_response_id + "' not found.",
+                     "previous_response_id", "previous_response_not_found");
+    r.conversation = std::move(*history);
+    r.echo["previous_response_id"] = r.previous_response_id;
+  }
+  for (Message& m : parse_input(body, unknown)) r.conversation.push_back(std::move(m));
+  get_bool(body, "store", r.store);
+  r.echo["store"] = r.store;
+  if (const json* v = field(body, "metadata")) {
+    if (!v->is_object()) wrong_type("metadata", "an object", *v);
+    r.echo["metadata"] = *v;
+  }
+  get_bool(body, "stream", r.g.stream);
+  parse_sampling(body, r);
+  // Instructions apply to this turn only; they are not part of the conversation.
+  if (!instructions.empty()) r.g.messages.push_back({"system", instructions});
+  r.g.messages.insert(r.g.messages.end(), r.conversation.begin(), r.conversation.end());
+  return r;
+}
+
+const char* responses_status(const sched::Finish& f) {
+  switch (f.reason) {
+    case sched::FinishReason::Length:
+      return "incomplete";
+    case sched::FinishReason::Error:
+      return "failed";
+    default:
+      return "completed";
+  }
+}
+
+json responses_usage(const sched::Usage& u) {
+  return json{{"input_tokens", u.prompt_tokens},
+              {"input_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+              {"output_tokens", u.completion_tokens},
+              {"output_tokens_details", {{"reasoning_tokens", 0}}},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+json responses_message_item(const ResponsesMeta& m, const std::string& text, const char* status) {
+  json content = json::array();
+  if (std::string_view(status) != "in_progress")
+    content.push_back({{"type", "output_text"}, {"text", text}, {"annotations", json::array()}});
+  return json{{"type", "message"},
+              {"id", m.item_id},
+              {"status", status},
+              {"role", "assistant"},
+              {"content", std::move(content)}};
+}
+
+json responses_object(const ResponsesMeta& m, const std::string& text, const sched::Finish* f) {
+  json j{{"id", m.id},
+         {"object", "response"},
+         {"created_at", m.created_at},
+         {"status", f ? responses_status(*f) : "in_progress"},
+         {"error", nullptr},
+         {"incomplete_details", nullptr},
+         {"model", m.model},
+         {"output", json::array()},
+         {"parallel_tool_calls", false},
+         {"tool_choice", "none"},
+         {"tools", json::array()},
+         {"text", {{"format", {{"type", "text"}}}}},
+         {"truncation", "disabled"},
+         {"usage", nullptr}};
+  j.update(m.echo);
+  if (!f) return j;
+  if (f->reason == sched::FinishReason::Error) {
+    j["error"] = {{"code", "server_error"}, {"message", "Generation failed: " + f->error}};
+  } else {
+    const char* item_status = f->reason == sched::FinishReason::Length ? "incomplete" : "completed";
+    j["output"] = json::array({responses_message_item(m, text, item_status)});
+    if (f->reason == sched::FinishReason::Length)
+      j["incomplete_details"] = {{"reason", "max_output_tokens"}};
+  }
+  j["usage"] = responses_usage(f->usage);
+  j["timings"] = timings_json(f->timings);
+  return j;
+}
+
+namespace {
+
+// The event sequence the OpenAI SDK's stream parser expects: response.created,
+// response.in_progress, response.output_item.added, response.content_part.added,
+// response.output_text.delta per piece, response.output_text.done,
+// response.content_part.done, response.output_item.done, then
+// response.completed (or response.incomplete / response.failed). Every event
+// carries a sequence_number.
+class ResponsesExchange final : public ApiExchange {
+ public:
+  ResponsesExchange(ServerContext& ctx, const std::string& rid) : ctx_(ctx) {
+    meta_.id = "resp_" + rid;
+    meta_.item_id = "msg_" + rid;
+  }
+
+  GenerationRequest parse(const json& body) override {
+    auto lookup = [this](const std::string& id) { return ctx_.responses.get(id); };
+    req_ = parse_responses_request(body, lookup, ctx_.unknown_fields());
+    meta_.echo = req_.echo;
+    return req_.g;
+  }
+
+  std::string start(const Submission& s) override {
+    meta_.created_at = s.meta.created;
+    meta_.model = ctx_.model_id;
+    const json in_progress = responses_object(meta_, "", nullptr);
+    // One statement per event: sequence numbers follow the order of the calls.
+    std::string out = event("response.created", {{"response", in_progress}});
+    out += event("response.in_progress", {{"response", in_progress}});
+    out += event("response.output_item.added",
+                 {{"output_index", 0}, {"item", responses_message_item(meta_, "", "in_progress")}});
+    out += event("response.content_part.added", part_fields(""));
+    return out;
+  }
+
+  std::string stream_text(const std::string& text) override {
+    text_ += text;
+    json e = where();
+    e["delta"] = text;
+    e["logprobs"] = json::array();
+    return event("response.output_text.delta", std::move(e));
+  }
+
+  std::string stream_end(const sched::Finish& f) override {
+    const json done = responses_object(meta_, text_, &f);
+    remember(f);
+    if (f.reason == sched::FinishReason::Error)
+      return event("response.failed", {{"response", done}});
+    json text_done = where();
+    text_done["text"] = text_;
+    text_done["logprobs"] = json::array();
+    std::string out = event("response.output_text.done", std::move(text_done));
+    out += event("response.content_part.done", part_fields(text_));
+    out += event("response.output_item.done", {{"output_index", 0}, {"item", done["output"][0]}});
+    out += event(std::string("response.") + responses_status(f), {{"response", done}});
+    return out;
+  }
+
+  json body(const std::string& text, const sched::Finish& f) override {
+    text_ = text;
+    remember(f);
+    return responses_object(meta_, text, &f);
+  }
+
+ private:
+  json where() const {
+    return {{"item_id", meta_.item_id}, {"output_index", 0}, {"content_index", 0}};
+  }
+  json part_fields(const std::string& text) const {
+    json e = where();
+    e["part"] = {{"type", "output_text"}, {"text", text}, {"annotations", json::array()}};
+    return e;
+  }
+  std::string event(const std::string& type, json fields) {
+    fields["type"] = type;
+    fields["sequence_number"] = sequence_++;
+    return sse_event(type, fields);
+  }
+  // A finished response joins the store (unless store: false) so a later
+  // request can continue it; its prompt is then a prefix-cache hit.
+  void remember(const sched::Finish& f) {
+    if (!req_.store || f.reason == sched::FinishReason::Error) return;
+    std::vector<Message> history = req_.conversation;
+    history.push_back({"assistant", text_});
+    ctx_.responses.put(meta_.id, std::move(history));
+  }
+
+  ServerContext& ctx_;
+  ResponsesRequest req_;
+  ResponsesMeta meta_;
+  std::string text_;
+  int sequence_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ApiExchange> make_responses_exchange(ServerContext& ctx, const std::string& rid) {
+  return std::make_unique<ResponsesExchange>(ctx, rid);
+}
+
+}  // namespace tern::server

@@ -1,0 +1,93 @@
+"""OpenAI's Responses API (POST /v1/responses) through the OpenAI SDK."""
+from __future__ import annotations
+
+import openai
+import pytest
+import requests
+
+QUESTION = "Write one sentence about the moon."
+
+
+def test_create_plain(client, healthy):
+    r = client.responses.create(model="tern", input=QUESTION, max_output_tokens=8,
+                                temperature=0)
+    assert r.object == "response" and r.id.startswith("resp_")
+    assert r.status in ("completed", "incomplete")
+    assert r.output_text
+    assert r.output[0].type == "message" and r.output[0].role == "assistant"
+    assert r.usage.input_tokens > 0 and 0 < r.usage.output_tokens <= 8
+    assert r.usage.total_tokens == r.usage.input_tokens + r.usage.output_tokens
+    assert r.model_extra["timings"]["predicted_n"] == r.usage.output_tokens
+
+
+def test_create_with_items_and_instructions(client, healthy):
+    r = client.responses.create(model="tern", instructions="Answer in one word.", input=[
+        {"role": "developer", "content": "Be terse."},
+        {"role": "user", "content": [{"type": "input_text", "text": "Colour of the sky?"}]},
+    ], max_output_tokens=4, temperature=0)
+    assert r.output_text and r.instructions == "Answer in one word."
+
+
+def test_streamed_matches_plain(client, healthy):
+    kwargs = dict(model="tern", input=QUESTION, max_output_tokens=8, temperature=0)
+    events = list(client.responses.create(stream=True, **kwargs))
+    types = [e.type for e in events]
+    assert types[:4] == ["response.created", "response.in_progress",
+                         "response.output_item.added", "response.content_part.added"]
+    assert types[-4:-1] == ["response.output_text.done", "response.content_part.done",
+                            "response.output_item.done"]
+    assert types[-1] in ("response.completed", "response.incomplete")
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    deltas = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    final = events[-1].response
+    assert deltas == final.output_text and final.usage.output_tokens > 0
+    assert deltas == client.responses.create(**kwargs).output_text
+    # The SDK's own stream helper accumulates the same text.
+    with client.responses.stream(model="tern", input=QUESTION, max_output_tokens=64,
+                                 temperature=0) as stream:
+        text = "".join(e.delta for e in stream if e.type == "response.output_text.delta")
+        done = stream.get_final_response()
+    assert done.output_text == text and done.status == "completed"
+
+
+def test_two_turns_with_previous_response_id(client, healthy):
+    # Instructions belong to one turn (as with OpenAI): a client repeats them.
+    instructions = "You are a helpful assistant who answers briefly."
+    first = client.responses.create(
+        model="tern", instructions=instructions,
+        input="My name is Ada and I like astronomy. Remember that.", max_output_tokens=16,
+        temperature=0)
+    second = client.responses.create(model="tern", instructions=instructions,
+                                     previous_response_id=first.id,
+                                     input="What is my name?", max_output_tokens=16,
+                                     temperature=0)
+    assert second.previous_response_id == first.id
+    assert second.output_text
+    # Turn 2's prompt starts with turn 1's history: a prefix-cache hit.
+    assert second.usage.input_tokens > first.usage.input_tokens
+    assert second.usage.input_tokens_details.cached_tokens > 0
+    assert second.model_extra["timings"]["cache_n"] == \
+        second.usage.input_tokens_details.cached_tokens
+
+
+def test_store_false_and_unknown_previous_id(client, healthy):
+    r = client.responses.create(model="tern", input="Hi", max_output_tokens=2, store=False)
+    with pytest.raises(openai.NotFoundError) as e:
+        client.responses.create(model="tern", input="Hi", previous_response_id=r.id,
+                                max_output_tokens=2)
+    assert e.value.body["param"] == "previous_response_id"
+    with pytest.raises(openai.NotFoundError):
+        client.responses.create(model="tern", input="Hi", previous_response_id="resp_nope")
+
+
+def test_unsupported_fields_are_400(client, server, healthy):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model="tern", input="Hi", tools=[
+            {"type": "function", "name": "f", "parameters": {}}])
+    assert e.value.body["param"] == "tools"
+    with pytest.raises(openai.BadRequestError) as e:
+        client.responses.create(model="tern", input="Hi", text={"format": {
+            "type": "json_schema", "name": "x", "schema": {"type": "object"}}})
+    assert e.value.body["param"] == "text.format"
+    r = requests.post(server.url + "/v1/responses", json={"model": "tern"}, timeout=60)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "input"

@@ -1,0 +1,70 @@
+"""GET /v1/models/{id}, POST /tokenize and POST /detokenize over plain HTTP."""
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+import requests
+
+from tern_server import REPO, TernServer
+
+GOLDEN = json.loads((REPO / "tests/fixtures/tokenizer_golden.json").read_text())
+
+
+def post(server, path, body, **kw):
+    return requests.post(server.url + path, json=body, timeout=60, **kw)
+
+
+def test_models_retrieve(client, healthy):
+    model_id = client.models.list().data[0].id
+    m = client.models.retrieve(model_id)
+    assert m.id == model_id and m.object == "model" and m.owned_by == "tern"
+    with pytest.raises(openai.NotFoundError) as e:
+        client.models.retrieve("no-such-model")
+    assert e.value.status_code == 404
+    assert e.value.body["code"] == "model_not_found"
+    assert e.value.body["type"] == "invalid_request_error"
+
+
+def test_tokenize_matches_golden_and_round_trips(server, healthy):
+    round_trips = 0
+    # Invalid UTF-8 (text_hex) cannot travel in a JSON string.
+    cases = [c for c in GOLDEN["cases"] if "text" in c]
+    for case in cases:
+        r = post(server, "/tokenize", {"content": case["text"], "add_special": case["add_bos"],
+                                       "parse_special": case["parse_special"]})
+        assert r.status_code == 200, r.text
+        tokens = r.json()["tokens"]
+        assert tokens == case["ids"], case["name"]
+        d = post(server, "/detokenize", {"tokens": tokens})
+        assert d.status_code == 200, d.text
+        assert d.json()["content"] == case["detok_special"], case["name"]
+        if case["detok_special"] == case["text"]:
+            round_trips += 1
+    assert round_trips > len(cases) // 2
+
+
+def test_tokenize_shapes(server, healthy):
+    text = "Hello world"
+    plain = post(server, "/tokenize", {"content": text}).json()["tokens"]
+    # vLLM's shape: `prompt`, and the count.
+    v = post(server, "/tokenize", {"prompt": text, "add_special_tokens": False}).json()
+    assert v["tokens"] == plain and v["count"] == len(plain) and v["max_model_len"] > 0
+    pieces = post(server, "/tokenize", {"content": text, "with_pieces": True}).json()["tokens"]
+    assert [p["id"] for p in pieces] == plain
+    assert "".join(p["piece"] for p in pieces) == text
+    # Bad input: OpenAI-shaped 400s.
+    r = post(server, "/tokenize", {"add_special": True})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "content"
+    r = post(server, "/detokenize", {"tokens": [1, 10**9]})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "tokens"
+    assert requests.get(server.url + "/tokenize", timeout=10).status_code == 405
+
+
+def test_tokenize_needs_the_key():
+    with TernServer("--api-key", "sekret") as srv:
+        assert post(srv, "/tokenize", {"content": "hi"}).status_code == 401
+        assert post(srv, "/detokenize", {"tokens": [1]}).status_code == 401
+        ok = post(srv, "/tokenize", {"content": "hi"}, headers={"Authorization": "Bearer sekret"})
+        assert ok.status_code == 200 and ok.json()["tokens"]
