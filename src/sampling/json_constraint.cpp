@@ -33,9 +33,9 @@ void JsonConstraint::mask(std::span<float> logits) {
   const bool end = matcher_.accepts_end() || n_allowed == 0;
   for (int32_t id : end_ids_)
     if (id >= 0 && size_t(id) < allowed_.size()) allowed_[size_t(id)] = end;
-  const size_t n = std::min(logits.size(), allowed_.size());
-  for (size_t i = 0; i < n; ++i)
-    if (!allowed_[i]) logits[i] = -std::numeric_limits<float>::infinity();
+  // Ids past the tokenizer's vocabulary (a model's padded rows) never match.
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (i >= allowed_.size() || !allowed_[i]) logits[i] = -std::numeric_limits<float>::infinity();
 }
 
 void JsonConstraint::accept(int32_t token) {

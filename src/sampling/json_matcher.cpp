@@ -98,6 +98,14 @@ bool JsonMatcher::advance_into(uint8_t byte, JsonMatcher& out) const {
   return n > 0;
 }
 
+uint32_t JsonMatcher::plain_string_room() const {
+  if (stacks_.size() != 1 || stacks_[0].depth == 0) return 0;
+  const Frame& f = stacks_[0].f[stacks_[0].depth - 1];
+  const JsonNode& n = g_->node(f.node);
+  if (n.kind != Kind::String || f.phase != 1) return 0;
+  return n.max_len - f.a;
+}
+
 bool JsonMatcher::accepts_end() const {
   for (const Stack& s : stacks_) {
     if (s.depth == 0 && s.started) return true;

@@ -43,7 +43,15 @@ uint32_t TokenTrie::build(std::span<const std::string> pieces, std::vector<int32
     child_byte_[first + g] = uint8_t(pieces[size_t(ids[groups[g].first])][depth]);
     const uint32_t c = build(pieces, ids, groups[g].first, groups[g].second, depth + 1);
     child_node_[first + g] = c;
+    const uint8_t b = child_byte_[first + g];
+    const bool plain = b >= 0x20 && b < 0x80 && b != '"' && b != '\\';
+    uint32_t& pd = nodes_[idx].plain_depth;
+    if (!plain || nodes_[c].plain_depth == kNotPlain)
+      pd = kNotPlain;
+    else if (pd != kNotPlain)
+      pd = std::max(pd, nodes_[c].plain_depth + 1);
   }
+  nodes_[idx].end_token = uint32_t(tokens_.size());
   return idx;
 }
 
@@ -61,7 +69,18 @@ size_t TokenTrie::walk(uint32_t node, size_t depth, std::span<uint8_t> allowed,
   size_t count = 0;
   const JsonMatcher& here = scratch.level[depth];
   JsonMatcher& next = scratch.level[depth + 1];
+  const uint32_t room = here.plain_string_room();
   for (uint32_t c = n.first_child; c < n.first_child + n.n_children; ++c) {
+    const Node& sub = nodes_[child_node_[c]];
+    if (room > 0 && sub.plain_depth != kNotPlain && sub.plain_depth < room) {
+      const uint8_t b = child_byte_[c];
+      if (b >= 0x20 && b < 0x80 && b != '"' && b != '\\') {
+        // Inside a string, a subtree of plain characters is all allowed.
+        for (uint32_t t = sub.first_token; t < sub.end_token; ++t) allowed[size_t(tokens_[t])] = 1;
+        count += sub.end_token - sub.first_token;
+        continue;
+      }
+    }
     if (!here.advance_into(child_byte_[c], next)) continue;  // prune the subtree
     const Node& child = nodes_[child_node_[c]];
     for (uint32_t t = child.first_token; t < child.first_token + child.n_tokens; ++t) {

@@ -32,17 +32,23 @@ class JsonMatcher {
   // The bytes so far are a complete value of the grammar.
   bool accepts_end() const;
   bool dead() const { return stacks_.empty(); }
+  // How many plain ASCII characters (0x20..0x7F but '"' and '\\') may follow
+  // while the state stays inside one string: > 0 only when the state is a
+  // single stack inside a string's body. TokenTrie uses it to accept whole
+  // subtrees of plain tokens without walking them.
+  uint32_t plain_string_room() const;
   void reset();
 
+  // Plain data, no initializers (copied per trie edge): create with Frame{}.
   struct Frame {
-    uint32_t node = 0;
-    uint8_t phase = 0;
-    uint8_t aux = 0;  // hex digits / UTF-8 bytes left / fraction digits
-    uint8_t neg = 0;
-    uint8_t pad = 0;
-    uint32_t a = 0;  // items, code points, next property, digits
-    uint32_t b = 0;  // key-trie node, chosen property, \u value, UTF-8 range
-    uint64_t m = 0;  // number: its digits so far (integer and fraction)
+    uint32_t node;
+    uint8_t phase;
+    uint8_t aux;  // hex digits / UTF-8 bytes left / fraction digits
+    uint8_t neg;
+    uint8_t pad;
+    uint32_t a;  // items, code points, next property, digits
+    uint32_t b;  // key-trie node, chosen property, \u value, UTF-8 range
+    uint64_t m;  // number: its digits so far (integer and fraction)
   };
   struct Stack {
     int depth = 0;

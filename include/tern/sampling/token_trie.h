@@ -36,7 +36,12 @@ class TokenTrie {
   struct Node {
     uint32_t first_child = 0, n_children = 0;  // into child_byte_ / child_node_
     uint32_t first_token = 0, n_tokens = 0;    // into tokens_: ids ending here
+    uint32_t end_token = 0;                    // tokens_[first_token, end_token): the whole subtree
+    // Longest path below when every byte below is plain string ASCII (see
+    // JsonMatcher::plain_string_room), else kNotPlain.
+    uint32_t plain_depth = 0;
   };
+  static constexpr uint32_t kNotPlain = 0xFFFFFFFF;
   uint32_t build(std::span<const std::string> pieces, std::vector<int32_t>& ids, size_t lo,
                  size_t hi, size_t depth);
   size_t walk(uint32_t node, size_t depth, std::span<uint8_t> allowed, Scratch& scratch) const;
