@@ -7,11 +7,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <vector>
 
 namespace tern {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // keeps the declared order of properties
 using Kind = JsonNode::Kind;
 
 [[noreturn]] void refuse(const std::string& keyword, const std::string& why) {
@@ -235,26 +236,33 @@ class Compiler {
   uint32_t object(const json& s, int depth) {
     JsonNode n;
     n.kind = Kind::Object;
-    std::set<std::string> required;
+    // Required properties first, in the order `required` lists them (it is an
+    // array, so its order survives any JSON parser), then the optional ones
+    // in declaration order.
+    std::vector<std::string> order;
     if (auto v = s.find("required"); v != s.end()) {
       if (!v->is_array()) malformed("required", "expected an array of strings");
       for (const auto& k : *v) {
         if (!k.is_string()) malformed("required", "expected an array of strings");
-        required.insert(k.get<std::string>());
+        if (std::find(order.begin(), order.end(), k.get<std::string>()) == order.end())
+          order.push_back(k.get<std::string>());
       }
     }
-    if (auto v = s.find("properties"); v != s.end()) {
-      if (!v->is_object()) malformed("properties", "expected an object");
-      for (auto it = v->begin(); it != v->end(); ++it) {
-        const std::string quoted = json(it.key()).dump();
-        n.props.push_back({quoted.substr(1, quoted.size() - 2), compile(it.value(), depth + 1),
-                           required.count(it.key()) > 0});
-        required.erase(it.key());
-      }
+    const size_t n_required = order.size();
+    const json no_props = json::object();
+    auto pv = s.find("properties");
+    if (pv != s.end() && !pv->is_object()) malformed("properties", "expected an object");
+    const json& props = pv != s.end() ? *pv : no_props;
+    for (size_t i = 0; i < n_required; ++i)
+      if (!props.contains(order[i]))
+        refuse("required", "required property '" + order[i] + "' is not declared in properties");
+    for (auto it = props.begin(); it != props.end(); ++it)
+      if (std::find(order.begin(), order.end(), it.key()) == order.end()) order.push_back(it.key());
+    for (size_t i = 0; i < order.size(); ++i) {
+      const std::string quoted = json(order[i]).dump();
+      n.props.push_back({quoted.substr(1, quoted.size() - 2),
+                         compile(props.at(order[i]), depth + 1), i < n_required});
     }
-    if (!required.empty())
-      refuse("required",
-             "required property '" + *required.begin() + "' is not declared in properties");
     if (auto v = s.find("additionalProperties"); v != s.end()) {
       if (!(v->is_boolean() && !v->get<bool>())) n.additional = compile(*v, depth + 1);
     } else {
@@ -381,7 +389,11 @@ std::shared_ptr<const JsonGrammar> JsonGrammar::from_schema(std::string_view sch
   if (schema.is_discarded()) throw SchemaError("", "the JSON schema is not valid JSON");
   auto g = std::shared_ptr<JsonGrammar>(new JsonGrammar());
   Compiler c(*g, schema);
-  g->set_root(c.compile(schema));
+  try {
+    g->set_root(c.compile(schema));
+  } catch (const json::exception& e) {  // a keyword's value of the wrong JSON type
+    throw SchemaError("", std::string("invalid JSON schema: ") + e.what());
+  }
   return g;
 }
 

@@ -2,8 +2,10 @@
 // A JSON Schema compiled into a grammar over bytes: a graph of value nodes
 // (object, array, string, number, literal, union) that JsonMatcher walks one
 // byte at a time. Output is compact JSON (no whitespace between tokens) and
-// object properties come in the order the schema declares them; optional
-// ones may be skipped. Nothing here knows about tokens or HTTP.
+// object properties come in a fixed order: the required ones as `required`
+// lists them, then the optional ones as `properties` declares them (each may
+// be skipped); extra keys, where allowed, come last. Nothing here knows about
+// tokens or HTTP.
 //
 // Supported keywords: type (one or a list; "null", "boolean", "object",
 // "array", "string", "integer", "number"), nullable, properties, required,

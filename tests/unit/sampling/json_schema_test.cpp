@@ -105,7 +105,8 @@ TEST(JsonSchema, RefusesMalformedSchemas) {
                         R"({"type":"object","required":["x"],"properties":{}})", R"(false)",
                         R"({"type":"string","minLength":4,"maxLength":2})",
                         R"({"type":"integer","minimum":3,"maximum":2})", R"({"allOf":[{},{}]})",
-                        R"({"$ref":"https://example.com/s.json"})", R"([1])"})
+                        R"({"$ref":"https://example.com/s.json"})", R"([1])",
+                        R"({"type":"string","nullable":"yes"})"})
     EXPECT_THROW(JsonGrammar::from_schema(s), SchemaError) << s;
 }
 
