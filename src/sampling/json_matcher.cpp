@@ -47,6 +47,30 @@ bool magnitudes_overlap(bool neg, double x1, double x2, bool closed, const JsonN
   return overlaps(x1, true, x2, closed, n);
 }
 
+// A UTF-8 lead byte: how many continuation bytes follow and the range of the
+// next one (lo | hi << 8), refusing overlong forms, surrogates and > U+10FFFF.
+bool utf8_lead(uint8_t c, uint32_t* left, uint32_t* range) {
+  uint32_t lo = 0x80, hi = 0xBF;
+  if (c >= 0xC2 && c <= 0xDF)
+    *left = 1;
+  else if (c == 0xE0)
+    *left = 2, lo = 0xA0;
+  else if (c == 0xED)
+    *left = 2, hi = 0x9F;
+  else if (c >= 0xE1 && c <= 0xEF)
+    *left = 2;
+  else if (c == 0xF0)
+    *left = 3, lo = 0x90;
+  else if (c == 0xF4)
+    *left = 3, hi = 0x8F;
+  else if (c >= 0xF1 && c <= 0xF3)
+    *left = 3;
+  else
+    return false;
+  *range = lo | hi << 8;
+  return true;
+}
+
 }  // namespace
 
 JsonMatcher::Stack& JsonMatcher::Stack::operator=(const Stack& o) {
@@ -170,29 +194,13 @@ bool JsonMatcher::string_step(Frame& f, const JsonNode& n, uint8_t c, bool* clos
         f.a += 1;
         return true;
       }
-      // UTF-8 lead byte: how many continuation bytes and the range of the next.
-      {
-        uint32_t lo = 0x80, hi = 0xBF, left;
-        if (c >= 0xC2 && c <= 0xDF)
-          left = 1;
-        else if (c == 0xE0)
-          left = 2, lo = 0xA0;
-        else if (c == 0xED)
-          left = 2, hi = 0x9F;
-        else if (c >= 0xE1 && c <= 0xEF)
-          left = 2;
-        else if (c == 0xF0)
-          left = 3, lo = 0x90;
-        else if (c == 0xF4)
-          left = 3, hi = 0x8F;
-        else if (c >= 0xF1 && c <= 0xF3)
-          left = 3;
-        else
-          return false;
+      {  // a UTF-8 lead byte
+        uint32_t left = 0, range = 0;
+        if (!utf8_lead(c, &left, &range)) return false;
         f.a += 1;
         f.phase = 4;
         f.aux = uint8_t(left);
-        f.b = lo | hi << 8;
+        f.b = range;
         return true;
       }
     case 2:
@@ -367,7 +375,7 @@ bool JsonMatcher::extra_allowed(const JsonNode& n, const Frame& f) const {
   return true;
 }
 
-void JsonMatcher::object_key_byte(Stack s, const JsonNode& n, uint8_t c,
+void JsonMatcher::object_key_byte(Stack& s, const JsonNode& n, uint8_t c,
                                   std::vector<Stack>& out) const {
   Frame& f = s.f[s.depth - 1];
   const auto& k = n.keys[f.b];
@@ -417,6 +425,71 @@ void JsonMatcher::object_key_byte(Stack s, const JsonNode& n, uint8_t c,
   feed(s, c, out);
 }
 
+void JsonMatcher::array_byte(Stack& s, const JsonNode& n, uint8_t c,
+                             std::vector<Stack>& out) const {
+  Frame& f = s.f[s.depth - 1];
+  const auto item = [&](uint32_t i) {
+    if (i >= n.max_items) return JsonNode::kNone;
+    return i < n.prefix.size() ? n.prefix[i] : n.items;
+  };
+  if (f.phase == 0) {
+    if (c != '[') return;
+    f.phase = 1;
+    out.push_back(s);
+  } else if (f.phase == 2 || (f.phase == 1 && c == ']')) {
+    if (c == ']' && f.a >= n.min_items) return value_done(s, out, -1);
+    if (c == ',' && f.phase == 2 && item(f.a) != JsonNode::kNone) {
+      f.phase = 3;
+      out.push_back(s);
+    }
+  } else {  // an item starts
+    const uint32_t node = item(f.a);
+    if (node == JsonNode::kNone) return;
+    f.phase = 2;
+    begin_value(s, node, c, out, 0);
+  }
+}
+
+void JsonMatcher::object_byte(Stack& s, const JsonNode& n, uint8_t c,
+                              std::vector<Stack>& out) const {
+  Frame& f = s.f[s.depth - 1];
+  switch (f.phase) {
+    case 0:
+      if (c != '{') return;
+      f.phase = 1;
+      out.push_back(s);
+      return;
+    case 1:
+    case 2:
+    case 3:
+      if (c == '}' && f.phase != 3) {
+        for (size_t i = f.a; i < n.props.size(); ++i)
+          if (n.props[i].required) return;
+        return value_done(s, out, -1);
+      }
+      if ((c == '"' && f.phase != 2) || (c == ',' && f.phase == 2)) {
+        if (!extra_allowed(n, f) && !key_candidate(n, f, 0)) return;
+        f.phase = c == ',' ? 3 : 4;
+        f.b = 0;
+        out.push_back(s);
+      }
+      return;
+    case 4:
+      return object_key_byte(s, n, c, out);
+    case 5:
+      if (c != ':') return;
+      f.phase = 7;
+      out.push_back(s);
+      return;
+    case 7: {
+      const uint32_t node = f.b == JsonNode::kNone ? n.additional : n.props[f.b].node;
+      f.phase = 2;
+      begin_value(s, node, c, out, 0);
+      return;
+    }
+  }
+}
+
 void JsonMatcher::feed(Stack s, uint8_t c, std::vector<Stack>& out) const {
   if (s.depth == 0) {
     if (!s.started) {
@@ -449,66 +522,10 @@ void JsonMatcher::feed(Stack s, uint8_t c, std::vector<Stack>& out) const {
         value_done(s, out, c);
       }
       return;
-    case Kind::Array: {
-      const auto item = [&](uint32_t i) {
-        if (i >= n.max_items) return JsonNode::kNone;
-        return i < n.prefix.size() ? n.prefix[i] : n.items;
-      };
-      if (f.phase == 0) {
-        if (c != '[') return;
-        f.phase = 1;
-        out.push_back(s);
-      } else if (f.phase == 2 || (f.phase == 1 && c == ']')) {
-        if (c == ']' && f.a >= n.min_items) return value_done(s, out, -1);
-        if (c == ',' && f.phase == 2 && item(f.a) != JsonNode::kNone) {
-          f.phase = 3;
-          out.push_back(s);
-        }
-      } else {  // an item starts
-        const uint32_t node = item(f.a);
-        if (node == JsonNode::kNone) return;
-        f.phase = 2;
-        begin_value(s, node, c, out, 0);
-      }
-      return;
-    }
+    case Kind::Array:
+      return array_byte(s, n, c, out);
     case Kind::Object:
-      switch (f.phase) {
-        case 0:
-          if (c != '{') return;
-          f.phase = 1;
-          out.push_back(s);
-          return;
-        case 1:
-        case 2:
-        case 3:
-          if (c == '}' && f.phase != 3) {
-            for (size_t i = f.a; i < n.props.size(); ++i)
-              if (n.props[i].required) return;
-            return value_done(s, out, -1);
-          }
-          if ((c == '"' && f.phase != 2) || (c == ',' && f.phase == 2)) {
-            if (!extra_allowed(n, f) && !key_candidate(n, f, 0)) return;
-            f.phase = c == ',' ? 3 : 4;
-            f.b = 0;
-            out.push_back(s);
-          }
-          return;
-        case 4:
-          return object_key_byte(s, n, c, out);
-        case 5:
-          if (c != ':') return;
-          f.phase = 7;
-          out.push_back(s);
-          return;
-        case 7: {
-          const uint32_t node = f.b == JsonNode::kNone ? n.additional : n.props[f.b].node;
-          f.phase = 2;
-          begin_value(s, node, c, out, 0);
-          return;
-        }
-      }
-      return;
+      return object_byte(s, n, c, out);
   }
 }
 

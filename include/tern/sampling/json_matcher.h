@@ -70,7 +70,9 @@ class JsonMatcher {
   bool string_step(Frame& f, const JsonNode& n, uint8_t c, bool* closed) const;
   bool key_candidate(const JsonNode& n, const Frame& f, uint32_t trie_node) const;
   bool extra_allowed(const JsonNode& n, const Frame& f) const;
-  void object_key_byte(Stack s, const JsonNode& n, uint8_t c, std::vector<Stack>& out) const;
+  void array_byte(Stack& s, const JsonNode& n, uint8_t c, std::vector<Stack>& out) const;
+  void object_byte(Stack& s, const JsonNode& n, uint8_t c, std::vector<Stack>& out) const;
+  void object_key_byte(Stack& s, const JsonNode& n, uint8_t c, std::vector<Stack>& out) const;
 
   std::shared_ptr<const JsonGrammar> g_;
   std::vector<Stack> stacks_;
