@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tern/core/error.h"
+#include "tern/sampling/json_schema.h"
 
 namespace tern {
 namespace {
@@ -59,6 +60,7 @@ void SamplingParams::validate() const {
              std::to_string(stop[i].size()) + " bytes at index " + std::to_string(i));
     }
   }
+  if (response_format == ResponseFormat::JsonSchema) JsonGrammar::from_schema(json_schema);
 }
 
 }  // namespace tern

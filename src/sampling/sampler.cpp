@@ -88,6 +88,7 @@ void Sampler::accept(int32_t token, bool generated) {
   }
   if (generated) {
     if (gen_count_[size_t(token)]++ == 0) gen_tokens_.push_back(token);
+    if (constraint_) constraint_->accept(token);
   }
 }
 
@@ -98,6 +99,7 @@ void Sampler::reset() {
   window_head_ = 0;
   for (int32_t t : gen_tokens_) gen_count_[size_t(t)] = 0;
   gen_tokens_.clear();
+  if (constraint_) constraint_->reset();
   rng_.seed(seed_);
 }
 
@@ -280,6 +282,7 @@ int32_t Sampler::sample(std::span<float> logits) {
     throw InvalidArgument("sampling: got " + std::to_string(logits.size()) +
                           " logits for a vocabulary of " + std::to_string(n_vocab_));
   }
+  if (constraint_) constraint_->mask(logits);
   apply_penalties(logits);
   if (params_.temperature <= 0.0f || params_.top_k == 1) return argmax(logits);
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tern/model/batch.h"
+#include "tern/sampling/json_constraint.h"
 #include "tern/sampling/sampler.h"
 #include "tern/sampling/stop_matcher.h"
 #include "tern/sched/request.h"
@@ -21,6 +22,11 @@
 #include "tern/tokenizer/tokenizer.h"
 
 namespace tern::sched {
+
+// The grammar mask for p.response_format over tok's vocabulary (whose byte
+// trie is built once per vocabulary and shared), or nullptr for free text.
+// Throws SchemaError on a bad schema.
+std::unique_ptr<JsonConstraint> make_constraint(const SamplingParams& p, const Tokenizer& tok);
 
 class Sequence {
  public:
@@ -33,6 +39,7 @@ class Sequence {
         tokens(req.prompt) {
     // The repeat penalty looks at the prompt too.
     for (int32_t t : req.prompt) sampler.accept(t, false);
+    sampler.constrain(make_constraint(req.params, tok));
   }
 
   int prompt_len() const { return int(req.prompt.size()); }

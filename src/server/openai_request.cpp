@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "json_fields.h"
+#include "tern/sampling/json_schema.h"
 
 namespace tern::server {
 namespace {
@@ -62,6 +63,53 @@ void parse_max_tokens(const json& body, const char* key, GenerationRequest& r) {
   if (v < 1) bad_value(key, std::to_string(v) + " is less than the minimum of 1.");
   r.params.max_tokens = int(std::min<int64_t>(v, std::numeric_limits<int>::max()));
   r.max_tokens_given = true;
+}
+
+// response_format: {"type": "text"}, {"type": "json_object"} or
+// {"type": "json_schema", "json_schema": {"name", "schema", "strict"}}. The
+// schema is compiled here so a keyword the grammar cannot enforce is a 400
+// naming it.
+void parse_response_format(const json& body, SamplingParams& p) {
+  const json* v = field(body, "response_format");
+  if (!v) return;
+  if (!v->is_object()) wrong_type("response_format", "an object", *v);
+  const json* t = field(*v, "type");
+  if (!t || !t->is_string())
+    throw ApiError::bad_request("Missing required parameter: 'response_format.type'.",
+                                "response_format.type", "missing_required_parameter");
+  const std::string type = t->get<std::string>();
+  if (type == "text") return;
+  if (type == "json_object") {
+    p.response_format = ResponseFormat::JsonObject;
+    return;
+  }
+  if (type != "json_schema")
+    bad_value("response_format.type",
+              "expected 'text', 'json_object' or 'json_schema', got '" + type + "'.");
+  const json* js = field(*v, "json_schema");
+  if (!js || !js->is_object())
+    wrong_type("response_format.json_schema", "an object", js ? *js : json());
+  const json* name = field(*js, "name");
+  if (!name || !name->is_string())
+    throw ApiError::bad_request("Missing required parameter: 'response_format.json_schema.name'.",
+                                "response_format.json_schema.name", "missing_required_parameter");
+  const json* schema = field(*js, "schema");
+  const std::string where = "response_format.json_schema.schema";
+  if (!schema) {
+    p.json_schema = "{}";  // OpenAI: no schema means any JSON value
+  } else if (schema->is_object() || schema->is_boolean()) {
+    p.json_schema = schema->dump();
+  } else {
+    wrong_type(where, "an object", *schema);
+  }
+  p.response_format = ResponseFormat::JsonSchema;
+  try {
+    JsonGrammar::from_schema(p.json_schema);
+  } catch (const SchemaError& e) {
+    throw ApiError::bad_request("Invalid schema for response_format '" + name->get<std::string>() +
+                                    "': " + e.what(),
+                                where, "invalid_json_schema");
+  }
 }
 
 // Sampling settings and streaming flags, common to both endpoints.
@@ -256,12 +304,7 @@ GenerationRequest parse_chat_request(const json& body, const std::vector<std::st
   if (const json* v = field(body, "tool_choice"))
     if (!(v->is_string() && v->get<std::string>() == "none"))
       unsupported("tool_choice", "tool calling is not supported.");
-  if (const json* v = field(body, "response_format")) {
-    if (!v->is_object()) wrong_type("response_format", "an object", *v);
-    const json* t = field(*v, "type");
-    if (!t || !t->is_string() || t->get<std::string>() != "text")
-      unsupported("response_format", "only {\"type\": \"text\"} is supported.");
-  }
+  parse_response_format(body, r.params);
   parse_common(body, r, policy);
   parse_max_tokens(body, "max_completion_tokens", r);
   return r;
@@ -289,6 +332,7 @@ GenerationRequest parse_completion_request(const json& body, const std::vector<s
                 "echo",
                 "suffix",
                 "metadata",
+                "response_format",
                 "top_k",
                 "min_p",
                 "repeat_penalty",
@@ -303,6 +347,7 @@ GenerationRequest parse_completion_request(const json& body, const std::vector<s
                 "/v1/completions takes a 'prompt'; send messages to /v1/chat/completions.");
   parse_prompt(body, r);
   get_bool(body, "echo", r.echo);
+  parse_response_format(body, r.params);
   if (r.echo && !r.prompt_tokens.empty()) unsupported("echo", "echo needs a text prompt.");
   parse_common(body, r, policy);
   if (!r.max_tokens_given) r.params.max_tokens = kCompletionDefaultMaxTokens;

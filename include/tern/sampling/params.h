@@ -16,6 +16,10 @@ inline constexpr size_t kMaxStopStrings = 16;
 inline constexpr size_t kMaxStopBytes = 256;  // per stop string
 inline constexpr float kMaxTemperature = 100.0f;
 
+// What the output must be: free text, any JSON object, or JSON matching a
+// schema (see json_schema.h for the keywords enforced).
+enum class ResponseFormat { Text, JsonObject, JsonSchema };
+
 struct SamplingParams {
   float temperature = 0.8f;  // <= 0: greedy (argmax, ties -> lowest id)
   int top_k = 40;            // <= 0: off
@@ -34,13 +38,16 @@ struct SamplingParams {
   int max_tokens = -1;          // -1: until EOS / end of context
   std::vector<std::string> stop;  // stop strings (see StopMatcher)
   bool ignore_eos = false;
+  ResponseFormat response_format = ResponseFormat::Text;
+  std::string json_schema;  // the schema as JSON text, for ResponseFormat::JsonSchema
 
   // Checks every range: temperature finite in [0, kMaxTemperature]; top_p in
   // (0, 1]; min_p in [0, 1]; repeat_penalty finite and > 0; repeat_last_n in
   // [-1, kMaxRepeatLastN]; frequency/presence penalties in [-2, 2];
   // max_tokens >= -1; at most kMaxStopStrings stop strings, each non-empty and
-  // at most kMaxStopBytes bytes. top_k and seed accept any value.
-  // Throws InvalidArgument whose message names the offending field.
+  // at most kMaxStopBytes bytes; a JsonSchema format's schema compiles. top_k
+  // and seed accept any value. Throws InvalidArgument whose message names the
+  // offending field (SchemaError, naming the keyword, for the schema).
   void validate() const;
 };
 

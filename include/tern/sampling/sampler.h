@@ -3,7 +3,7 @@
 //
 // Chain (llama.cpp's order of filters, but temperature applied before top-p
 // and min-p, as Hugging Face does, so it shapes the nucleus):
-//   penalties -> top-k -> temperature -> softmax -> top-p -> min-p
+//   [grammar mask] -> penalties -> top-k -> temperature -> softmax -> top-p -> min-p
 //   -> draw with a seeded std::mt19937_64.
 // temperature <= 0 (or top_k == 1) short-cuts to argmax after the penalties.
 // NaN logits count as -inf: never chosen. Ties go to the lowest id.
@@ -11,10 +11,12 @@
 // A Sampler owns scratch buffers sized to the vocabulary, built once in the
 // constructor: sample() never allocates. Move-only (one per sequence).
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <span>
 #include <vector>
 
+#include "tern/sampling/json_constraint.h"
 #include "tern/sampling/params.h"
 
 namespace tern {
@@ -28,6 +30,11 @@ class Sampler {
   Sampler& operator=(Sampler&&) noexcept = default;
   Sampler(const Sampler&) = delete;
   Sampler& operator=(const Sampler&) = delete;
+
+  // Constrains every later sample() to the tokens c allows (see
+  // JsonConstraint); accept(token, true) advances it. nullptr: unconstrained.
+  void constrain(std::unique_ptr<JsonConstraint> c) { constraint_ = std::move(c); }
+  const JsonConstraint* constraint() const { return constraint_.get(); }
 
   // Adds a token to the history the penalties look at: prompt tokens
   // (generated = false) count for repeat_penalty only, generated ones for all.
@@ -94,6 +101,7 @@ class Sampler {
 
   std::vector<int32_t> cand_;  // (n_vocab) candidate ids
   std::vector<float> prob_;    // (n_vocab) unnormalized probability, by id
+  std::unique_ptr<JsonConstraint> constraint_;  // grammar mask, or none
 };
 
 }  // namespace tern

@@ -170,8 +170,8 @@ TEST(OpenAiRequest, UnsupportedFields) {
   EXPECT_EQ(chat_error(chat({{"n", 2}})).param(), "n");
   EXPECT_EQ(chat_error(chat({{"logprobs", true}})).param(), "logprobs");
   EXPECT_EQ(chat_error(chat({{"tools", json::array({{{"type", "function"}}})}})).param(), "tools");
-  EXPECT_EQ(chat_error(chat({{"response_format", {{"type", "json_object"}}}})).param(),
-            "response_format");
+  EXPECT_EQ(chat_error(chat({{"response_format", {{"type", "xml"}}}})).param(),
+            "response_format.type");
   // Neutral values of unsupported features, and harmless extras, pass.
   EXPECT_NO_THROW(parse_chat_request(chat({{"n", 1},
                                            {"logprobs", false},
@@ -182,6 +182,33 @@ TEST(OpenAiRequest, UnsupportedFields) {
                                            {"temperature", nullptr}})));
   // Callers may own extra keys (the WebSocket's "type" and "id").
   EXPECT_NO_THROW(parse_chat_request(chat({{"type", "generate"}, {"id", "a"}}), {"type", "id"}));
+}
+
+TEST(OpenAiRequest, ResponseFormat) {
+  auto r = parse_chat_request(chat({{"response_format", {{"type", "json_object"}}}}));
+  EXPECT_EQ(r.params.response_format, ResponseFormat::JsonObject);
+  const json schema = {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}}}}}};
+  const json rf = {{"type", "json_schema"},
+                   {"json_schema", {{"name", "s"}, {"schema", schema}, {"strict", true}}}};
+  r = parse_chat_request(chat({{"response_format", rf}}));
+  EXPECT_EQ(r.params.response_format, ResponseFormat::JsonSchema);
+  EXPECT_EQ(json::parse(r.params.json_schema), schema);
+  // Completions take it too.
+  r = parse_completion_request(json{{"prompt", "x"}, {"response_format", rf}});
+  EXPECT_EQ(r.params.response_format, ResponseFormat::JsonSchema);
+  // A keyword the grammar cannot enforce: 400 naming it.
+  json bad = rf;
+  bad["json_schema"]["schema"] = {{"type", "string"}, {"pattern", "^a+$"}};
+  auto e = chat_error(chat({{"response_format", bad}}));
+  EXPECT_EQ(e.status(), 400);
+  EXPECT_EQ(e.param(), "response_format.json_schema.schema");
+  EXPECT_EQ(e.code(), "invalid_json_schema");
+  EXPECT_NE(std::string(e.what()).find("'pattern'"), std::string::npos) << e.what();
+  bad["json_schema"]["schema"] = "not a schema";
+  EXPECT_EQ(chat_error(chat({{"response_format", bad}})).code(), "invalid_type");
+  bad["json_schema"].erase("name");
+  EXPECT_EQ(chat_error(chat({{"response_format", bad}})).param(),
+            "response_format.json_schema.name");
 }
 
 TEST(OpenAiRequest, BadMessages) {

@@ -1,0 +1,168 @@
+"""Structured output (response_format) through the OpenAI Python SDK: every
+output must parse and validate against its schema, greedy and sampled."""
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from enum import Enum
+from typing import Literal, Optional
+
+import jsonschema
+import openai
+import pytest
+from pydantic import BaseModel, Field
+
+PROMPT = [{"role": "user", "content": "Describe a person as JSON."}]
+
+# Every string is bounded, so each output has a bounded length: the grammar
+# forces it to finish within max_tokens.
+S = {"type": "string", "maxLength": 24}
+SCHEMAS = {
+    "person": {"type": "object", "properties": {"name": S, "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+               "required": ["name", "age"], "additionalProperties": False},
+    "colors": {"type": "array", "items": {"enum": ["red", "green", "blue"]}, "minItems": 1, "maxItems": 4},
+    "flag": {"type": "object", "properties": {"ok": {"type": "boolean"}, "note": {"anyOf": [S, {"type": "null"}]}},
+             "required": ["ok", "note"], "additionalProperties": False},
+    "point": {"type": "object", "properties": {"x": {"type": "number", "minimum": -10, "maximum": 10},
+                                               "y": {"type": "number", "minimum": -10, "maximum": 10}},
+              "required": ["x", "y"], "additionalProperties": False},
+    "tuple": {"type": "array", "prefixItems": [S, {"type": "integer", "minimum": 1, "maximum": 9}, {"type": "boolean"}],
+              "items": False, "minItems": 3},
+    "const": {"type": "object", "properties": {"kind": {"const": "event"}, "id": {"type": "integer", "minimum": 0, "maximum": 999}},
+              "required": ["kind", "id"], "additionalProperties": False},
+    "union": {"oneOf": [
+        {"type": "object", "properties": {"cat": S}, "required": ["cat"], "additionalProperties": False},
+        {"type": "object", "properties": {"dog": S}, "required": ["dog"], "additionalProperties": False}]},
+    "tree": {"$defs": {"node": {"type": "object", "properties": {
+        "label": {"type": "string", "maxLength": 8},
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
+        "required": ["label"], "additionalProperties": False}},
+        "$ref": "#/$defs/node"},
+    "nullable": {"type": ["integer", "null"], "minimum": 3, "maximum": 7},
+    "tags": {"type": "object", "properties": {"title": {"type": "string", "minLength": 1, "maxLength": 16},
+                                              "tags": {"type": "array", "items": {"type": "string", "maxLength": 8}, "maxItems": 3}},
+             "required": ["title", "tags"], "additionalProperties": False},
+}
+
+
+def response_format(name, schema):
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
+
+
+def generate(client, name, schema, seed):
+    kwargs = {"temperature": 0} if seed is None else {"temperature": 1.0, "seed": seed}
+    r = client.chat.completions.create(model="tern", messages=PROMPT, max_tokens=400,
+                                       response_format=response_format(name, schema), **kwargs)
+    return r.choices[0]
+
+
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_every_output_parses_and_validates(client, seed):
+    with ThreadPoolExecutor(len(SCHEMAS)) as pool:
+        futures = {name: pool.submit(generate, client, name, schema, seed) for name, schema in SCHEMAS.items()}
+        for name, f in futures.items():
+            choice = f.result()
+            assert choice.finish_reason == "stop", (name, choice.message.content)
+            value = json.loads(choice.message.content)
+            jsonschema.validate(value, SCHEMAS[name])
+
+
+def test_json_object(client):
+    r = client.chat.completions.create(model="tern", messages=PROMPT, max_tokens=300, temperature=0,
+                                       response_format={"type": "json_object"})
+    choice = r.choices[0]
+    if choice.finish_reason == "stop":
+        assert isinstance(json.loads(choice.message.content), dict)
+    else:
+        assert choice.finish_reason == "length"
+        assert choice.message.content.startswith("{")
+
+
+def test_streaming_and_completions(client):
+    schema = SCHEMAS["person"]
+    stream = client.chat.completions.create(model="tern", messages=PROMPT, max_tokens=400, temperature=0,
+                                            response_format=response_format("p", schema), stream=True)
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    jsonschema.validate(json.loads(text), schema)
+    r = client.completions.create(model="tern", prompt="A person:", max_tokens=400, temperature=0,
+                                  extra_body={"response_format": response_format("p", schema)})
+    assert r.choices[0].finish_reason == "stop"
+    jsonschema.validate(json.loads(r.choices[0].text), schema)
+
+
+def test_max_tokens_truncation_is_length(client):
+    r = client.chat.completions.create(model="tern", messages=PROMPT, max_tokens=3, temperature=0,
+                                       response_format=response_format("p", SCHEMAS["person"]))
+    assert r.choices[0].finish_reason == "length"
+    assert r.choices[0].message.content.startswith("{")
+
+
+class Color(str, Enum):
+    red = "red"
+    green = "green"
+
+
+class Pet(BaseModel):
+    name: str = Field(max_length=12)
+    kind: Literal["cat", "dog"]
+
+
+class Owner(BaseModel):
+    name: str = Field(max_length=16)
+    age: int = Field(ge=0, le=120)
+    favourite: Color
+    pets: list[Pet] = Field(max_length=2)
+    nickname: Optional[str] = Field(max_length=10)
+
+
+def test_sdk_parse_with_pydantic_model(client):
+    r = client.chat.completions.parse(model="tern", messages=PROMPT, max_tokens=400, temperature=0,
+                                      response_format=Owner)
+    owner = r.choices[0].message.parsed
+    assert isinstance(owner, Owner)
+    assert 0 <= owner.age <= 120
+
+
+def test_bad_schema_is_400_and_server_keeps_serving(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(
+            model="tern", messages=PROMPT, max_tokens=8,
+            response_format=response_format("bad", {"type": "string", "pattern": "^a+$"}))
+    assert "pattern" in str(e.value)
+    assert e.value.body["param"] == "response_format.json_schema.schema"
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model="tern", messages=PROMPT, max_tokens=8,
+                                       response_format={"type": "yaml"})
+    r = generate(client, "person", SCHEMAS["person"], None)
+    jsonschema.validate(json.loads(r.message.content), SCHEMAS["person"])
+
+
+def test_websocket_generate_with_response_format(server):
+    import asyncio
+
+    import websockets
+
+    schema = SCHEMAS["colors"]
+
+    async def go():
+        async with websockets.connect(server.ws_url, max_size=None) as ws:
+            json.loads(await ws.recv())  # hello
+            await ws.send(json.dumps({"type": "generate", "id": "j", "max_tokens": 200, "temperature": 0,
+                                      "messages": PROMPT, "response_format": response_format("c", schema)}))
+            await ws.send(json.dumps({"type": "generate", "id": "bad", "messages": PROMPT,
+                                      "response_format": response_format("b", {"type": "string", "format": "email"})}))
+            text, done, error = "", None, None
+            while done is None or error is None:
+                msg = json.loads(await asyncio.wait_for(ws.recv(), 300))
+                if msg["type"] == "delta" and msg["id"] == "j":
+                    text += msg["text"]
+                elif msg["type"] == "done" and msg["id"] == "j":
+                    done = msg
+                elif msg["type"] == "error":
+                    error = msg
+            return text, done, error
+
+    text, done, error = asyncio.run(go())
+    assert done["finish_reason"] == "stop"
+    jsonschema.validate(json.loads(text), schema)
+    assert "format" in json.dumps(error)
