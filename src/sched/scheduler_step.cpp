@@ -276,6 +276,8 @@ void Scheduler::finish(Sequence& s, FinishReason reason, std::string error, std:
   f.timings.preemptions = s.preemptions;
   f.timings.predicted_n = s.n_generated;
   f.timings.finish_detail = std::move(detail);
+  if (reason == FinishReason::Stop && s.stop.matched() >= 0)
+    f.stop_string = s.req.params.stop[size_t(s.stop.matched())];
   if (s.n_generated > 0) {
     f.timings.prompt_ms = ms_between(s.admitted, s.first_token);
     f.timings.ttft_ms = ms_between(s.req.arrival, s.first_token);

@@ -117,8 +117,14 @@ GenerationRequest parse_anthropic_request(const json& body, UnknownFields unknow
   return r;
 }
 
-const char* anthropic_stop_reason(sched::FinishReason r) {
-  return r == sched::FinishReason::Length ? "max_tokens" : "end_turn";
+const char* anthropic_stop_reason(const sched::Finish& f) {
+  if (f.reason == sched::FinishReason::Length) return "max_tokens";
+  return f.stop_string.empty() ? "end_turn" : "stop_sequence";
+}
+
+// The stop sequence that ended it, or null.
+json anthropic_stop_sequence(const sched::Finish& f) {
+  return f.stop_string.empty() ? json(nullptr) : json(f.stop_string);
 }
 
 json anthropic_usage(const sched::Usage& u) {
@@ -135,8 +141,8 @@ json anthropic_message(const std::string& id, const std::string& model, const st
               {"role", "assistant"},
               {"model", model},
               {"content", json::array({{{"type", "text"}, {"text", text}}})},
-              {"stop_reason", anthropic_stop_reason(f.reason)},
-              {"stop_sequence", nullptr},
+              {"stop_reason", anthropic_stop_reason(f)},
+              {"stop_sequence", anthropic_stop_sequence(f)},
               {"usage", anthropic_usage(f.usage)}};
 }
 
@@ -210,7 +216,8 @@ class AnthropicExchange final : public ApiExchange {
                "message_delta",
                {{"type", "message_delta"},
                 {"delta",
-                 {{"stop_reason", anthropic_stop_reason(f.reason)}, {"stop_sequence", nullptr}}},
+                 {{"stop_reason", anthropic_stop_reason(f)},
+                  {"stop_sequence", anthropic_stop_sequence(f)}}},
                 {"usage", anthropic_usage(f.usage)}}) +
            sse_event("message_stop", {{"type", "message_stop"}});
   }

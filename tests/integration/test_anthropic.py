@@ -57,6 +57,16 @@ def test_stop_sequences_and_max_tokens(claude, healthy):
     m = claude.messages.create(model="tern", max_tokens=64, extra_body={"temperature": 0},
                                messages=MESSAGES, stop_sequences=[","])
     assert "," not in m.content[0].text
+    # A reply of 64 tokens has a space in it: the stop sequence ends it and is named.
+    m = claude.messages.create(model="tern", max_tokens=64, extra_body={"temperature": 0},
+                               messages=MESSAGES, stop_sequences=[" ", "\n"])
+    assert m.stop_reason == "stop_sequence", m
+    assert m.stop_sequence in (" ", "\n")
+    with claude.messages.stream(model="tern", max_tokens=64, messages=MESSAGES,
+                                extra_body={"temperature": 0},
+                                stop_sequences=[" ", "\n"]) as stream:
+        final = stream.get_final_message()
+    assert final.stop_reason == "stop_sequence" and final.stop_sequence == m.stop_sequence
 
 
 def test_errors_in_anthropic_shape(server, claude, healthy):

@@ -65,6 +65,9 @@ struct Finish {
   Usage usage;
   Timings timings;
   std::string error;  // set when reason == Error
+  // The stop string that ended the generation (reason Stop); "" when it was
+  // an end-of-generation token or anything else.
+  std::string stop_string;
 };
 
 // What one drain() returns: the text since the last drain and, at the end, the Finish.

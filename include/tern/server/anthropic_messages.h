@@ -17,9 +17,9 @@ namespace tern::server {
 GenerationRequest parse_anthropic_request(const nlohmann::json& body,
                                           UnknownFields unknown = UnknownFields::Ignore);
 
-// "end_turn" / "max_tokens". (A stop sequence also reads "end_turn": the
-// scheduler does not say which stop ended a generation.)
-const char* anthropic_stop_reason(sched::FinishReason r);
+// "end_turn", "max_tokens", or "stop_sequence" when one of stop_sequences
+// ended it (the Finish names it).
+const char* anthropic_stop_reason(const sched::Finish& f);
 
 // usage: input_tokens counts the prompt tokens not read from the prefix cache,
 // cache_read_input_tokens the rest (Anthropic's split).
