@@ -31,7 +31,9 @@ namespace tern::kv {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
+double us_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
 
 constexpr int kHeads = 3, kHd = 64, kGroup = 3;
 
@@ -67,7 +69,8 @@ void fill(PagedKv& kv, SeqId s, int n, int layers) {
 }
 
 void attention_speed() {
-  std::printf("decode attention, one layer, %d kv heads x %d, group %d (us per token-layer)\n", kHeads, kHd, kGroup);
+  std::printf("decode attention, one layer, %d kv heads x %d, group %d (us per token-layer)\n",
+              kHeads, kHd, kGroup);
   std::printf("%-10s %-7s %9s %9s %9s\n", "kv type", "isa", "ctx 512", "ctx 2048", "ctx 8192");
   std::vector<float> q(kHeads * kGroup * kHd, 0.05f), out(q.size());
   auto time_it = [](auto&& fn) {
@@ -88,7 +91,8 @@ void attention_speed() {
         const SeqId s = kv.create();
         fill(kv, s, ctx, 1);
         const double us = time_it([&] {
-          for (int h = 0; h < kHeads; ++h) kv.attend(s, 0, h, ctx, q.data() + h * kGroup * kHd, kGroup, out.data());
+          for (int h = 0; h < kHeads; ++h)
+            kv.attend(s, 0, h, ctx, q.data() + h * kGroup * kHd, kGroup, out.data());
         });
         std::printf(" %9.1f", us);
       }
@@ -97,11 +101,13 @@ void attention_speed() {
   }
   std::printf("%-10s %-7s", "plain f16", kernels::kernel_isa());
   for (int ctx : {512, 2048, 8192}) {
-    std::vector<uint16_t> K(size_t(ctx) * kHeads * kHd, f32_to_fp16(0.3f)), V(K.size(), f32_to_fp16(0.1f));
+    std::vector<uint16_t> K(size_t(ctx) * kHeads * kHd, f32_to_fp16(0.3f)),
+        V(K.size(), f32_to_fp16(0.1f));
     const double us = time_it([&] {
       for (int kvh = 0; kvh < kHeads; ++kvh) {
-        kernels::attention_f16(q.data() + kvh * kGroup * kHd, out.data() + kvh * kGroup * kHd, 0, 1, kGroup, ctx,
-                               K.data() + kvh * kHd, V.data() + kvh * kHd, kHeads * kHd, kHd);
+        kernels::attention_f16(q.data() + kvh * kGroup * kHd, out.data() + kvh * kGroup * kHd, 0, 1,
+                               kGroup, ctx, K.data() + kvh * kHd, V.data() + kvh * kHd,
+                               kHeads * kHd, kHd);
       }
     });
     std::printf(" %9.1f", us);
@@ -123,19 +129,24 @@ void flash_speed(const std::string& dir, int layer_us, bool warm) {
   const int layers = 30, ctx = 4096, steps = 20;
   const KvType t = KvType::Int8Fp8;
   const size_t bytes = KvLayout::make(layers, kHeads, kHd, 32, t).block_bytes * (ctx / 32 + 2);
-  std::printf("decode step, %d layers, %d-token context, %s KV (%.1f MiB), %d us of other work per layer, %s\n",
-              layers, ctx, to_string(t), double(bytes) / (1 << 20), layer_us,
-              warm ? "spill file in the page cache" : "page cache dropped before each step");
+  std::printf(
+      "decode step, %d layers, %d-token context, %s KV (%.1f MiB), %d us of other work per layer, "
+      "%s\n",
+      layers, ctx, to_string(t), double(bytes) / (1 << 20), layer_us,
+      warm ? "spill file in the page cache" : "page cache dropped before each step");
   std::printf("%-26s %12s %10s %12s %12s\n", "setup", "ms/step", "stalls", "stall ms", "MiB read");
   std::vector<float> q(kHeads * kGroup * kHd, 0.05f), out(q.size()), k(kHeads * kHd, 0.1f);
   struct Case {
     const char* name;
     bool flash;
     int prefetch;
-  } cases[] = {{"all in DRAM", false, 0}, {"3/4 on flash, prefetch 0", true, 0},
-               {"3/4 on flash, prefetch 1", true, 1}, {"3/4 on flash, prefetch 2", true, 2}};
+  } cases[] = {{"all in DRAM", false, 0},
+               {"3/4 on flash, prefetch 0", true, 0},
+               {"3/4 on flash, prefetch 1", true, 1},
+               {"3/4 on flash, prefetch 2", true, 2}};
   for (const Case& c : cases) {
-    KvConfig cfg = shape(layers, t, c.flash ? bytes / 4 + (size_t(8) << 20) : bytes + (size_t(1) << 20));
+    KvConfig cfg =
+        shape(layers, t, c.flash ? bytes / 4 + (size_t(8) << 20) : bytes + (size_t(1) << 20));
     if (c.flash) {
       cfg.flash_dir = dir;
       cfg.flash_bytes = bytes * 2;
@@ -159,7 +170,8 @@ void flash_speed(const std::string& dir, int layer_us, bool warm) {
         while (us_since(w0) < layer_us) {
         }
         kv.write(s, l, pos, k.data(), k.data());
-        for (int h = 0; h < kHeads; ++h) kv.attend(s, l, h, pos + 1, q.data() + h * kGroup * kHd, kGroup, out.data());
+        for (int h = 0; h < kHeads; ++h)
+          kv.attend(s, l, h, pos + 1, q.data() + h * kGroup * kHd, kGroup, out.data());
       }
       kv.end_step();
       total += us_since(t0);
@@ -167,7 +179,8 @@ void flash_speed(const std::string& dir, int layer_us, bool warm) {
     }
     const KvStats st = kv.stats();
     std::printf("%-26s %12.2f %10ld %12.2f %12.1f\n", c.name, total / steps / 1000.0,
-                long(st.prefetch_stalls - before.prefetch_stalls), st.prefetch_stall_ms - before.prefetch_stall_ms,
+                long(st.prefetch_stalls - before.prefetch_stalls),
+                st.prefetch_stall_ms - before.prefetch_stall_ms,
                 double(st.bytes_prefetched - before.bytes_prefetched) / (1 << 20));
   }
 }
@@ -183,8 +196,10 @@ int main(int argc, char** argv) {
     if (std::string(argv[i]) == "--warm") warm = true;
     if (std::string(argv[i]) == "--flash-only") flash_only = true;
     if (i + 1 >= argc) break;
-    if (std::string(argv[i]) == "--dir") dir = argv[++i];
-    else if (std::string(argv[i]) == "--layer-us") layer_us = std::stoi(argv[++i]);
+    if (std::string(argv[i]) == "--dir")
+      dir = argv[++i];
+    else if (std::string(argv[i]) == "--layer-us")
+      layer_us = std::stoi(argv[++i]);
   }
   tern::log::init("warn");
   if (!flash_only) tern::kv::attention_speed();

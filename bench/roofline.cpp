@@ -90,21 +90,27 @@ constexpr int64_t kIters = 20'000'000;
 // The compute loops are inline assembly so that the compiler can neither fold
 // the loop-invariant products nor reorder them: what runs is what is counted.
 // ymm14 and ymm15 hold the operands, ymm13 int16 ones.
-#define U8(a, b) "vpmaddubsw %%ymm15, %%ymm14, %%ymm" #a "\n\tvpmaddwd %%ymm13, %%ymm" #a ", %%ymm" #a "\n\tvpaddd %%ymm" #a ", %%ymm" #b ", %%ymm" #b "\n\t"
-#define I16(a, b) "vpmaddubsw %%ymm15, %%ymm14, %%ymm" #a "\n\tvpaddw %%ymm" #a ", %%ymm" #b ", %%ymm" #b "\n\t"
-#define WIDEN(b, c) "vpmaddwd %%ymm13, %%ymm" #b ", %%ymm" #b "\n\tvpaddd %%ymm" #b ", %%ymm" #c ", %%ymm" #c "\n\t"
+#define U8(a, b)                                                                        \
+  "vpmaddubsw %%ymm15, %%ymm14, %%ymm" #a "\n\tvpmaddwd %%ymm13, %%ymm" #a ", %%ymm" #a \
+  "\n\tvpaddd %%ymm" #a ", %%ymm" #b ", %%ymm" #b "\n\t"
+#define I16(a, b) \
+  "vpmaddubsw %%ymm15, %%ymm14, %%ymm" #a "\n\tvpaddw %%ymm" #a ", %%ymm" #b ", %%ymm" #b "\n\t"
+#define WIDEN(b, c) \
+  "vpmaddwd %%ymm13, %%ymm" #b ", %%ymm" #b "\n\tvpaddd %%ymm" #b ", %%ymm" #c ", %%ymm" #c "\n\t"
 #define VNNI(b) "vpdpbusd %%ymm15, %%ymm14, %%ymm" #b "\n\t"
 #define FMA(b) "vfmadd231ps %%ymm15, %%ymm14, %%ymm" #b "\n\t"
-#define CLOBBER "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", \
-                "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory"
-#define SETUP "vpcmpeqw %%ymm13, %%ymm13, %%ymm13\n\tvpsrlw $15, %%ymm13, %%ymm13\n\t" \
-              "vpcmpeqb %%ymm14, %%ymm14, %%ymm14\n\tvpabsb %%ymm14, %%ymm14\n\t" \
-              "vpxor %%ymm15, %%ymm15, %%ymm15\n\t"
+#define CLOBBER                                                                            \
+  "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", \
+      "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "cc", "memory"
+#define SETUP                                                              \
+  "vpcmpeqw %%ymm13, %%ymm13, %%ymm13\n\tvpsrlw $15, %%ymm13, %%ymm13\n\t" \
+  "vpcmpeqb %%ymm14, %%ymm14, %%ymm14\n\tvpabsb %%ymm14, %%ymm14\n\t"      \
+  "vpxor %%ymm15, %%ymm15, %%ymm15\n\t"
 
 // vpmaddubsw + vpmaddwd + vpaddd, 6 independent chains: 6 x 32 MACs an iteration.
 __attribute__((noinline)) int int8_madd(int64_t iters, int) {
-  __asm__ volatile(SETUP "1:\n\t" U8(0, 1) U8(2, 3) U8(4, 5) U8(6, 7) U8(8, 9) U8(10, 11)
-                   "dec %0\n\tjnz 1b\n\tvzeroupper"
+  __asm__ volatile(SETUP "1:\n\t" U8(0, 1) U8(2, 3) U8(4, 5) U8(6, 7) U8(8, 9)
+                       U8(10, 11) "dec %0\n\tjnz 1b\n\tvzeroupper"
                    : "+r"(iters)::CLOBBER);
   return 0;
 }
@@ -113,9 +119,8 @@ __attribute__((noinline)) int int8_madd(int64_t iters, int) {
 // 4 chains: 8 x 4 x 32 MACs an iteration.
 #define I16x4 I16(0, 4) I16(1, 5) I16(2, 6) I16(3, 7)
 __attribute__((noinline)) int int8_i16(int64_t iters, int) {
-  __asm__ volatile(SETUP "1:\n\t" I16x4 I16x4 I16x4 I16x4 I16x4 I16x4 I16x4 I16x4
-                   WIDEN(4, 8) WIDEN(5, 9) WIDEN(6, 10) WIDEN(7, 11)
-                   "dec %0\n\tjnz 1b\n\tvzeroupper"
+  __asm__ volatile(SETUP "1:\n\t" I16x4 I16x4 I16x4 I16x4 I16x4 I16x4 I16x4 I16x4 WIDEN(4, 8)
+                       WIDEN(5, 9) WIDEN(6, 10) WIDEN(7, 11) "dec %0\n\tjnz 1b\n\tvzeroupper"
                    : "+r"(iters)::CLOBBER);
   return 0;
 }
@@ -123,8 +128,8 @@ __attribute__((noinline)) int int8_i16(int64_t iters, int) {
 #ifdef __AVXVNNI__
 // vpdpbusd, 12 chains: 12 x 32 MACs an iteration.
 __attribute__((noinline)) int int8_vnni(int64_t iters, int) {
-  __asm__ volatile(SETUP "1:\n\t" VNNI(0) VNNI(1) VNNI(2) VNNI(3) VNNI(4) VNNI(5) VNNI(6)
-                   VNNI(7) VNNI(8) VNNI(9) VNNI(10) VNNI(11) "dec %0\n\tjnz 1b\n\tvzeroupper"
+  __asm__ volatile(SETUP "1:\n\t" VNNI(0) VNNI(1) VNNI(2) VNNI(3) VNNI(4) VNNI(5) VNNI(6) VNNI(7)
+                       VNNI(8) VNNI(9) VNNI(10) VNNI(11) "dec %0\n\tjnz 1b\n\tvzeroupper"
                    : "+r"(iters)::CLOBBER);
   return 0;
 }
@@ -134,19 +139,19 @@ __attribute__((noinline)) int int8_vnni(int64_t iters, int) {
 #define VNNI512(b) "vpdpbusd %%zmm15, %%zmm14, %%zmm" #b "\n\t"
 // vpdpbusd zmm, 12 chains: 12 x 64 MACs an iteration.
 __attribute__((noinline)) int int8_vnni512(int64_t iters, int) {
-  __asm__ volatile("vpternlogd $0xff, %%zmm14, %%zmm14, %%zmm14\n\tvpxord %%zmm15, %%zmm15, %%zmm15\n\t"
-                   "1:\n\t" VNNI512(0) VNNI512(1) VNNI512(2) VNNI512(3) VNNI512(4) VNNI512(5)
-                   VNNI512(6) VNNI512(7) VNNI512(8) VNNI512(9) VNNI512(10) VNNI512(11)
-                   "dec %0\n\tjnz 1b\n\tvzeroupper"
-                   : "+r"(iters)::CLOBBER);
+  __asm__ volatile(
+      "vpternlogd $0xff, %%zmm14, %%zmm14, %%zmm14\n\tvpxord %%zmm15, %%zmm15, %%zmm15\n\t"
+      "1:\n\t" VNNI512(0) VNNI512(1) VNNI512(2) VNNI512(3) VNNI512(4) VNNI512(5) VNNI512(6)
+          VNNI512(7) VNNI512(8) VNNI512(9) VNNI512(10) VNNI512(11) "dec %0\n\tjnz 1b\n\tvzeroupper"
+      : "+r"(iters)::CLOBBER);
   return 0;
 }
 #endif
 
 // vfmadd231ps ymm, 12 chains: 12 x 8 MACs an iteration.
 __attribute__((noinline)) int fp32_fma(int64_t iters, int) {
-  __asm__ volatile(SETUP "1:\n\t" FMA(0) FMA(1) FMA(2) FMA(3) FMA(4) FMA(5) FMA(6) FMA(7)
-                   FMA(8) FMA(9) FMA(10) FMA(11) "dec %0\n\tjnz 1b\n\tvzeroupper"
+  __asm__ volatile(SETUP "1:\n\t" FMA(0) FMA(1) FMA(2) FMA(3) FMA(4) FMA(5) FMA(6) FMA(7) FMA(8)
+                       FMA(9) FMA(10) FMA(11) "dec %0\n\tjnz 1b\n\tvzeroupper"
                    : "+r"(iters)::CLOBBER);
   return 0;
 }
@@ -177,13 +182,14 @@ int main(int argc, char** argv) {
   }
   const int reps = quick ? 2 : 5;
   const int64_t iters = quick ? kIters / 4 : kIters;
-  const double dram = bandwidth(n, size_t(1) << 30, 2, reps);           // 1 GiB
-  const double model_ws = bandwidth(n, size_t(96) << 20, 10, reps);     // ~ a 135M model's weights
+  const double dram = bandwidth(n, size_t(1) << 30, 2, reps);        // 1 GiB
+  const double model_ws = bandwidth(n, size_t(96) << 20, 10, reps);  // ~ a 135M model's weights
   const double madd = gmacs(n, int8_madd, 6 * 32, iters, reps);
   const double i16 = gmacs(n, int8_i16, 8 * 4 * 32, iters / 8, reps);
   __builtin_cpu_init();
 #ifdef __AVXVNNI__
-  const double vnni = __builtin_cpu_supports("avxvnni") ? gmacs(n, int8_vnni, 12 * 32, iters, reps) : 0;
+  const double vnni =
+      __builtin_cpu_supports("avxvnni") ? gmacs(n, int8_vnni, 12 * 32, iters, reps) : 0;
 #else
   const double vnni = 0;
 #endif

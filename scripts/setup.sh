@@ -36,7 +36,7 @@ SUDO=""
 # --- Debian packages -------------------------------------------------------
 # nginx: its binary, for deploy/run-local.sh and tests/integration/test_replicas.py
 # (both start their own nginx under a temp folder).
-DEB_PKGS=(build-essential cmake ninja-build ccache pkg-config git unzip
+DEB_PKGS=(build-essential cmake ninja-build ccache pkg-config git unzip clang-format
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev libssl-dev libuv1-dev
   libstb-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3-venv python3-pip chromium nodejs npm nginx)

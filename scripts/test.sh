@@ -6,6 +6,7 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 echo "== source checks =="
 python3 scripts/check_layers.py
+scripts/check_format.sh
 echo "== unit tests (ctest) =="
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 900
 suites=()

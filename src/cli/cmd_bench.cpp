@@ -18,10 +18,10 @@
 
 #include "commands.h"
 #include "common.h"
-#include "tern/model/model.h"
 #include "tern/core/task_pool.h"
 #include "tern/kernels/ops.h"
 #include "tern/kv/paged_kv.h"
+#include "tern/model/model.h"
 
 namespace tern::cli {
 namespace {
@@ -70,7 +70,8 @@ double run_decode(Engine& e, int tg, int batch_size) {
   Batch batch;
   batch.entries.resize(size_t(batch_size));
   // One warm-up token per sequence (not timed): the first step sizes buffers.
-  for (int i = 0; i < batch_size; ++i) batch.entries[size_t(i)] = {seqs[size_t(i)], {&toks[size_t(i)], 1}, LogitsMode::Last};
+  for (int i = 0; i < batch_size; ++i)
+    batch.entries[size_t(i)] = {seqs[size_t(i)], {&toks[size_t(i)], 1}, LogitsMode::Last};
   e.step(batch, out);
   const auto t0 = Clock::now();
   for (int step = 0; step < tg; ++step) {
@@ -428,8 +429,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--tg", o->tg, "generated tokens per sequence for decode tests (0: skip)");
   cmd->add_option("--batch", o->batches, "batch sizes for decode (repeatable or comma list)")
       ->delimiter(',');
-  cmd->add_option("-r,--reps", o->reps, "repetitions (best is reported)")->check(CLI::Range(1, 100));
-  cmd->add_option("--chunk", o->chunk, "prefill tokens per forward pass")->check(CLI::Range(1, 8192));
+  cmd->add_option("-r,--reps", o->reps, "repetitions (best is reported)")
+      ->check(CLI::Range(1, 100));
+  cmd->add_option("--chunk", o->chunk, "prefill tokens per forward pass")
+      ->check(CLI::Range(1, 8192));
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->add_option(
          "--depth", o->depth,
@@ -461,15 +464,16 @@ void add_bench_command(CLI::App& app) {
     j["dispatch_us"] = dispatch_us(engine->pool());
     // Decode reads every repacked weight once per step; prefill's work is the
     // linear layers' multiply-accumulates (the output head runs once per prompt).
-    const double layer_macs = double(c.n_layers) *
-                              (2.0 * c.d_model * c.q_dim() + 2.0 * c.d_model * c.kv_dim() +
-                               3.0 * c.d_model * c.d_ff);
+    const double layer_macs =
+        double(c.n_layers) *
+        (2.0 * c.d_model * c.q_dim() + 2.0 * c.d_model * c.kv_dim() + 3.0 * c.d_model * c.d_ff);
     j["weight_bytes"] = engine->model().packed_bytes();
     j["layer_macs_per_token"] = layer_macs;
     j["head_macs_per_token"] = double(c.d_model) * c.n_vocab;
     if (!o->json) {
       std::printf("load %.2f s, dispatch-and-join %.2f us, %.1f MiB of weights\n", load_s,
-                  j["dispatch_us"].get<double>(), double(engine->model().packed_bytes()) / (1 << 20));
+                  j["dispatch_us"].get<double>(),
+                  double(engine->model().packed_bytes()) / (1 << 20));
     }
     auto best = [&](auto fn) {
       double b = 0;

@@ -65,8 +65,8 @@ void add_perplexity_command(CLI::App& app) {
       for (int b = 0; b < ctx; b += o->batch) {
         const int n = std::min(o->batch, ctx - b);
         Batch batch;
-        batch.entries.push_back({seq, std::span<const int32_t>(chunk).subspan(size_t(b), size_t(n)),
-                                 LogitsMode::All});
+        batch.entries.push_back(
+            {seq, std::span<const int32_t>(chunk).subspan(size_t(b), size_t(n)), LogitsMode::All});
         engine->step(batch, out);
         // Row j of this pass predicts token b+j+1; score positions first .. ctx-2.
         for (int j = 0; j < n; ++j) {

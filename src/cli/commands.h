@@ -3,7 +3,6 @@
 // add_*_command() adds the subcommand and its flags to the app and sets its
 // callback; the callback returns through CLI11 so main() can map errors to exit codes.
 #include <CLI/CLI.hpp>
-
 #include <string>
 
 namespace tern::cli {

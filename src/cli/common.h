@@ -2,7 +2,6 @@
 // Shared pieces of the CLI commands: model loading with a progress line on
 // stderr, and the flags every generating command takes.
 #include <CLI/CLI.hpp>
-
 #include <memory>
 #include <string>
 

@@ -27,7 +27,7 @@ class InterruptWatcher;  // local_generator.cpp
 
 struct LocalResult {
   sched::Finish finish;
-  std::string text;  // the generated text, as printed
+  std::string text;   // the generated text, as printed
   uint64_t seed = 0;  // the sampling seed used (drawn here when none was given)
 };
 

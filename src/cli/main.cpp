@@ -1,6 +1,5 @@
 // tern: one binary for running, chatting with, measuring and serving GGUF models.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <exception>
 

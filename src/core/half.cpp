@@ -64,7 +64,7 @@ uint8_t f32_to_fp8e4m3(float f) {
   if (a >= 448.0f) return sign | 0x7e;  // saturate to max finite
   // Find the code whose value is nearest (ties to even mantissa).
   int e;
-  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  std::frexp(a, &e);    // a = m * 2^e, m in [0.5, 1)
   int exp = e - 1 + 7;  // biased exponent for 1.xxx form
   if (exp < 1) {
     // subnormal range: step 2^-9

@@ -9,7 +9,9 @@
 namespace tern {
 namespace {
 
-EVP_MD_CTX* md(void* p) { return static_cast<EVP_MD_CTX*>(p); }
+EVP_MD_CTX* md(void* p) {
+  return static_cast<EVP_MD_CTX*>(p);
+}
 
 }  // namespace
 
@@ -34,7 +36,9 @@ Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
   if (!ctx_) throw std::bad_alloc();
   reset();
 }
-Sha256::~Sha256() { EVP_MD_CTX_free(md(ctx_)); }
+Sha256::~Sha256() {
+  EVP_MD_CTX_free(md(ctx_));
+}
 Sha256::Sha256(Sha256&& o) noexcept : ctx_(std::exchange(o.ctx_, nullptr)) {}
 Sha256& Sha256::operator=(Sha256&& o) noexcept {
   std::swap(ctx_, o.ctx_);

@@ -23,7 +23,9 @@ constexpr auto kSpinTime = std::chrono::microseconds(200);
 // yielding the core (a descheduled worker may be holding one of them).
 constexpr int kJoinSpins = 4000;
 
-uint32_t generation_of(uint64_t claim) { return uint32_t(claim >> 32); }
+uint32_t generation_of(uint64_t claim) {
+  return uint32_t(claim >> 32);
+}
 }  // namespace
 
 TaskPool::TaskPool(int n_threads) {

@@ -51,10 +51,13 @@ void inject_fault(kv::PagedKv& kv, const std::string& spec) {
     return r.ec == std::errc() && r.ptr == s.data() + s.size() && v >= 0;
   };
   if ((parts.size() != 3 && parts.size() != 4) || (parts[0] != "read" && parts[0] != "write") ||
-      !num(parts[1], err) || !num(parts[2], count) || (parts.size() == 4 && !num(parts[3], after))) {
-    throw InvalidArgument("TERN_KV_FAULT must be read|write,ERRNO,COUNT[,AFTER], got '" + spec + "'");
+      !num(parts[1], err) || !num(parts[2], count) ||
+      (parts.size() == 4 && !num(parts[3], after))) {
+    throw InvalidArgument("TERN_KV_FAULT must be read|write,ERRNO,COUNT[,AFTER], got '" + spec +
+                          "'");
   }
-  kv.inject_flash_fault(parts[0] == "read" ? kv::IoKind::Read : kv::IoKind::Write, count, err, after);
+  kv.inject_flash_fault(parts[0] == "read" ? kv::IoKind::Read : kv::IoKind::Write, count, err,
+                        after);
   log::get("engine")->warn("KV flash fault injection on: {}", spec);
 }
 
@@ -73,12 +76,14 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts,
   e->pool_ = std::make_unique<TaskPool>(opts.n_threads);
   auto file = std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(opts.model_path));
   LoadOptions load;
-  if (opts.weights == EngineOptions::Weights::Int4) load.force_format = kernels::WeightFormat::Int4Asym;
-  if (opts.weights == EngineOptions::Weights::Int8) load.force_format = kernels::WeightFormat::Int8Sym;
+  if (opts.weights == EngineOptions::Weights::Int4)
+    load.force_format = kernels::WeightFormat::Int4Asym;
+  if (opts.weights == EngineOptions::Weights::Int8)
+    load.force_format = kernels::WeightFormat::Int8Sym;
   // Before repacking releases the mapping: what identifies this model's KV.
   const std::string fingerprint = model_fingerprint(*file, load);
-  e->text_ = std::make_unique<Text>(
-      Text{Tokenizer::from_gguf(*file), ChatTemplate::from_gguf(*file)});
+  e->text_ =
+      std::make_unique<Text>(Text{Tokenizer::from_gguf(*file), ChatTemplate::from_gguf(*file)});
   e->model_ = Model::load(file, load, *e->pool_, progress);
   const ModelConfig& c = e->model_->config();
   if (e->text_->tokenizer.n_vocab() > c.n_vocab) {
@@ -123,25 +128,55 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts,
 Engine::Engine() = default;
 Engine::~Engine() = default;
 
-const ModelConfig& Engine::config() const { return model_->config(); }
-const Tokenizer& Engine::tokenizer() const { return text_->tokenizer; }
-const ChatTemplate& Engine::chat_template() const { return text_->chat_template; }
-int Engine::n_vocab() const { return model_->config().n_vocab; }
-TaskPool& Engine::pool() { return *pool_; }
-const Model& Engine::model() const { return *model_; }
+const ModelConfig& Engine::config() const {
+  return model_->config();
+}
+const Tokenizer& Engine::tokenizer() const {
+  return text_->tokenizer;
+}
+const ChatTemplate& Engine::chat_template() const {
+  return text_->chat_template;
+}
+int Engine::n_vocab() const {
+  return model_->config().n_vocab;
+}
+TaskPool& Engine::pool() {
+  return *pool_;
+}
+const Model& Engine::model() const {
+  return *model_;
+}
 
-SeqId Engine::new_sequence(const kv::SeqKeys& keys) { return kv_->create(keys); }
-void Engine::free_sequence(SeqId seq) { kv_->release(seq); }
-int Engine::seq_len(SeqId seq) const { return kv_->length(seq); }
-int Engine::free_sequences() const { return kv_->free_seq_slots(); }
+SeqId Engine::new_sequence(const kv::SeqKeys& keys) {
+  return kv_->create(keys);
+}
+void Engine::free_sequence(SeqId seq) {
+  kv_->release(seq);
+}
+int Engine::seq_len(SeqId seq) const {
+  return kv_->length(seq);
+}
+int Engine::free_sequences() const {
+  return kv_->free_seq_slots();
+}
 int Engine::attach_prefix(SeqId seq, std::span<const int32_t> prompt) {
   return kv_->attach_prefix(seq, prompt);
 }
-int Engine::block_tokens() const { return kv_->block_tokens(); }
-int64_t Engine::available_blocks() const { return kv_->available_blocks(); }
-int64_t Engine::capacity_blocks() const { return kv_->max_sequence_blocks(); }
-const std::string& Engine::failure(SeqId seq) const { return kv_->failure(seq); }
-kv::KvStats Engine::cache_stats() const { return kv_->stats(); }
+int Engine::block_tokens() const {
+  return kv_->block_tokens();
+}
+int64_t Engine::available_blocks() const {
+  return kv_->available_blocks();
+}
+int64_t Engine::capacity_blocks() const {
+  return kv_->max_sequence_blocks();
+}
+const std::string& Engine::failure(SeqId seq) const {
+  return kv_->failure(seq);
+}
+kv::KvStats Engine::cache_stats() const {
+  return kv_->stats();
+}
 
 Engine::Reservation Engine::reserve(SeqId seq, int n) {
   try {
@@ -157,9 +192,15 @@ Engine::Reservation Engine::reserve(SeqId seq, int n) {
   }
 }
 
-kv::PagedKv& Engine::kv() { return *kv_; }
-const kv::PagedKv& Engine::kv() const { return *kv_; }
+kv::PagedKv& Engine::kv() {
+  return *kv_;
+}
+const kv::PagedKv& Engine::kv() const {
+  return *kv_;
+}
 
-void Engine::step(const Batch& batch, StepOutput& out) { model_->forward(batch, *kv_, out, *pool_); }
+void Engine::step(const Batch& batch, StepOutput& out) {
+  model_->forward(batch, *kv_, out, *pool_);
+}
 
 }  // namespace tern

@@ -48,7 +48,9 @@ const KernelTable& active_kernels() {
   return table;
 }
 
-const char* kernel_isa() { return active_kernels().isa; }
+const char* kernel_isa() {
+  return active_kernels().isa;
+}
 
 IsaFamily active_isa_family() {
   return &active_kernels() == &scalar_kernels() ? IsaFamily::Scalar : IsaFamily::Avx2;
@@ -79,7 +81,7 @@ int row_chunk_for(int rows, int n_in) {
   if (rows <= 16) return rows;
   const int fit = std::clamp(32768 / n_in / 4 * 4, 4, 64);
   if (rows <= fit) return rows;
-  const int chunks = (rows + fit - 1) / fit;        // as few chunks as fit in L1,
+  const int chunks = (rows + fit - 1) / fit;          // as few chunks as fit in L1,
   return ((rows + chunks - 1) / chunks + 3) / 4 * 4;  // evened out, in whole micro-kernels
 }
 
@@ -174,16 +176,22 @@ void rope(float* q, int n_q, float* k, int n_k, int pos, const RopeParams& p) {
 
 #ifndef TERN_HAVE_AVX2
 namespace tern::kernels {
-const KernelTable* avx2_kernels() { return nullptr; }
+const KernelTable* avx2_kernels() {
+  return nullptr;
+}
 }  // namespace tern::kernels
 #endif
 #ifndef TERN_HAVE_AVXVNNI
 namespace tern::kernels {
-const KernelTable* avxvnni_kernels() { return nullptr; }
+const KernelTable* avxvnni_kernels() {
+  return nullptr;
+}
 }  // namespace tern::kernels
 #endif
 #ifndef TERN_HAVE_AVX512
 namespace tern::kernels {
-const KernelTable* avx512_kernels() { return nullptr; }
+const KernelTable* avx512_kernels() {
+  return nullptr;
+}
 }  // namespace tern::kernels
 #endif

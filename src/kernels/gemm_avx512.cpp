@@ -26,7 +26,9 @@ using x86::Rows;
 struct Vnni256Dot {  // vpdpbusd ymm, EVEX-encoded (AVX512-VNNI + VL)
   using Acc4 = __m256i;
   static __m256i zero4() { return _mm256_setzero_si256(); }
-  static __m256i dot_u4(__m256i acc, __m256i w, __m256i a) { return _mm256_dpbusd_epi32(acc, w, a); }
+  static __m256i dot_u4(__m256i acc, __m256i w, __m256i a) {
+    return _mm256_dpbusd_epi32(acc, w, a);
+  }
   static __m256i finish4(__m256i acc) { return acc; }
   static __m256i prep8(__m256i w) { return _mm256_xor_si256(w, _mm256_set1_epi8(char(0x80))); }
   static __m256i dot_s8(__m256i acc, __m256i w_plus_128, __m256i, __m256i a) {
@@ -40,11 +42,13 @@ struct Vnni256Dot {  // vpdpbusd ymm, EVEX-encoded (AVX512-VNNI + VL)
 // 32 bytes of tile t0's block and 32 of tile t1's side by side.
 inline __m512i load_pair(const void* lo, const void* hi) {
   const __m256i a = _mm256_load_si256(static_cast<const __m256i*>(lo));
-  return _mm512_inserti64x4(_mm512_castsi256_si512(a), _mm256_load_si256(static_cast<const __m256i*>(hi)), 1);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(a),
+                            _mm256_load_si256(static_cast<const __m256i*>(hi)), 1);
 }
 inline __m512i loadu_pair(const void* lo, const void* hi) {
   const __m256i a = _mm256_loadu_si256(static_cast<const __m256i*>(lo));
-  return _mm512_inserti64x4(_mm512_castsi256_si512(a), _mm256_loadu_si256(static_cast<const __m256i*>(hi)), 1);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(a),
+                            _mm256_loadu_si256(static_cast<const __m256i*>(hi)), 1);
 }
 // The 8 fp16 scales of each tile as 16 fp32 lanes.
 inline __m512 load_f16_pair(const uint16_t* lo, const uint16_t* hi) {
@@ -67,7 +71,8 @@ inline void store16(float* y, __m512 v, int n) {
 
 // y[r][0..n_valid) for R rows and the tile pair (a, b): 16 output channels.
 template <int R>
-void int4_pair(const Int4Block* a, const Int4Block* b, const Rows& x, float* y, int y_stride, int n_valid) {
+void int4_pair(const Int4Block* a, const Int4Block* b, const Rows& x, float* y, int y_stride,
+               int n_valid) {
   const __m512i mask = _mm512_set1_epi8(0x0f);
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
@@ -98,7 +103,8 @@ void int4_pair(const Int4Block* a, const Int4Block* b, const Rows& x, float* y, 
 }
 
 template <int R>
-void int8_pair(const Int8Block* a, const Int8Block* b, const Rows& x, float* y, int y_stride, int n_valid) {
+void int8_pair(const Int8Block* a, const Int8Block* b, const Rows& x, float* y, int y_stride,
+               int n_valid) {
   const __m512i bias = _mm512_set1_epi8(char(0x80));
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
@@ -110,14 +116,16 @@ void int8_pair(const Int8Block* a, const Int8Block* b, const Rows& x, float* y, 
     for (int c = 0; c < 8; ++c) {
       const __m512i w = _mm512_xor_si512(loadu_pair(a[g].q[c], b[g].q[c]), bias);  // w + 128
       for (int r = 0; r < R; ++r) {
-        sum[r] = _mm512_dpbusd_epi32(sum[r], w, bcast4_512(x.q + size_t(r) * x.n_in + g * kGroup + 4 * c));
+        sum[r] = _mm512_dpbusd_epi32(sum[r], w,
+                                     bcast4_512(x.q + size_t(r) * x.n_in + g * kGroup + 4 * c));
       }
     }
     const __m512 d = load_f16_pair(a[g].d, b[g].d);
     for (int r = 0; r < R; ++r) {
       const size_t gi = size_t(r) * x.groups + g;
       const __m512i s = _mm512_sub_epi32(sum[r], _mm512_set1_epi32(128 * x.isum[gi]));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(x.d[gi])), acc[r]);
+      acc[r] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(x.d[gi])), acc[r]);
     }
   }
   for (int r = 0; r < R; ++r) store16(y + size_t(r) * y_stride, acc[r], n_valid);
@@ -136,7 +144,8 @@ void pair_rows(const PackedMatrix& w, int t, const Rows& x, float* y, int n_vali
 
 constexpr int kRows = 8;
 
-void gemm_tiles(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r0, int r1, int t0, int t1) {
+void gemm_tiles(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r0, int r1, int t0,
+                int t1) {
   if (r1 - r0 < 4) {  // decode: memory bound, the ymm GEMV
     x86::gemm_tiles<Vnni256Dot>(w, qa, y, r0, r1, t0, t1);
     return;
@@ -146,19 +155,38 @@ void gemm_tiles(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r0
   for (; t + 2 <= t1; t += 2) {
     const int n_valid = std::min(2 * kTileRows, w.n_out - t * kTileRows);
     for (int r = r0; r < r1; r += kRows) {
-      const Rows x{qa.q.data() + size_t(r) * w.n_in, qa.d.data() + size_t(r) * groups,
-                   qa.s.data() + size_t(r) * groups, qa.isum.data() + size_t(r) * groups, w.n_in,
+      const Rows x{qa.q.data() + size_t(r) * w.n_in,
+                   qa.d.data() + size_t(r) * groups,
+                   qa.s.data() + size_t(r) * groups,
+                   qa.isum.data() + size_t(r) * groups,
+                   w.n_in,
                    groups};
       float* yr = y + size_t(r) * w.n_out + t * kTileRows;
       switch (std::min(kRows, r1 - r)) {
-        case 8: pair_rows<8>(w, t, x, yr, n_valid); break;
-        case 7: pair_rows<7>(w, t, x, yr, n_valid); break;
-        case 6: pair_rows<6>(w, t, x, yr, n_valid); break;
-        case 5: pair_rows<5>(w, t, x, yr, n_valid); break;
-        case 4: pair_rows<4>(w, t, x, yr, n_valid); break;
-        case 3: pair_rows<3>(w, t, x, yr, n_valid); break;
-        case 2: pair_rows<2>(w, t, x, yr, n_valid); break;
-        default: pair_rows<1>(w, t, x, yr, n_valid); break;
+        case 8:
+          pair_rows<8>(w, t, x, yr, n_valid);
+          break;
+        case 7:
+          pair_rows<7>(w, t, x, yr, n_valid);
+          break;
+        case 6:
+          pair_rows<6>(w, t, x, yr, n_valid);
+          break;
+        case 5:
+          pair_rows<5>(w, t, x, yr, n_valid);
+          break;
+        case 4:
+          pair_rows<4>(w, t, x, yr, n_valid);
+          break;
+        case 3:
+          pair_rows<3>(w, t, x, yr, n_valid);
+          break;
+        case 2:
+          pair_rows<2>(w, t, x, yr, n_valid);
+          break;
+        default:
+          pair_rows<1>(w, t, x, yr, n_valid);
+          break;
       }
     }
   }

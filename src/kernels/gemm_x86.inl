@@ -44,12 +44,13 @@ inline void store_tile(float* y, __m256 v, int n) {
 template <typename Block>
 inline void prefetch_ahead(const Block* p, int ahead, int lines) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p) + uintptr_t(ahead) * sizeof(Block);
-  for (int i = 0; i < lines; ++i) _mm_prefetch(reinterpret_cast<const char*>(a + 64 * uintptr_t(i)), _MM_HINT_T0);
+  for (int i = 0; i < lines; ++i)
+    _mm_prefetch(reinterpret_cast<const char*>(a + 64 * uintptr_t(i)), _MM_HINT_T0);
 }
 constexpr int kAheadGemm = 16;  // groups: about one 576-input tile ahead
 constexpr int kAheadGemv = 8;
-constexpr int kLines4 = 3;      // cache lines an Int4Block spans (160 bytes)
-constexpr int kLines8 = 5;      // an Int8Block (272 bytes)
+constexpr int kLines4 = 3;  // cache lines an Int4Block spans (160 bytes)
+constexpr int kLines8 = 5;  // an Int8Block (272 bytes)
 
 // Activation rows as the kernels see them: row r of q starts at q + r*n_in,
 // its scales at d + r*groups and s + r*groups.
@@ -128,7 +129,8 @@ inline void int8_tile(const Int8Block* blk, const Rows& x, float* y, int y_strid
 // tile: two dependent fmas a group) and each activation broadcast feeds NT
 // tiles. The NT tiles are adjacent in memory: one sequential stream.
 template <class Dot, int NT>
-inline void int4_gemv(const Int4Block* blk, int tile_blocks, const Rows& x, float* y, int n_valid_last) {
+inline void int4_gemv(const Int4Block* blk, int tile_blocks, const Rows& x, float* y,
+                      int n_valid_last) {
   const __m256i mask = _mm256_set1_epi8(0x0f);
   __m256 acc[NT];
   for (int k = 0; k < NT; ++k) acc[k] = _mm256_setzero_ps();
@@ -140,7 +142,8 @@ inline void int4_gemv(const Int4Block* blk, int tile_blocks, const Rows& x, floa
     for (int c = 0; c < 4; ++c) {
       const __m256i a_lo = bcast4(a + 4 * c), a_hi = bcast4(a + 16 + 4 * c);
       for (int k = 0; k < NT; ++k) {
-        const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(blk[k * tile_blocks + g].q[c]));
+        const __m256i w =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(blk[k * tile_blocks + g].q[c]));
         sum[k] = Dot::dot_u4(sum[k], _mm256_and_si256(w, mask), a_lo);
         sum[k] = Dot::dot_u4(sum[k], _mm256_and_si256(_mm256_srli_epi16(w, 4), mask), a_hi);
       }
@@ -153,11 +156,13 @@ inline void int4_gemv(const Int4Block* blk, int tile_blocks, const Rows& x, floa
       acc[k] = _mm256_fmadd_ps(load_f16(b.m), xs, acc[k]);
     }
   }
-  for (int k = 0; k < NT; ++k) store_tile(y + k * kTileRows, acc[k], k == NT - 1 ? n_valid_last : kTileRows);
+  for (int k = 0; k < NT; ++k)
+    store_tile(y + k * kTileRows, acc[k], k == NT - 1 ? n_valid_last : kTileRows);
 }
 
 template <class Dot, int NT>
-inline void int8_gemv(const Int8Block* blk, int tile_blocks, const Rows& x, float* y, int n_valid_last) {
+inline void int8_gemv(const Int8Block* blk, int tile_blocks, const Rows& x, float* y,
+                      int n_valid_last) {
   __m256 acc[NT];
   for (int k = 0; k < NT; ++k) acc[k] = _mm256_setzero_ps();
   for (int g = 0; g < x.groups; ++g) {
@@ -168,7 +173,8 @@ inline void int8_gemv(const Int8Block* blk, int tile_blocks, const Rows& x, floa
     for (int c = 0; c < 8; ++c) {
       const __m256i ac = bcast4(a + 4 * c);
       for (int k = 0; k < NT; ++k) {
-        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[k * tile_blocks + g].q[c]));
+        const __m256i w =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[k * tile_blocks + g].q[c]));
         sum[k] = Dot::dot_s8(sum[k], Dot::prep8(w), w, ac);
       }
     }
@@ -179,7 +185,8 @@ inline void int8_gemv(const Int8Block* blk, int tile_blocks, const Rows& x, floa
       acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd, acc[k]);
     }
   }
-  for (int k = 0; k < NT; ++k) store_tile(y + k * kTileRows, acc[k], k == NT - 1 ? n_valid_last : kTileRows);
+  for (int k = 0; k < NT; ++k)
+    store_tile(y + k * kTileRows, acc[k], k == NT - 1 ? n_valid_last : kTileRows);
 }
 
 template <class Dot, int NT>
@@ -208,32 +215,53 @@ void gemm_tiles(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r0
                 int t1) {
   const int groups = w.n_groups();
   if (r1 - r0 == 1) {  // decode: 4 tiles at a time
-    const Rows x{qa.q.data() + size_t(r0) * w.n_in, qa.d.data() + size_t(r0) * groups,
-                 qa.s.data() + size_t(r0) * groups, qa.isum.data() + size_t(r0) * groups, w.n_in,
+    const Rows x{qa.q.data() + size_t(r0) * w.n_in,
+                 qa.d.data() + size_t(r0) * groups,
+                 qa.s.data() + size_t(r0) * groups,
+                 qa.isum.data() + size_t(r0) * groups,
+                 w.n_in,
                  groups};
     float* yr = y + size_t(r0) * w.n_out;
     int t = t0;
     for (; t + 4 <= t1; t += 4) gemv_tiles<Dot, 4>(w, t, x, yr + t * kTileRows);
     switch (t1 - t) {
-      case 3: gemv_tiles<Dot, 3>(w, t, x, yr + t * kTileRows); break;
-      case 2: gemv_tiles<Dot, 2>(w, t, x, yr + t * kTileRows); break;
-      case 1: gemv_tiles<Dot, 1>(w, t, x, yr + t * kTileRows); break;
-      default: break;
+      case 3:
+        gemv_tiles<Dot, 3>(w, t, x, yr + t * kTileRows);
+        break;
+      case 2:
+        gemv_tiles<Dot, 2>(w, t, x, yr + t * kTileRows);
+        break;
+      case 1:
+        gemv_tiles<Dot, 1>(w, t, x, yr + t * kTileRows);
+        break;
+      default:
+        break;
     }
     return;
   }
   for (int t = t0; t < t1; ++t) {
     const int n_valid = std::min(kTileRows, w.n_out - t * kTileRows);
     for (int r = r0; r < r1; r += 4) {
-      const Rows x{qa.q.data() + size_t(r) * w.n_in, qa.d.data() + size_t(r) * groups,
-                   qa.s.data() + size_t(r) * groups, qa.isum.data() + size_t(r) * groups, w.n_in,
+      const Rows x{qa.q.data() + size_t(r) * w.n_in,
+                   qa.d.data() + size_t(r) * groups,
+                   qa.s.data() + size_t(r) * groups,
+                   qa.isum.data() + size_t(r) * groups,
+                   w.n_in,
                    groups};
       float* yr = y + size_t(r) * w.n_out + t * kTileRows;
       switch (std::min(4, r1 - r)) {
-        case 4: tile_rows<Dot, 4>(w, t, x, yr, n_valid); break;
-        case 3: tile_rows<Dot, 3>(w, t, x, yr, n_valid); break;
-        case 2: tile_rows<Dot, 2>(w, t, x, yr, n_valid); break;
-        default: tile_rows<Dot, 1>(w, t, x, yr, n_valid); break;
+        case 4:
+          tile_rows<Dot, 4>(w, t, x, yr, n_valid);
+          break;
+        case 3:
+          tile_rows<Dot, 3>(w, t, x, yr, n_valid);
+          break;
+        case 2:
+          tile_rows<Dot, 2>(w, t, x, yr, n_valid);
+          break;
+        default:
+          tile_rows<Dot, 1>(w, t, x, yr, n_valid);
+          break;
       }
     }
   }

@@ -41,8 +41,8 @@ void quantize_rows_ref(const float* x, int r0, int r1, int n, QuantizedActs& qa)
 // with sumi the exact integer dot product of the group. The fast kernels keep
 // one output per SIMD lane and walk the groups in the same order with the same
 // fused multiply-adds, so their results are bit-identical to these.
-void gemm_tiles_ref(const PackedMatrix& w, const QuantizedActs& x, float* y, int r0, int r1,
-                    int t0, int t1) {
+void gemm_tiles_ref(const PackedMatrix& w, const QuantizedActs& x, float* y, int r0, int r1, int t0,
+                    int t1) {
   const int groups = w.n_groups();
   for (int r = r0; r < r1; ++r) {
     const int8_t* xq = x.q.data() + size_t(r) * w.n_in;

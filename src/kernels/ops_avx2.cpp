@@ -28,8 +28,9 @@ void quantize_rows(const float* x, int r0, int r1, int n, QuantizedActs& qa) {
       const float* xg = x + size_t(r) * n + g * kGroup;
       const __m256 v0 = _mm256_loadu_ps(xg), v1 = _mm256_loadu_ps(xg + 8);
       const __m256 v2 = _mm256_loadu_ps(xg + 16), v3 = _mm256_loadu_ps(xg + 24);
-      const __m256 a = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
-                                     _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+      const __m256 a =
+          _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                        _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
       const float amax = hmax(a);
       const float d = amax / 127.0f;
       const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
@@ -37,7 +38,8 @@ void quantize_rows(const float* x, int r0, int r1, int n, QuantizedActs& qa) {
       const __m256i q1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, id));
       const __m256i q2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, id));
       const __m256i q3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, id));
-      const int sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
+      const int sum =
+          hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
       // int32 -> int8: the packs interleave 128-bit lanes; the permute undoes it.
       const __m256i q16a = _mm256_packs_epi32(q0, q1), q16b = _mm256_packs_epi32(q2, q3);
       const __m256i q8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(q16a, q16b), order);
@@ -137,7 +139,8 @@ inline void pv_slab(float* acc, float corr, const float* p, const float* v, int 
   }
   for (; j < nk; ++j) {
     const __m256 pb = _mm256_set1_ps(p[j]);
-    for (int c = 0; c < CN; ++c) o[c] = _mm256_fmadd_ps(pb, _mm256_load_ps(v + j * ld + 8 * c), o[c]);
+    for (int c = 0; c < CN; ++c)
+      o[c] = _mm256_fmadd_ps(pb, _mm256_load_ps(v + j * ld + 8 * c), o[c]);
   }
   for (int c = 0; c < CN; ++c) _mm256_store_ps(acc + 8 * c, o[c]);
 }
@@ -148,14 +151,30 @@ void pv(float* acc, float corr, const float* p, const float* v, int nk, int nc) 
     const float* vb = v + 8 * c0;
     const int ld = 8 * nc;
     switch (std::min(8, nc - c0)) {
-      case 8: pv_slab<8>(a, corr, p, vb, nk, ld); break;
-      case 7: pv_slab<7>(a, corr, p, vb, nk, ld); break;
-      case 6: pv_slab<6>(a, corr, p, vb, nk, ld); break;
-      case 5: pv_slab<5>(a, corr, p, vb, nk, ld); break;
-      case 4: pv_slab<4>(a, corr, p, vb, nk, ld); break;
-      case 3: pv_slab<3>(a, corr, p, vb, nk, ld); break;
-      case 2: pv_slab<2>(a, corr, p, vb, nk, ld); break;
-      default: pv_slab<1>(a, corr, p, vb, nk, ld); break;
+      case 8:
+        pv_slab<8>(a, corr, p, vb, nk, ld);
+        break;
+      case 7:
+        pv_slab<7>(a, corr, p, vb, nk, ld);
+        break;
+      case 6:
+        pv_slab<6>(a, corr, p, vb, nk, ld);
+        break;
+      case 5:
+        pv_slab<5>(a, corr, p, vb, nk, ld);
+        break;
+      case 4:
+        pv_slab<4>(a, corr, p, vb, nk, ld);
+        break;
+      case 3:
+        pv_slab<3>(a, corr, p, vb, nk, ld);
+        break;
+      case 2:
+        pv_slab<2>(a, corr, p, vb, nk, ld);
+        break;
+      default:
+        pv_slab<1>(a, corr, p, vb, nk, ld);
+        break;
     }
   }
 }
@@ -166,7 +185,8 @@ inline __m256 scores8(const float* q, const float* k, int nc) {
   for (int j = 0; j < 8; ++j) part[j] = _mm256_setzero_ps();
   for (int c = 0; c < nc; ++c) {
     const __m256 qc = _mm256_loadu_ps(q + 8 * c);
-    for (int j = 0; j < 8; ++j) part[j] = _mm256_fmadd_ps(qc, _mm256_load_ps(k + j * 8 * nc + 8 * c), part[j]);
+    for (int j = 0; j < 8; ++j)
+      part[j] = _mm256_fmadd_ps(qc, _mm256_load_ps(k + j * 8 * nc + 8 * c), part[j]);
   }
   return hsum8(part);
 }
@@ -217,7 +237,8 @@ void attend_queries(const float* const* qs, float* const* os, const int* n_kv, i
       __m256 mx = neg_inf;
       for (int b = 0; b < nb; ++b) {
         s[b] = scores8(qs[i], kf + b * 8 * head_dim, nc);
-        const __m256 valid = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nki - 8 * b), lane));
+        const __m256 valid =
+            _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nki - 8 * b), lane));
         s[b] = _mm256_blendv_ps(neg_inf, s[b], valid);
         mx = _mm256_max_ps(mx, s[b]);
       }
@@ -240,7 +261,8 @@ void attend_queries(const float* const* qs, float* const* os, const int* n_kv, i
   for (int i = 0; i < n_q; ++i) {
     const __m256 inv = _mm256_set1_ps(l[i] > 0.0f ? 1.0f / l[i] : 0.0f);
     for (int c = 0; c < nc; ++c) {
-      _mm256_storeu_ps(os[i] + 8 * c, _mm256_mul_ps(_mm256_load_ps(acc + i * head_dim + 8 * c), inv));
+      _mm256_storeu_ps(os[i] + 8 * c,
+                       _mm256_mul_ps(_mm256_load_ps(acc + i * head_dim + 8 * c), inv));
     }
   }
 }
@@ -255,7 +277,8 @@ void attend_queries(const float* const* qs, float* const* os, const int* n_kv, i
 void attention_f16(const float* q, float* out, int64_t q_stride, int n_tok, int n_grp, int n_kv0,
                    const uint16_t* k, const uint16_t* v, int64_t kv_stride, int head_dim) {
   if (head_dim % 8 != 0 || head_dim > kMaxHeadDim || n_grp > kMaxQueries) {
-    scalar_kernels().attention_f16(q, out, q_stride, n_tok, n_grp, n_kv0, k, v, kv_stride, head_dim);
+    scalar_kernels().attention_f16(q, out, q_stride, n_tok, n_grp, n_kv0, k, v, kv_stride,
+                                   head_dim);
     return;
   }
   const int tok_chunk = kMaxQueries / n_grp;

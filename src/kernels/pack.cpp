@@ -90,8 +90,8 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
     const int t = r / kTileRows, i = r % kTileRows;
     const uint8_t* srow = src_bytes + size_t(r) * src_row_bytes;
     uint8_t* tile = w.data.data() + size_t(t) * groups * w.block_bytes();
-    const bool exact4 = fmt == WeightFormat::Int4Asym &&
-                        (src_type == DType::Q4_1 || src_type == DType::Q4_0);
+    const bool exact4 =
+        fmt == WeightFormat::Int4Asym && (src_type == DType::Q4_1 || src_type == DType::Q4_0);
     const bool exact8 = fmt == WeightFormat::Int8Sym && src_type == DType::Q8_0;
     if (!exact4 && !exact8) dequantize_row(src_type, srow, row.data(), n_in);
     int q[kGroup];
@@ -100,8 +100,8 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
         auto& b = reinterpret_cast<Int4Block*>(tile)[g];
         if (exact4) {
           // Q4_1 and Q4_0 share the nibble order (low = element j, high = j+16).
-          const uint8_t* sb = srow + size_t(g) * (src_type == DType::Q4_1 ? sizeof(Q4_1Src)
-                                                                            : sizeof(Q4_0Src));
+          const uint8_t* sb =
+              srow + size_t(g) * (src_type == DType::Q4_1 ? sizeof(Q4_1Src) : sizeof(Q4_0Src));
           uint16_t d16, m16;
           std::memcpy(&d16, sb, 2);
           if (src_type == DType::Q4_1) {

@@ -6,7 +6,7 @@
 namespace tern::kv {
 namespace {
 
-constexpr char kRootTag[] = "tern-kv-root-v1";   // sizeof includes the NUL: tags differ in length
+constexpr char kRootTag[] = "tern-kv-root-v1";  // sizeof includes the NUL: tags differ in length
 constexpr char kBlockTag[] = "tern-kv-block-v1";
 
 }  // namespace

@@ -76,11 +76,13 @@ void FlashStore::remove_stale_files(const std::string& dir) {
     if (pid <= 0 || pid == long(getpid())) continue;
     if (kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to judge)
     std::error_code rm;
-    if (fs::remove(it->path(), rm)) logger()->info("removed stale KV spill file {}", it->path().string());
+    if (fs::remove(it->path(), rm))
+      logger()->info("removed stale KV spill file {}", it->path().string());
   }
 }
 
-FlashStore::FlashStore(const Options& o) : part_bytes_(o.part_bytes), n_parts_(o.n_parts), n_slots_(o.n_slots) {
+FlashStore::FlashStore(const Options& o)
+    : part_bytes_(o.part_bytes), n_parts_(o.n_parts), n_slots_(o.n_slots) {
   if (o.part_bytes == 0 || o.n_parts < 1 || o.n_slots <= 0) {
     throw InvalidArgument("KV flash tier: empty slot size or count");
   }
@@ -98,7 +100,8 @@ FlashStore::FlashStore(const Options& o) : part_bytes_(o.part_bytes), n_parts_(o
     remove_at_exit_ = false;
     fd_ = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
   }
-  if (fd_ < 0) throw KvIoError("KV spill file " + path_ + ": cannot open it: " + std::strerror(errno));
+  if (fd_ < 0)
+    throw KvIoError("KV spill file " + path_ + ": cannot open it: " + std::strerror(errno));
 
   free_slots_.reserve(size_t(n_slots_));
   for (int64_t s = n_slots_ - 1; s >= 0; --s) free_slots_.push_back(s);
@@ -106,9 +109,8 @@ FlashStore::FlashStore(const Options& o) : part_bytes_(o.part_bytes), n_parts_(o
   loop_ = std::make_unique<Loop>();
   uv_loop_init(&loop_->loop);
   loop_->async.data = this;
-  uv_async_init(&loop_->loop, &loop_->async, [](uv_async_t* a) {
-    static_cast<FlashStore*>(a->data)->on_async();
-  });
+  uv_async_init(&loop_->loop, &loop_->async,
+                [](uv_async_t* a) { static_cast<FlashStore*>(a->data)->on_async(); });
   thread_ = std::thread([this] { uv_run(&loop_->loop, UV_RUN_DEFAULT); });
 }
 
@@ -133,7 +135,9 @@ int64_t FlashStore::alloc_slot() {
   return s;
 }
 
-void FlashStore::free_slot(int64_t slot) { free_slots_.push_back(slot); }
+void FlashStore::free_slot(int64_t slot) {
+  free_slots_.push_back(slot);
+}
 
 FlashStore::Op* FlashStore::new_op() {  // called with mu_ held
   if (!free_ops_) {
@@ -147,7 +151,8 @@ FlashStore::Op* FlashStore::new_op() {  // called with mu_ held
   return op;
 }
 
-void FlashStore::queue(IoKind kind, int64_t offset, size_t len, void* buf, IoGroup& g, int32_t* status) {
+void FlashStore::queue(IoKind kind, int64_t offset, size_t len, void* buf, IoGroup& g,
+                       int32_t* status) {
   std::lock_guard lock(mu_);
   Op* op = new_op();
   op->buf = uv_buf_init(static_cast<char*>(buf), unsigned(len));
@@ -165,13 +170,13 @@ void FlashStore::queue(IoKind kind, int64_t offset, size_t len, void* buf, IoGro
 }
 
 void FlashStore::read(int64_t slot, int part, int count, void* dst, IoGroup& g, int32_t* status) {
-  queue(IoKind::Read, (int64_t(part) * n_slots_ + slot) * int64_t(part_bytes_), size_t(count) * part_bytes_, dst, g,
-        status);
+  queue(IoKind::Read, (int64_t(part) * n_slots_ + slot) * int64_t(part_bytes_),
+        size_t(count) * part_bytes_, dst, g, status);
 }
 
 void FlashStore::write(int64_t slot, int part, const void* src, IoGroup& g, int32_t* status) {
-  queue(IoKind::Write, (int64_t(part) * n_slots_ + slot) * int64_t(part_bytes_), part_bytes_, const_cast<void*>(src),
-        g, status);
+  queue(IoKind::Write, (int64_t(part) * n_slots_ + slot) * int64_t(part_bytes_), part_bytes_,
+        const_cast<void*>(src), g, status);
 }
 
 void FlashStore::submit() {
@@ -254,7 +259,9 @@ void FlashStore::on_fs_done(void* req) {
   const ssize_t n = r->result;
   uv_fs_req_cleanup(r);
   // A short transfer is an error too: a block is all or nothing.
-  const int32_t st = n == ssize_t(op->len) ? 0 : n < 0 ? int32_t(n) : (op->kind == IoKind::Write ? -ENOSPC : -EIO);
+  const int32_t st = n == ssize_t(op->len) ? 0
+                     : n < 0               ? int32_t(n)
+                                           : (op->kind == IoKind::Write ? -ENOSPC : -EIO);
   op->store->complete(op, st);
 }
 

@@ -77,9 +77,10 @@ void attend_block_ref(const KvLayout& L, const HeadBlock& hb, int n_tok, const f
 }  // namespace
 
 const AttendKernels& scalar_attend_kernels() {
-  static const AttendKernels k{"scalar",
-                               {attend_block_ref<KvType::F16>, attend_block_ref<KvType::Int8>,
-                                attend_block_ref<KvType::Int8Fp8>, attend_block_ref<KvType::Int4Fp8>}};
+  static const AttendKernels k{
+      "scalar",
+      {attend_block_ref<KvType::F16>, attend_block_ref<KvType::Int8>,
+       attend_block_ref<KvType::Int8Fp8>, attend_block_ref<KvType::Int4Fp8>}};
   return k;
 }
 

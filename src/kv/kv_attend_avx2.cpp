@@ -26,7 +26,8 @@ inline __m256 load8_f16(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 inline __m256 load8_i8(const uint8_t* p) {
-  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  return _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 // e4m3 byte b -> fp16 bits: sign-extend to 16 bits and shift left by 7: bit 15
 // gets the sign (a copy of it), bits 13..7 the exponent and mantissa; bit 14
@@ -40,15 +41,21 @@ inline __m256 load8_fp8(const uint8_t* p) {
 // nibbles dims j+n/2..).
 template <KvType T>
 inline __m256 load8_v(const uint8_t* row, int j) {
-  if constexpr (T == KvType::F16) return load8_f16(row + 2 * j);
-  else if constexpr (T == KvType::Int8) return load8_i8(row + j);
-  else return load8_fp8(row + j);
+  if constexpr (T == KvType::F16)
+    return load8_f16(row + 2 * j);
+  else if constexpr (T == KvType::Int8)
+    return load8_i8(row + j);
+  else
+    return load8_fp8(row + j);
 }
 template <KvType T>
 inline float load1_v(const uint8_t* row, int j) {
-  if constexpr (T == KvType::F16) return _cvtsh_ss(uint16_t(row[2 * j] | (row[2 * j + 1] << 8)));
-  else if constexpr (T == KvType::Int8) return float(int8_t(row[j]));
-  else return fp8_decode(row[j]) * (1.0f / 256.0f);
+  if constexpr (T == KvType::F16)
+    return _cvtsh_ss(uint16_t(row[2 * j] | (row[2 * j + 1] << 8)));
+  else if constexpr (T == KvType::Int8)
+    return float(int8_t(row[j]));
+  else
+    return fp8_decode(row[j]) * (1.0f / 256.0f);
 }
 
 // Scalar tails use explicit fma so that every instantiation rounds alike
@@ -67,13 +74,15 @@ template <KvType T, int NR>
 void key_dots(const uint8_t* k, int n, const float* const* q, float* out) {
   __m256 a0[NR], a1[NR];
   float tail[NR];
-  for (int r = 0; r < NR; ++r) a0[r] = _mm256_setzero_ps(), a1[r] = _mm256_setzero_ps(), tail[r] = 0.0f;
+  for (int r = 0; r < NR; ++r)
+    a0[r] = _mm256_setzero_ps(), a1[r] = _mm256_setzero_ps(), tail[r] = 0.0f;
   if constexpr (T == KvType::Int4Fp8) {
     const int half = n / 2;
     int j = 0;
     const __m256i lo_mask = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
     for (; j + 8 <= half; j += 8) {
-      const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k + j)));
+      const __m256i b =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k + j)));
       const __m256 lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(b, lo_mask), eight));
       const __m256 hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(b, 4), eight));
       for (int r = 0; r < NR; ++r) {
@@ -132,7 +141,8 @@ void value_accumulate_rows(const uint8_t* v, size_t v_row, int n_tok, int n, con
   }
   for (; j + 8 <= n; j += 8) {
     __m256 a[NR];
-    for (int r = 0; r < NR; ++r) a[r] = _mm256_mul_ps(_mm256_loadu_ps(acc + r * acc_stride + j), _mm256_set1_ps(corr[r]));
+    for (int r = 0; r < NR; ++r)
+      a[r] = _mm256_mul_ps(_mm256_loadu_ps(acc + r * acc_stride + j), _mm256_set1_ps(corr[r]));
     for (int t = 0; t < n_tok; ++t) {
       const __m256 v0 = load8_v<VT>(v + size_t(t) * v_row, j);
       for (int r = 0; r < NR; ++r) a[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(pv[r] + t), v0, a[r]);
@@ -142,17 +152,20 @@ void value_accumulate_rows(const uint8_t* v, size_t v_row, int n_tok, int n, con
   for (; j < n; ++j) {
     for (int r = 0; r < NR; ++r) {
       float a = acc[r * acc_stride + j] * corr[r];
-      for (int t = 0; t < n_tok; ++t) a = std::fma(pv[r][t], load1_v<VT>(v + size_t(t) * v_row, j), a);
+      for (int t = 0; t < n_tok; ++t)
+        a = std::fma(pv[r][t], load1_v<VT>(v + size_t(t) * v_row, j), a);
       acc[r * acc_stride + j] = a;
     }
   }
 }
 
 template <KvType T, int NR>
-void attend_rows_fixed(const KvLayout& L, const HeadBlock& hb, int n_tok, const float* const* q, float* m_io,
-                       float* l_io, float* acc) {
+void attend_rows_fixed(const KvLayout& L, const HeadBlock& hb, int n_tok, const float* const* q,
+                       float* m_io, float* l_io, float* acc) {
   constexpr KvType KT = T == KvType::Int8Fp8 ? KvType::Int8 : T;
-  constexpr KvType VT = T == KvType::F16 ? KvType::F16 : T == KvType::Int8 ? KvType::Int8 : KvType::Int8Fp8;
+  constexpr KvType VT = T == KvType::F16    ? KvType::F16
+                        : T == KvType::Int8 ? KvType::Int8
+                                            : KvType::Int8Fp8;
   const int n = L.head_dim;
   alignas(32) float s[NR][264];
   float mb[NR], corr[NR];
@@ -189,18 +202,26 @@ void attend_rows_fixed(const KvLayout& L, const HeadBlock& hb, int n_tok, const 
 }
 
 template <KvType T>
-void attend_rows_avx2(const KvLayout& L, const HeadBlock& hb, int n_tok, int nr, const float* const* q, float* m,
-                      float* l, float* acc) {
+void attend_rows_avx2(const KvLayout& L, const HeadBlock& hb, int n_tok, int nr,
+                      const float* const* q, float* m, float* l, float* acc) {
   if (n_tok <= 0) return;
   const int hd = L.head_dim;
   for (int r = 0; r < nr;) {
     const int left = nr - r;
     const int take = left >= 4 ? 4 : left;
     switch (take) {
-      case 4: attend_rows_fixed<T, 4>(L, hb, n_tok, q + r, m + r, l + r, acc + r * hd); break;
-      case 3: attend_rows_fixed<T, 3>(L, hb, n_tok, q + r, m + r, l + r, acc + r * hd); break;
-      case 2: attend_rows_fixed<T, 2>(L, hb, n_tok, q + r, m + r, l + r, acc + r * hd); break;
-      default: attend_rows_fixed<T, 1>(L, hb, n_tok, q + r, m + r, l + r, acc + r * hd); break;
+      case 4:
+        attend_rows_fixed<T, 4>(L, hb, n_tok, q + r, m + r, l + r, acc + r * hd);
+        break;
+      case 3:
+        attend_rows_fixed<T, 3>(L, hb, n_tok, q + r, m + r, l + r, acc + r * hd);
+        break;
+      case 2:
+        attend_rows_fixed<T, 2>(L, hb, n_tok, q + r, m + r, l + r, acc + r * hd);
+        break;
+      default:
+        attend_rows_fixed<T, 1>(L, hb, n_tok, q + r, m + r, l + r, acc + r * hd);
+        break;
     }
     r += take;
   }
@@ -208,8 +229,8 @@ void attend_rows_avx2(const KvLayout& L, const HeadBlock& hb, int n_tok, int nr,
 
 // The one-row kernel is the NR = 1 case.
 template <KvType T>
-void attend_block_avx2(const KvLayout& L, const HeadBlock& hb, int n_tok, const float* q, float* m, float* l,
-                       float* acc) {
+void attend_block_avx2(const KvLayout& L, const HeadBlock& hb, int n_tok, const float* q, float* m,
+                       float* l, float* acc) {
   if (n_tok > 0) attend_rows_fixed<T, 1>(L, hb, n_tok, &q, m, l, acc);
 }
 
@@ -218,11 +239,12 @@ void attend_block_avx2(const KvLayout& L, const HeadBlock& hb, int n_tok, const 
 // The table only: kv_attend.cpp (generic code) asks kernels' dispatch point
 // before using it, so no AVX2 instruction runs on a CPU without it.
 const AttendKernels* avx2_attend_table() {
-  static const AttendKernels k{"avx2",
-                               {attend_block_avx2<KvType::F16>, attend_block_avx2<KvType::Int8>,
-                                attend_block_avx2<KvType::Int8Fp8>, attend_block_avx2<KvType::Int4Fp8>},
-                               {attend_rows_avx2<KvType::F16>, attend_rows_avx2<KvType::Int8>,
-                                attend_rows_avx2<KvType::Int8Fp8>, attend_rows_avx2<KvType::Int4Fp8>}};
+  static const AttendKernels k{
+      "avx2",
+      {attend_block_avx2<KvType::F16>, attend_block_avx2<KvType::Int8>,
+       attend_block_avx2<KvType::Int8Fp8>, attend_block_avx2<KvType::Int4Fp8>},
+      {attend_rows_avx2<KvType::F16>, attend_rows_avx2<KvType::Int8>,
+       attend_rows_avx2<KvType::Int8Fp8>, attend_rows_avx2<KvType::Int4Fp8>}};
   return &k;
 }
 

@@ -12,7 +12,9 @@
 namespace tern::kv {
 namespace {
 
-size_t round64(size_t n) { return (n + 63) / 64 * 64; }
+size_t round64(size_t n) {
+  return (n + 63) / 64 * 64;
+}
 
 float absmax(const float* x, int n) {
   float m = 0.0f;
@@ -33,10 +35,14 @@ const std::array<float, 256>& fp8_table() {
 
 const char* to_string(KvType t) {
   switch (t) {
-    case KvType::F16: return "f16";
-    case KvType::Int8: return "int8";
-    case KvType::Int8Fp8: return "int8-fp8";
-    case KvType::Int4Fp8: return "int4-fp8";
+    case KvType::F16:
+      return "f16";
+    case KvType::Int8:
+      return "int8";
+    case KvType::Int8Fp8:
+      return "int8-fp8";
+    case KvType::Int4Fp8:
+      return "int4-fp8";
   }
   return "?";
 }
@@ -57,9 +63,9 @@ std::string default_flash_dir() {
   return (tmp / "tern-kv").string();
 }
 
-KvLayout KvLayout::make(int n_layers, int n_kv_heads, int head_dim, int block_tokens,
-                        KvType type) {
-  if (n_layers < 1 || n_kv_heads < 1) throw InvalidArgument("KV: need at least one layer and one kv head");
+KvLayout KvLayout::make(int n_layers, int n_kv_heads, int head_dim, int block_tokens, KvType type) {
+  if (n_layers < 1 || n_kv_heads < 1)
+    throw InvalidArgument("KV: need at least one layer and one kv head");
   if (head_dim < 1 || head_dim > 512) {
     throw InvalidArgument("KV: head_dim " + std::to_string(head_dim) + " is outside 1..512");
   }
@@ -67,7 +73,8 @@ KvLayout KvLayout::make(int n_layers, int n_kv_heads, int head_dim, int block_to
     throw InvalidArgument("KV: int4 keys need an even head_dim, got " + std::to_string(head_dim));
   }
   if (block_tokens < 1 || block_tokens > 256) {
-    throw InvalidArgument("KV: block_tokens " + std::to_string(block_tokens) + " is outside 1..256");
+    throw InvalidArgument("KV: block_tokens " + std::to_string(block_tokens) +
+                          " is outside 1..256");
   }
   KvLayout L;
   L.type = type;
@@ -77,10 +84,16 @@ KvLayout KvLayout::make(int n_layers, int n_kv_heads, int head_dim, int block_to
   L.block_tokens = block_tokens;
   const size_t hd = size_t(head_dim), B = size_t(block_tokens);
   switch (type) {
-    case KvType::F16: L.k_row = L.v_row = 2 * hd; break;
+    case KvType::F16:
+      L.k_row = L.v_row = 2 * hd;
+      break;
     case KvType::Int8:
-    case KvType::Int8Fp8: L.k_row = L.v_row = hd; break;
-    case KvType::Int4Fp8: L.k_row = hd / 2, L.v_row = hd; break;
+    case KvType::Int8Fp8:
+      L.k_row = L.v_row = hd;
+      break;
+    case KvType::Int4Fp8:
+      L.k_row = hd / 2, L.v_row = hd;
+      break;
   }
   L.scaled = type != KvType::F16;
   L.rotated = type == KvType::Int4Fp8 && can_rotate(head_dim);
@@ -102,7 +115,9 @@ size_t KvLayout::bytes_per_token() const {
   return size_t(n_layers) * size_t(n_kv_heads) * (k_row + v_row + (scaled ? 8 : 0));
 }
 
-bool can_rotate(int head_dim) { return head_dim >= 2 && (head_dim & (head_dim - 1)) == 0; }
+bool can_rotate(int head_dim) {
+  return head_dim >= 2 && (head_dim & (head_dim - 1)) == 0;
+}
 
 namespace {
 
@@ -155,7 +170,9 @@ uint8_t fp8_encode(float f) {
   return sign | uint8_t((r >> 20) - (120u << 3));  // rebias 127 -> 7
 }
 
-float fp8_decode(uint8_t v) { return fp8_table()[v]; }
+float fp8_decode(uint8_t v) {
+  return fp8_table()[v];
+}
 
 void encode_int8(const float* x, int n, int8_t* codes, float* scale) {
   const float m = absmax(x, n);
@@ -175,7 +192,9 @@ void encode_int4(const float* x, int n, uint8_t* codes, float* scale) {
   const int half = n / 2;
   const float m = absmax(x, n);
   const float inv = m == 0.0f ? 0.0f : 7.0f / m;
-  auto q = [&](float v) { return uint8_t(int(std::clamp(std::nearbyint(v * inv), -7.0f, 7.0f)) + 8); };
+  auto q = [&](float v) {
+    return uint8_t(int(std::clamp(std::nearbyint(v * inv), -7.0f, 7.0f)) + 8);
+  };
   for (int j = 0; j < half; ++j) codes[j] = uint8_t(q(x[j]) | (q(x[j + half]) << 4));
   *scale = m / 7.0f;
 }

@@ -16,14 +16,16 @@ class MappedArena {
   MappedArena() = default;
   explicit MappedArena(size_t bytes) : n_(bytes) {
     if (bytes == 0) return;
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     p_ = static_cast<uint8_t*>(p);
   }
   ~MappedArena() {
     if (p_) munmap(p_, n_);
   }
-  MappedArena(MappedArena&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  MappedArena(MappedArena&& o) noexcept
+      : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
   MappedArena& operator=(MappedArena&& o) noexcept {
     if (this != &o) {
       if (p_) munmap(p_, n_);

@@ -15,7 +15,9 @@ const std::shared_ptr<spdlog::logger>& logger() {
   return l;
 }
 
-std::string mib(size_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
+std::string mib(size_t bytes) {
+  return std::to_string(bytes >> 20) + " MiB";
+}
 
 }  // namespace
 
@@ -37,8 +39,9 @@ PagedKvImpl::PagedKvImpl(const KvConfig& c)
   }
   if (c.dram_bytes < staging_bytes + L.block_bytes) {
     throw InvalidArgument("KV: a DRAM budget of " + std::to_string(c.dram_bytes >> 10) +
-                          " KiB holds no block (one block is " + std::to_string(L.block_bytes >> 10) +
-                          " KiB, flash staging " + std::to_string(staging_bytes >> 10) + " KiB)");
+                          " KiB holds no block (one block is " +
+                          std::to_string(L.block_bytes >> 10) + " KiB, flash staging " +
+                          std::to_string(staging_bytes >> 10) + " KiB)");
   }
   n_frames = int64_t((c.dram_bytes - staging_bytes) / L.block_bytes);
   const int64_t n_slots = flash_on ? int64_t(c.flash_bytes / L.block_bytes) : 0;
@@ -67,7 +70,8 @@ PagedKvImpl::PagedKvImpl(const KvConfig& c)
   step_seqs.reserve(size_t(c.max_seqs));
   loading.reserve(size_t(n_frames));
   if (flash_on) {
-    flash = std::make_unique<FlashStore>(FlashStore::Options{c.flash_dir, L.slice_bytes, L.n_layers, n_slots, {}});
+    flash = std::make_unique<FlashStore>(
+        FlashStore::Options{c.flash_dir, L.slice_bytes, L.n_layers, n_slots, {}});
     staging = MappedArena(staging_bytes);
     plan.reserve(size_t(stage_cap));
     plan_slot.resize(size_t(stage_cap));
@@ -79,8 +83,8 @@ PagedKvImpl::PagedKvImpl(const KvConfig& c)
   st.block_bytes = int64_t(L.block_bytes);
   st.bytes_per_token = int64_t(L.bytes_per_token());
   logger()->info("KV cache: {}, {}-token blocks of {} KiB ({} B/token), {} blocks in {} DRAM{}",
-                 to_string(c.type), L.block_tokens, L.block_bytes >> 10, L.bytes_per_token(), n_frames,
-                 mib(size_t(n_frames) * L.block_bytes),
+                 to_string(c.type), L.block_tokens, L.block_bytes >> 10, L.bytes_per_token(),
+                 n_frames, mib(size_t(n_frames) * L.block_bytes),
                  flash ? ", " + std::to_string(n_slots) + " on flash at " + flash->path() +
                              ", staging " + std::to_string(stage_cap) + " blocks x " +
                              std::to_string(sets) + " layers"
@@ -93,7 +97,9 @@ Seq& PagedKvImpl::seq(SeqId id) {
   }
   return seqs[size_t(id)];
 }
-const Seq& PagedKvImpl::seq(SeqId id) const { return const_cast<PagedKvImpl*>(this)->seq(id); }
+const Seq& PagedKvImpl::seq(SeqId id) const {
+  return const_cast<PagedKvImpl*>(this)->seq(id);
+}
 
 SeqId PagedKvImpl::create(const SeqKeys& keys) {
   for (size_t i = 1; i < keys.extras.size(); ++i) {
@@ -141,7 +147,8 @@ BlockHash PagedKvImpl::hash_block(Seq& s, int first_pos, std::span<const int32_t
   const auto& ex = s.keys.extras;
   const int end = first_pos + int(tokens.size());
   while (cursor < ex.size() && ex[cursor].first < end) {
-    if (ex[cursor].first >= first_pos) scratch_extras.emplace_back(ex[cursor].first - first_pos, ex[cursor].second);
+    if (ex[cursor].first >= first_pos)
+      scratch_extras.emplace_back(ex[cursor].first - first_pos, ex[cursor].second);
     ++cursor;
   }
   return hasher.chain(s.chain, tokens, scratch_extras);
@@ -150,16 +157,18 @@ BlockHash PagedKvImpl::hash_block(Seq& s, int first_pos, std::span<const int32_t
 int PagedKvImpl::attach_prefix(SeqId id, std::span<const int32_t> prompt) {
   Seq& s = seq(id);
   if (in_step) throw InvalidArgument("KV: attach_prefix() during a forward step");
-  if (s.length != 0 || !s.table.empty()) throw InvalidArgument("KV: attach_prefix() needs an empty sequence");
+  if (s.length != 0 || !s.table.empty())
+    throw InvalidArgument("KV: attach_prefix() needs an empty sequence");
   st.lookups += 1;
   const int B = L.block_tokens;
-  const int64_t want = prompt.empty() ? 0
-                                      : std::min<int64_t>((int64_t(prompt.size()) - 1) / B,
-                                                          cfg.max_seq_tokens / B);
+  const int64_t want =
+      prompt.empty() ? 0
+                     : std::min<int64_t>((int64_t(prompt.size()) - 1) / B, cfg.max_seq_tokens / B);
   int64_t found = 0, from_flash = 0;
   for (; found < want; ++found) {
     size_t cursor = s.next_extra;
-    const BlockHash h = hash_block(s, int(found) * B, prompt.subspan(size_t(found) * B, size_t(B)), cursor);
+    const BlockHash h =
+        hash_block(s, int(found) * B, prompt.subspan(size_t(found) * B, size_t(B)), cursor);
     const int32_t bid = index.find(h);
     if (bid < 0) break;
     Block& b = blocks[size_t(bid)];
@@ -246,13 +255,24 @@ PagedKv::~PagedKv() {
   if (impl_ && impl_->in_step) impl_->end_step();
 }
 
-const KvConfig& PagedKv::config() const { return impl_->cfg; }
-const KvLayout& PagedKv::layout() const { return impl_->L; }
-SeqId PagedKv::create(const SeqKeys& keys) { return impl_->create(keys); }
-void PagedKv::release(SeqId seq) { impl_->release(seq); }
-int PagedKv::length(SeqId seq) const { return impl_->seq(seq).length; }
+const KvConfig& PagedKv::config() const {
+  return impl_->cfg;
+}
+const KvLayout& PagedKv::layout() const {
+  return impl_->L;
+}
+SeqId PagedKv::create(const SeqKeys& keys) {
+  return impl_->create(keys);
+}
+void PagedKv::release(SeqId seq) {
+  impl_->release(seq);
+}
+int PagedKv::length(SeqId seq) const {
+  return impl_->seq(seq).length;
+}
 int PagedKv::free_seq_slots() const {
-  return int(std::count_if(impl_->seqs.begin(), impl_->seqs.end(), [](const Seq& s) { return !s.live; }));
+  return int(
+      std::count_if(impl_->seqs.begin(), impl_->seqs.end(), [](const Seq& s) { return !s.live; }));
 }
 int PagedKv::attach_prefix(SeqId seq, std::span<const int32_t> prompt) {
   return impl_->attach_prefix(seq, prompt);
@@ -262,17 +282,27 @@ int64_t PagedKv::blocks_needed(SeqId seq, int n_new) const {
   const int64_t B = impl_->L.block_tokens;
   return std::max<int64_t>(0, (int64_t(s.length) + n_new + B - 1) / B - int64_t(s.table.size()));
 }
-int64_t PagedKv::available_blocks() const { return impl_->available_blocks(); }
+int64_t PagedKv::available_blocks() const {
+  return impl_->available_blocks();
+}
 int64_t PagedKv::max_sequence_blocks() const {
   const PagedKvImpl& k = *impl_;
   int64_t n = k.stats().dram_blocks;
   if (k.flash) n += std::min<int64_t>(k.stage_cap, k.flash->n_slots());
   return n;
 }
-void PagedKv::reserve(SeqId seq, int n_new) { impl_->reserve(seq, n_new); }
-void PagedKv::begin_step(std::span<const SeqId> seqs) { impl_->begin_step(seqs); }
-void PagedKv::begin_layer(int layer) { impl_->begin_layer(layer); }
-void PagedKv::end_step() { impl_->end_step(); }
+void PagedKv::reserve(SeqId seq, int n_new) {
+  impl_->reserve(seq, n_new);
+}
+void PagedKv::begin_step(std::span<const SeqId> seqs) {
+  impl_->begin_step(seqs);
+}
+void PagedKv::begin_layer(int layer) {
+  impl_->begin_layer(layer);
+}
+void PagedKv::end_step() {
+  impl_->end_step();
+}
 void PagedKv::write(SeqId seq, int layer, int pos, const float* k, const float* v) {
   impl_->write(seq, layer, pos, k, v);
 }
@@ -280,14 +310,26 @@ void PagedKv::attend(SeqId seq, int layer, int kvh, int pos0, int n_tok, int gro
                      int64_t q_stride, float* out, int64_t out_stride) const {
   impl_->attend(seq, layer, kvh, pos0, n_tok, group, q, q_stride, out, out_stride);
 }
-void PagedKv::commit(SeqId seq, std::span<const int32_t> tokens) { impl_->commit(seq, tokens); }
-const std::string& PagedKv::failure(SeqId seq) const { return impl_->seq(seq).error; }
-KvStats PagedKv::stats() const { return impl_->stats(); }
-const char* PagedKv::kernel_isa() const { return impl_->kern->isa; }
-void PagedKv::set_kernels(const AttendKernels& k) { impl_->kern = &k; }
+void PagedKv::commit(SeqId seq, std::span<const int32_t> tokens) {
+  impl_->commit(seq, tokens);
+}
+const std::string& PagedKv::failure(SeqId seq) const {
+  return impl_->seq(seq).error;
+}
+KvStats PagedKv::stats() const {
+  return impl_->stats();
+}
+const char* PagedKv::kernel_isa() const {
+  return impl_->kern->isa;
+}
+void PagedKv::set_kernels(const AttendKernels& k) {
+  impl_->kern = &k;
+}
 void PagedKv::inject_flash_fault(IoKind kind, int count, int err, int after) {
   if (impl_->flash) impl_->flash->inject_fault(kind, count, err, after);
 }
-void PagedKv::check_invariants() const { impl_->check_invariants(); }
+void PagedKv::check_invariants() const {
+  impl_->check_invariants();
+}
 
 }  // namespace tern::kv

@@ -117,7 +117,8 @@ void PagedKvImpl::lose_block(int32_t id, const std::string& why) {
     return;
   }
   for (Seq& s : seqs) {
-    if (s.live && s.error.empty() && std::find(s.table.begin(), s.table.end(), id) != s.table.end()) {
+    if (s.live && s.error.empty() &&
+        std::find(s.table.begin(), s.table.end(), id) != s.table.end()) {
       s.error = why;
     }
   }
@@ -249,7 +250,8 @@ void PagedKvImpl::obtain_frames(int64_t need) {
   const int64_t from_lru = std::min(need - from_free, lru_dram.count);
   // Flash slots are kept for the spills this call needs; write-backs of
   // cached blocks get the rest, and a cached block with no room is dropped.
-  int64_t writebacks = flash ? flash->free_slots() + lru_flash.count - (need - from_free - from_lru) : 0;
+  int64_t writebacks =
+      flash ? flash->free_slots() + lru_flash.count - (need - from_free - from_lru) : 0;
   int64_t live_spills = 0;
   auto pending = [&] { return int64_t(scratch_frames.size() + scratch_victims.size()); };
   while (pending() < need) {
@@ -355,9 +357,9 @@ void PagedKvImpl::reserve(SeqId id, int n_new) {
   if (need <= 0) return;
   const int64_t avail = available_blocks();
   if (need > avail) {
-    std::string why = "KV cache full: sequence " + std::to_string(id) + " needs " + std::to_string(need) +
-                      " more blocks of " + std::to_string(B) + " tokens, " + std::to_string(avail) +
-                      " can be freed";
+    std::string why = "KV cache full: sequence " + std::to_string(id) + " needs " +
+                      std::to_string(need) + " more blocks of " + std::to_string(B) + " tokens, " +
+                      std::to_string(avail) + " can be freed";
     if (flash && stage_cap - streamed < spillable) {
       why += " (flash staging streams at most " + std::to_string(stage_cap) +
              " blocks of live sequences: raise --kv-staging-mb or --kv-dram-mb)";

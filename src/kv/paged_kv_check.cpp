@@ -20,7 +20,8 @@ void PagedKvImpl::check_invariants() const {
     if (!s.live) continue;
     const int B = L.block_tokens;
     expect(int64_t(s.table.size()) * B >= s.length, "a sequence's length exceeds its blocks");
-    expect(int(s.tail.size()) == s.length % B, "a sequence's partial-block tokens do not match its length");
+    expect(int(s.tail.size()) == s.length % B,
+           "a sequence's partial-block tokens do not match its length");
     for (int32_t id : s.table) {
       expect(id >= 0 && size_t(id) < nb, "a block table holds a bad id");
       refs[size_t(id)] += 1;
@@ -30,7 +31,8 @@ void PagedKvImpl::check_invariants() const {
       const bool done = int64_t(i + 1) * B <= s.length;
       if (done) expect(b.full, "a committed block is not marked full");
       if (!done) {
-        expect(b.where == Where::Dram && !b.full && b.refs == 1, "a block being filled is not a private DRAM block");
+        expect(b.where == Where::Dram && !b.full && b.refs == 1,
+               "a block being filled is not a private DRAM block");
       }
     }
   }
@@ -42,21 +44,31 @@ void PagedKvImpl::check_invariants() const {
     const Block& b = blocks[i];
     const std::string id = "block " + std::to_string(i);
     expect(b.refs == refs[i], id + " has refcount " + std::to_string(b.refs) + " but " +
-                                   std::to_string(refs[i]) + " table entries");
+                                  std::to_string(refs[i]) + " table entries");
     expect(!b.writing, id + " has a write in flight outside a reservation");
     if (b.where == Where::Free) {
-      expect(b.refs == 0 && b.frame < 0 && b.slot < 0 && !b.hashed && b.lru == InLru::None, id + " is free but holds something");
+      expect(b.refs == 0 && b.frame < 0 && b.slot < 0 && !b.hashed && b.lru == InLru::None,
+             id + " is free but holds something");
       n_free += 1;
       continue;
     }
     if (b.frame >= 0) frame_users[size_t(b.frame)] += 1;
     if (b.slot >= 0) slot_users[size_t(b.slot)] += 1;
     switch (b.where) {
-      case Where::Dram: expect(b.frame >= 0, id + " is in DRAM without a frame"); break;
-      case Where::Loading: expect(b.frame >= 0 && b.slot >= 0, id + " loads without frame or slot"); break;
-      case Where::Flash: expect(b.frame < 0 && b.slot >= 0, id + " is on flash without a slot"); break;
-      case Where::Lost: expect(b.frame < 0 && b.slot < 0 && !b.hashed, id + " is lost but holds something"); break;
-      case Where::Free: break;
+      case Where::Dram:
+        expect(b.frame >= 0, id + " is in DRAM without a frame");
+        break;
+      case Where::Loading:
+        expect(b.frame >= 0 && b.slot >= 0, id + " loads without frame or slot");
+        break;
+      case Where::Flash:
+        expect(b.frame < 0 && b.slot >= 0, id + " is on flash without a slot");
+        break;
+      case Where::Lost:
+        expect(b.frame < 0 && b.slot < 0 && !b.hashed, id + " is lost but holds something");
+        break;
+      case Where::Free:
+        break;
     }
     if (b.refs == 0) {
       const InLru want = b.where == Where::Flash ? InLru::Flash : InLru::Dram;
@@ -74,14 +86,16 @@ void PagedKvImpl::check_invariants() const {
     expect(b.stage < 0 || in_step, id + " keeps a staging index outside a step");
   }
   expect(n_free == int64_t(free_ids.size()), "free block ids do not match free blocks");
-  expect(n_hashed == int64_t(index.size()), "the prefix index holds blocks that are not registered");
-  expect(n_spillable == spillable, "spillable gauge is " + std::to_string(spillable) + ", recount " +
-                                       std::to_string(n_spillable));
+  expect(n_hashed == int64_t(index.size()),
+         "the prefix index holds blocks that are not registered");
+  expect(n_spillable == spillable, "spillable gauge is " + std::to_string(spillable) +
+                                       ", recount " + std::to_string(n_spillable));
   expect(n_streamed == streamed, "streamed gauge is " + std::to_string(streamed) + ", recount " +
                                      std::to_string(n_streamed));
   expect(streamed <= stage_cap || !flash, "more streamed blocks than staging room");
   for (size_t f = 0; f < frame_users.size(); ++f) {
-    expect(frame_users[f] == 1, "frame " + std::to_string(f) + " has " + std::to_string(frame_users[f]) + " owners");
+    expect(frame_users[f] == 1,
+           "frame " + std::to_string(f) + " has " + std::to_string(frame_users[f]) + " owners");
   }
   if (flash) {
     int64_t used = 0;

@@ -30,15 +30,15 @@ enum class InLru : uint8_t { None, Dram, Flash };
 struct Block {
   Where where = Where::Free;
   InLru lru = InLru::None;
-  bool full = false;      // every position committed: immutable from now on
-  bool hashed = false;    // registered in the prefix index under `hash`
-  bool writing = false;   // a write from its frame to its slot is in flight
-  int32_t refs = 0;       // sequences whose table holds it
-  int32_t frame = -1;     // DRAM frame
-  int64_t slot = -1;      // flash slot holding a valid copy
+  bool full = false;             // every position committed: immutable from now on
+  bool hashed = false;           // registered in the prefix index under `hash`
+  bool writing = false;          // a write from its frame to its slot is in flight
+  int32_t refs = 0;              // sequences whose table holds it
+  int32_t frame = -1;            // DRAM frame
+  int64_t slot = -1;             // flash slot holding a valid copy
   int32_t prev = -1, next = -1;  // LRU links
-  int32_t stage = -1;     // staging index during a step (Flash blocks)
-  int32_t io_status = 0;  // result of its last write or load (set by the I/O thread)
+  int32_t stage = -1;            // staging index during a step (Flash blocks)
+  int32_t io_status = 0;         // result of its last write or load (set by the I/O thread)
   BlockHash hash{};
 };
 
@@ -50,13 +50,13 @@ struct LruList {
 
 struct Seq {
   bool live = false;
-  int length = 0;               // committed tokens
-  std::vector<int32_t> table;   // block ids by position / block_tokens
-  std::vector<int32_t> tail;    // token ids of the partial last block
-  BlockHash chain{};            // hash of the last full block (the root before any)
+  int length = 0;              // committed tokens
+  std::vector<int32_t> table;  // block ids by position / block_tokens
+  std::vector<int32_t> tail;   // token ids of the partial last block
+  BlockHash chain{};           // hash of the last full block (the root before any)
   SeqKeys keys;
-  size_t next_extra = 0;        // first extra key not folded into a block hash yet
-  std::string error;            // non-empty: failed
+  size_t next_extra = 0;  // first extra key not folded into a block hash yet
+  std::string error;      // non-empty: failed
 };
 
 struct PagedKvImpl {
@@ -77,12 +77,12 @@ struct PagedKvImpl {
   int64_t available_blocks() const;
   void reserve(SeqId id, int n_new);
   void obtain_frames(int64_t need);  // into scratch_frames; throws when short
-  int64_t take_slot();                // frees the LRU flash-only block when none is free
+  int64_t take_slot();               // frees the LRU flash-only block when none is free
   int32_t pick_spill_victim();
-  int32_t take_frame_cheap();         // a free frame, or one from a clean LRU block; -1
+  int32_t take_frame_cheap();  // a free frame, or one from a clean LRU block; -1
   void start_load(int32_t id, int32_t frame);
-  void start_write(int32_t id);       // every layer of the block's frame to its slot
-  void reap_loads();                  // waits for loads in flight and settles them
+  void start_write(int32_t id);  // every layer of the block's frame to its slot
+  void reap_loads();             // waits for loads in flight and settles them
   void ref(int32_t id);
   void unref(int32_t id);
   void free_block(int32_t id);
@@ -93,8 +93,10 @@ struct PagedKvImpl {
   void uncount(const Block& b);
   void count(const Block& b);
   uint8_t* frame_ptr(int32_t frame) { return arena.data() + size_t(frame) * L.block_bytes; }
-  const uint8_t* frame_ptr(int32_t frame) const { return arena.data() + size_t(frame) * L.block_bytes; }
-  void wait_timed(IoGroup& g);        // flash->wait, counting a stall when it blocks
+  const uint8_t* frame_ptr(int32_t frame) const {
+    return arena.data() + size_t(frame) * L.block_bytes;
+  }
+  void wait_timed(IoGroup& g);  // flash->wait, counting a stall when it blocks
 
   // paged_kv_step.cpp
   void begin_step(std::span<const SeqId> seqs);
@@ -112,30 +114,30 @@ struct PagedKvImpl {
 
   // DRAM.
   int64_t n_frames = 0;
-  MappedArena arena;                  // (n_frames, block_bytes)
+  MappedArena arena;  // (n_frames, block_bytes)
   std::vector<int32_t> free_frames;
-  std::vector<Block> blocks;          // n_frames + flash slots
+  std::vector<Block> blocks;  // n_frames + flash slots
   std::vector<int32_t> free_ids;
   LruList lru_dram, lru_flash;
   PrefixIndex index;
   BlockHasher hasher;
   std::vector<Seq> seqs;
   // Gauges kept in step with every block change (see count()).
-  int64_t spillable = 0;   // Dram, full, referenced, not being written
-  int64_t streamed = 0;    // Flash, referenced
+  int64_t spillable = 0;  // Dram, full, referenced, not being written
+  int64_t streamed = 0;   // Flash, referenced
 
   // Flash tier (`flash` is null when off; it is the last member, so it is
   // destroyed first and waits out any I/O into the buffers above).
-  int sets = 1;                       // layers in flight: prefetch_layers + 1
-  int64_t stage_cap = 0;              // streamed blocks per layer
-  MappedArena staging;                // (sets, stage_cap, slice_bytes)
-  std::vector<int32_t> plan;          // blocks streamed this step, by stage index
-  std::vector<int64_t> plan_slot;     // their flash slots (fixed for the step)
-  std::vector<int32_t> plan_run;      // at the start of a run of consecutive slots: its length; else 0
-  std::vector<int32_t> plan_status;   // (sets, stage_cap) read results, at run starts
-  std::vector<IoGroup> layer_io;      // per set
+  int sets = 1;                    // layers in flight: prefetch_layers + 1
+  int64_t stage_cap = 0;           // streamed blocks per layer
+  MappedArena staging;             // (sets, stage_cap, slice_bytes)
+  std::vector<int32_t> plan;       // blocks streamed this step, by stage index
+  std::vector<int64_t> plan_slot;  // their flash slots (fixed for the step)
+  std::vector<int32_t> plan_run;   // at the start of a run of consecutive slots: its length; else 0
+  std::vector<int32_t> plan_status;  // (sets, stage_cap) read results, at run starts
+  std::vector<IoGroup> layer_io;     // per set
   IoGroup load_io, write_io;
-  std::vector<int32_t> loading;       // blocks with a load in flight
+  std::vector<int32_t> loading;  // blocks with a load in flight
   std::vector<int32_t> scratch_frames, scratch_victims;
   std::vector<std::pair<int32_t, BlockHash>> scratch_extras;
 

@@ -56,7 +56,8 @@ void PagedKvImpl::issue_layer(int layer) {
   for (size_t i = 0; i < plan.size(); ++i) {
     if (plan_run[i] == 0) continue;
     status[i] = 0;
-    flash->read(plan_slot[i], layer, plan_run[i], base + i * L.slice_bytes, layer_io[size_t(set)], &status[i]);
+    flash->read(plan_slot[i], layer, plan_run[i], base + i * L.slice_bytes, layer_io[size_t(set)],
+                &status[i]);
     st.bytes_prefetched += int64_t(plan_run[i]) * int64_t(L.slice_bytes);
   }
   flash->submit();
@@ -76,8 +77,9 @@ void PagedKvImpl::begin_layer(int layer) {
   for (size_t i = 0; i < plan.size(); ++i) {
     if (plan_run[i] == 0 || status[i] == 0) continue;
     st.read_errors += 1;
-    const std::string why = "KV flash tier: reading layer " + std::to_string(layer) + " of a block from " +
-                            flash->path() + " failed: " + std::strerror(-status[i]);
+    const std::string why = "KV flash tier: reading layer " + std::to_string(layer) +
+                            " of a block from " + flash->path() +
+                            " failed: " + std::strerror(-status[i]);
     for (size_t j = i; j < i + size_t(plan_run[i]); ++j) lose_block(plan[j], why);
   }
 }
@@ -129,13 +131,14 @@ const uint8_t* PagedKvImpl::slice_ptr(const Block& b, int layer) const {
   return staging.data() + (set * size_t(stage_cap) + size_t(b.stage)) * L.slice_bytes;
 }
 
-void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int group, const float* q,
-                         int64_t q_stride, float* out, int64_t out_stride) const {
+void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int group,
+                         const float* q, int64_t q_stride, float* out, int64_t out_stride) const {
   constexpr int kMaxRows = 8;  // rows whose state stays on the stack while blocks stream past
   const Seq& s = seqs[size_t(id)];
   const int hd = L.head_dim, B = L.block_tokens;
   if (!s.error.empty()) {
-    for (int t = 0; t < n_tok; ++t) std::memset(out + t * out_stride, 0, sizeof(float) * size_t(group * hd));
+    for (int t = 0; t < n_tok; ++t)
+      std::memset(out + t * out_stride, 0, sizeof(float) * size_t(group * hd));
     return;
   }
   const AttendBlockFn fn = kern->for_type(L.type);

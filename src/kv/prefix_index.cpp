@@ -24,7 +24,9 @@ size_t PrefixIndex::probe(const BlockHash& key) const {
   return i;
 }
 
-int32_t PrefixIndex::find(const BlockHash& key) const { return slots_[probe(key)].id; }
+int32_t PrefixIndex::find(const BlockHash& key) const {
+  return slots_[probe(key)].id;
+}
 
 bool PrefixIndex::insert(const BlockHash& key, int32_t id) {
   if (size_ >= max_) return false;

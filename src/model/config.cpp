@@ -22,8 +22,10 @@ int positive(const gguf::GgufFile& f, const std::string& key, int64_t v, int64_t
 
 const char* to_string(Activation a) {
   switch (a) {
-    case Activation::SiLU: return "silu";
-    case Activation::GeluTanh: return "gelu_tanh";
+    case Activation::SiLU:
+      return "silu";
+    case Activation::GeluTanh:
+      return "gelu_tanh";
   }
   return "?";
 }
@@ -57,8 +59,8 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   const int64_t default_hd = c.d_model / c.n_heads;
   c.head_dim = positive(f, p + "attention.key_length",
                         f.get_int_or(p + "attention.key_length", default_hd), 4096);
-  c.n_ctx_train = positive(f, p + "context_length", f.get_int_or(p + "context_length", 2048),
-                           1 << 24);
+  c.n_ctx_train =
+      positive(f, p + "context_length", f.get_int_or(p + "context_length", 2048), 1 << 24);
   c.norm_eps = f.get_f32_or(p + "attention.layer_norm_rms_epsilon", 1e-5f);
   c.rope_theta = f.get_f32_or(p + "rope.freq_base", 10000.0f);
   c.rope_dims = positive(f, p + "rope.dimension_count",

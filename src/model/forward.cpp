@@ -84,8 +84,8 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
 
   // xn = rmsnorm(x) * attn_norm; q, k, v = xn @ Wq, Wk, Wv
   for_each_token(pool, T, d, [&](int t) {
-    kernels::rmsnorm(w.x.data() + size_t(t) * d, L.attn_norm.data(), w.xn.data() + size_t(t) * d,
-                     d, c.norm_eps);
+    kernels::rmsnorm(w.x.data() + size_t(t) * d, L.attn_norm.data(), w.xn.data() + size_t(t) * d, d,
+                     c.norm_eps);
   });
   kernels::quantize_activations(w.xn.data(), T, d, w.qa, pool);
   kernels::matmul({{&L.wq, w.q.data()}, {&L.wk, w.k.data()}, {&L.wv, w.v.data()}}, w.qa, pool);
@@ -116,7 +116,8 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
   // cache's KV type; distinct positions, so tokens encode in parallel).
   for_each_token(pool, T, 8 * kvd, [&](int t) {
     const SeqId seq = batch.entries[size_t(w.tok_entry[size_t(t)])].seq;
-    kv.write(seq, l, w.tok_pos[size_t(t)], w.k.data() + size_t(t) * kvd, w.v.data() + size_t(t) * kvd);
+    kv.write(seq, l, w.tok_pos[size_t(t)], w.k.data() + size_t(t) * kvd,
+             w.v.data() + size_t(t) * kvd);
   });
 
   // attn[t] = softmax(q_t . K[0..pos]) V[0..pos], per head; GQA maps query
@@ -142,8 +143,8 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
     const int n = int(batch.entries[ei].tokens.size());
     const int t0 = t + b * tok_block, n_tok = std::min(tok_block, n - b * tok_block);
     const size_t at = size_t(t0) * qd + size_t(kvh) * group * hd;
-    kv.attend(batch.entries[ei].seq, l, kvh, w.tok_pos[size_t(t0)], n_tok, group, w.q.data() + at, qd,
-              w.attn.data() + at, qd);
+    kv.attend(batch.entries[ei].seq, l, kvh, w.tok_pos[size_t(t0)], n_tok, group, w.q.data() + at,
+              qd, w.attn.data() + at, qd);
   });
 
   // x += attn @ Wo
@@ -160,8 +161,8 @@ void Model::ffn_block(int l, int T, TaskPool& pool) {
   // x += (act(xn @ Wgate) * (xn @ Wup)) @ Wdown, xn = rmsnorm(x) * ffn_norm;
   // act is silu (SwiGLU) or gelu_tanh (GeGLU), as the config says.
   for_each_token(pool, T, d, [&](int t) {
-    kernels::rmsnorm(w.x.data() + size_t(t) * d, L.ffn_norm.data(), w.xn.data() + size_t(t) * d,
-                     d, c.norm_eps);
+    kernels::rmsnorm(w.x.data() + size_t(t) * d, L.ffn_norm.data(), w.xn.data() + size_t(t) * d, d,
+                     c.norm_eps);
   });
   kernels::quantize_activations(w.xn.data(), T, d, w.qa, pool);
   kernels::matmul({{&L.w_gate, w.gate.data()}, {&L.w_up, w.up.data()}}, w.qa, pool);

@@ -116,9 +116,9 @@ std::unique_ptr<Model> Model::load(std::shared_ptr<const gguf::GgufFile> file,
   // actually seen fault back in, one row at a time.
   f.mapping().advise_dontneed(0, f.mapping().size());
   if (progress) progress(1.0f);
-  log::get("model")->info("{}: {} layers, d_model {}, {} heads ({} kv), vocab {}, {:.1f} MiB packed",
-                          c.name, c.n_layers, d, c.n_heads, c.n_kv_heads, c.n_vocab,
-                          double(m->packed_bytes()) / (1 << 20));
+  log::get("model")->info(
+      "{}: {} layers, d_model {}, {} heads ({} kv), vocab {}, {:.1f} MiB packed", c.name,
+      c.n_layers, d, c.n_heads, c.n_kv_heads, c.n_vocab, double(m->packed_bytes()) / (1 << 20));
   return m;
 }
 

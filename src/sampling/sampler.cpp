@@ -14,9 +14,9 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr float kPosInf = std::numeric_limits<float>::infinity();
-constexpr size_t kHistoryReserve = 4096;  // initial capacity when repeat_last_n == -1
+constexpr size_t kHistoryReserve = 4096;      // initial capacity when repeat_last_n == -1
 constexpr size_t kNucleusPrefilterMin = 256;  // top-p buckets candidates before sorting above this
-constexpr size_t kHeapTopKDivisor = 16;    // top-k by heap when k <= n_vocab / this
+constexpr size_t kHeapTopKDivisor = 16;       // top-k by heap when k <= n_vocab / this
 
 uint64_t draw_random_seed() {
   uint64_t s = 0;
@@ -26,8 +26,8 @@ uint64_t draw_random_seed() {
   } catch (const std::exception&) {
     // No entropy source: the clock alone still differs from run to run.
   }
-  s ^= uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) *
-       0x9E3779B97F4A7C15ull;
+  s ^=
+      uint64_t(std::chrono::steady_clock::now().time_since_epoch().count()) * 0x9E3779B97F4A7C15ull;
   return s == kRandomSeed ? 0 : s;
 }
 
@@ -43,7 +43,9 @@ struct ByLogit {
 
 // Uniform in [0, 1) from the top 53 bits of one draw: the same on every
 // standard library, unlike std::uniform_real_distribution.
-double uniform01(std::mt19937_64& rng) { return double(rng() >> 11) * 0x1.0p-53; }
+double uniform01(std::mt19937_64& rng) {
+  return double(rng() >> 11) * 0x1.0p-53;
+}
 
 }  // namespace
 
@@ -228,8 +230,8 @@ size_t Sampler::nucleus_candidates(std::span<const float> logits, size_t n, floa
   return kept;
 }
 
-size_t Sampler::filter_top_p(std::span<const float> logits, size_t n, bool sorted,
-                             float max_logit, float inv_t, double total) {
+size_t Sampler::filter_top_p(std::span<const float> logits, size_t n, bool sorted, float max_logit,
+                             float inv_t, double total) {
   const double target = double(params_.top_p) * total;
   if (!sorted) {
     // Sort only the candidates that can be in the nucleus.

@@ -8,7 +8,9 @@
 namespace tern {
 namespace {
 
-bool is_continuation(unsigned char c) { return (c & 0xC0) == 0x80; }
+bool is_continuation(unsigned char c) {
+  return (c & 0xC0) == 0x80;
+}
 
 // Bytes a UTF-8 sequence with this lead byte has in all (0: not a lead byte).
 size_t sequence_length(unsigned char c) {

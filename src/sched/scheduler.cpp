@@ -212,8 +212,7 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
   {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] {
-      return stop_ || cancel_all_ || wake_ || !queue_.empty() || runnable() ||
-             !preempted_.empty();
+      return stop_ || cancel_all_ || wake_ || !queue_.empty() || runnable() || !preempted_.empty();
     });
     wake_ = false;
     if (cancel_all_) {
@@ -347,8 +346,8 @@ void Scheduler::start_sequences(std::vector<Request>& admitted) {
     }
     try {
       attach(*s);
-      logger()->info("[{}] re-admitted after preemption: seq={} context={} tokens, {} reused", s->req.id,
-                     s->seq, s->tokens.size(), s->in_kv);
+      logger()->info("[{}] re-admitted after preemption: seq={} context={} tokens, {} reused",
+                     s->req.id, s->seq, s->tokens.size(), s->in_kv);
     } catch (const std::exception& e) {
       if (s->seq >= 0) engine_.free_sequence(s->seq);
       s->seq = -1;
@@ -369,8 +368,9 @@ void Scheduler::start_sequences(std::vector<Request>& admitted) {
       r.params.validate();
       s = std::make_unique<Sequence>(std::move(r), engine_.tokenizer(), n_vocab_, next_order_++);
       attach(*s);
-      logger()->debug("[{}] admitted: seq={} prompt={} tokens ({} from the prefix cache), waited {:.1f} ms",
-                      id, s->seq, s->prompt_len(), s->in_kv, ms_between(s->req.arrival, s->admitted));
+      logger()->debug(
+          "[{}] admitted: seq={} prompt={} tokens ({} from the prefix cache), waited {:.1f} ms", id,
+          s->seq, s->prompt_len(), s->in_kv, ms_between(s->req.arrival, s->admitted));
       running_.push_back(std::move(s));
     } catch (const std::exception& e) {
       if (s && s->seq >= 0) engine_.free_sequence(s->seq);

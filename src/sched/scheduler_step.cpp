@@ -68,7 +68,8 @@ bool Scheduler::reserve_for(Sequence& s, int n) {
                      s.tokens.size(), r.why);
       finish(s, FinishReason::Length, {},
              "KV cache full at " + std::to_string(s.tokens.size()) +
-                 " tokens: the KV budget (--kv-dram-mb, --kv-staging-mb) holds no more for this sequence");
+                 " tokens: the KV budget (--kv-dram-mb, --kv-staging-mb) holds no more for this "
+                 "sequence");
       return false;
     }
     finish(s, FinishReason::Error,
@@ -91,7 +92,8 @@ void Scheduler::preempt(Sequence& s, const char* why) {
 // A flash read or write that s depended on failed: its KV is incomplete.
 // Recompute it once from the prompt (the failed blocks are never reused);
 // fail the request with the I/O error if it happens again.
-void Scheduler::kv_failed(Sequence& s, std::string why) {  // by value: a reference into the KV dies with the sequence
+void Scheduler::kv_failed(
+    Sequence& s, std::string why) {  // by value: a reference into the KV dies with the sequence
   metrics_.kv_io_failures += 1;
   if (s.io_retries == 0) {
     s.io_retries += 1;
@@ -158,7 +160,8 @@ void Scheduler::run_step() {
   plan_.resize(kept);
   std::vector<std::pair<Sequence*, int>>& order = plan_order_;
   order.assign(plan_.begin(), plan_.end());
-  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first->order < b.first->order; });
+  std::sort(order.begin(), order.end(),
+            [](const auto& a, const auto& b) { return a.first->order < b.first->order; });
   for (auto& [s, n] : order) {
     if (s->done || !s->has_kv()) continue;  // preempted for an older one
     reserve_for(*s, n);
@@ -172,7 +175,8 @@ void Scheduler::run_step() {
       continue;
     }
     const bool last = s->in_kv + n == int(s->tokens.size());
-    batch_.entries.push_back({s->seq, std::span<const int32_t>(s->tokens.data() + s->in_kv, size_t(n)),
+    batch_.entries.push_back({s->seq,
+                              std::span<const int32_t>(s->tokens.data() + s->in_kv, size_t(n)),
                               last ? LogitsMode::Last : LogitsMode::None});
     entry_seq_.push_back(s);
   }

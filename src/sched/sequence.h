@@ -58,14 +58,14 @@ class Sequence {
   int n_generated = 0;          // tokens sampled
   bool done = false;            // finished: retire at this boundary
   int preemptions = 0;
-  int io_retries = 0;           // recomputes after a flash-tier failure
+  int io_retries = 0;  // recomputes after a flash-tier failure
 
   // Prompt accounting for timings (first admission only: a recompute after
   // preemption is the server's cost, not the request's prompt).
   bool started = false;
-  int prompt_computed = 0;      // prompt tokens run through the model
-  int reused_dram = 0;          // prompt tokens whose KV came from DRAM
-  int reused_flash = 0;         // ... reloaded from flash
+  int prompt_computed = 0;  // prompt tokens run through the model
+  int reused_dram = 0;      // prompt tokens whose KV came from DRAM
+  int reused_flash = 0;     // ... reloaded from flash
 
   Clock::time_point admitted{};
   Clock::time_point first_token{};

@@ -212,13 +212,11 @@ class AnthropicExchange final : public ApiExchange {
       return sse_event("error", anthropic_error_body(ApiError(500, "server_error",
                                                               "Generation failed: " + f.error)));
     return sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", 0}}) +
-           sse_event(
-               "message_delta",
-               {{"type", "message_delta"},
-                {"delta",
-                 {{"stop_reason", anthropic_stop_reason(f)},
-                  {"stop_sequence", anthropic_stop_sequence(f)}}},
-                {"usage", anthropic_usage(f.usage)}}) +
+           sse_event("message_delta", {{"type", "message_delta"},
+                                       {"delta",
+                                        {{"stop_reason", anthropic_stop_reason(f)},
+                                         {"stop_sequence", anthropic_stop_sequence(f)}}},
+                                       {"usage", anthropic_usage(f.usage)}}) +
            sse_event("message_stop", {{"type", "message_stop"}});
   }
 

@@ -62,14 +62,15 @@ void kv_metrics(std::string& out, const kv::KvStats& k) {
   sample(out, "tern_kv_blocks{tier=\"flash\",state=\"used\"}", double(k.flash_used));
   sample(out, "tern_kv_blocks{tier=\"flash\",state=\"live\"}", double(k.flash_live));
   sample(out, "tern_kv_blocks{tier=\"flash\",state=\"cached\"}", double(k.flash_cached));
-  scalar(out, "tern_kv_prefix_lookups_total", "counter", "Prefix-cache lookups (one per admitted prompt).",
-         double(k.lookups));
+  scalar(out, "tern_kv_prefix_lookups_total", "counter",
+         "Prefix-cache lookups (one per admitted prompt).", double(k.lookups));
   header(out, "tern_kv_prefix_hits_total", "counter", "Prefix-cache blocks reused, by tier.");
   sample(out, "tern_kv_prefix_hits_total{tier=\"dram\"}", double(k.hits_dram));
   sample(out, "tern_kv_prefix_hits_total{tier=\"flash\"}", double(k.hits_flash));
   scalar(out, "tern_kv_prefix_misses_total", "counter",
          "Prompt blocks a prefix-cache lookup wanted but did not find.", double(k.misses));
-  header(out, "tern_kv_prefix_tokens_total", "counter", "Prompt tokens by where their KV came from.");
+  header(out, "tern_kv_prefix_tokens_total", "counter",
+         "Prompt tokens by where their KV came from.");
   sample(out, "tern_kv_prefix_tokens_total{source=\"dram\"}", double(k.tokens_reused_dram));
   sample(out, "tern_kv_prefix_tokens_total{source=\"flash\"}", double(k.tokens_reused_flash));
   sample(out, "tern_kv_prefix_tokens_total{source=\"computed\"}", double(k.tokens_computed));
@@ -156,8 +157,8 @@ std::string render_metrics(const sched::Metrics& m, const HttpStats& http) {
   const double cap = double(m.kv_tokens_capacity.load());
   scalar(out, "tern_kv_usage_ratio", "gauge", "KV tokens used / capacity.",
          cap > 0 ? double(m.kv_tokens_used.load()) / cap : 0.0);
-  scalar(out, "tern_preempted_sequences", "gauge", "Sequences preempted for KV room, waiting to resume.",
-         double(m.preempted.load()));
+  scalar(out, "tern_preempted_sequences", "gauge",
+         "Sequences preempted for KV room, waiting to resume.", double(m.preempted.load()));
   scalar(out, "tern_preemptions_total", "counter", "Sequences preempted to make KV room.",
          double(m.preemptions.load()));
   scalar(out, "tern_kv_io_failures_total", "counter", "Requests whose KV a flash-tier error broke.",

@@ -106,9 +106,9 @@ void parse_response_format(const json& body, SamplingParams& p) {
   try {
     JsonGrammar::from_schema(p.json_schema);
   } catch (const SchemaError& e) {
-    throw ApiError::bad_request("Invalid schema for response_format '" + name->get<std::string>() +
-                                    "': " + e.what(),
-                                where, "invalid_json_schema");
+    throw ApiError::bad_request(
+        "Invalid schema for response_format '" + name->get<std::string>() + "': " + e.what(), where,
+        "invalid_json_schema");
   }
 }
 

@@ -225,9 +225,7 @@ void ChatTemplate::llama2(std::span<const ChatMessage> msgs, bool add_generation
     std::string content = m.content;
     if (i == first && !system.empty()) content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
     if (m.role == "user") {
-      out.markup(i == first ? "[INST] " : "<s>[INST] ")
-          .content(trim(content))
-          .markup(" [/INST]");
+      out.markup(i == first ? "[INST] " : "<s>[INST] ").content(trim(content)).markup(" [/INST]");
     } else {
       out.markup(" ").content(trim(content)).markup(" </s>");
     }

@@ -164,8 +164,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
   return encode_text(*vocab_, text, add_bos, parse);
 }
 
-std::vector<int32_t> Tokenizer::encode(std::span<const TextSegment> segments,
-                                       bool add_bos) const {
+std::vector<int32_t> Tokenizer::encode(std::span<const TextSegment> segments, bool add_bos) const {
   std::string text;
   Ranges parse;
   for (const TextSegment& s : segments) {

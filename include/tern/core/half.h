@@ -20,7 +20,9 @@ inline uint32_t f32_to_bits(float f) {
 float fp16_to_f32(uint16_t h);
 uint16_t f32_to_fp16(float f);  // round to nearest even
 
-inline float bf16_to_f32(uint16_t h) { return bits_to_f32(uint32_t(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+  return bits_to_f32(uint32_t(h) << 16);
+}
 uint16_t f32_to_bf16(float f);  // round to nearest even
 
 float fp8e4m3_to_f32(uint8_t v);

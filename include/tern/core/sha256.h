@@ -16,7 +16,9 @@ namespace tern {
 using Sha256Digest = std::array<uint8_t, 32>;
 
 Sha256Digest sha256(const void* data, size_t n);
-inline Sha256Digest sha256(std::string_view s) { return sha256(s.data(), s.size()); }
+inline Sha256Digest sha256(std::string_view s) {
+  return sha256(s.data(), s.size());
+}
 
 // Lower-case hex, 64 characters.
 std::string to_hex(const Sha256Digest& d);

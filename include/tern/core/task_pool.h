@@ -19,12 +19,12 @@
 // run() takes the callable by reference (no std::function, no allocation), so
 // dispatching a kernel costs a few cache-line transfers (`tern bench` reports
 // one dispatch-and-join as dispatch_us).
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <thread>
-#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -36,8 +36,8 @@ class TaskPool {
   class FnRef {
    public:
     template <typename F>
-      requires(!std::is_same_v<std::remove_cv_t<F>, FnRef>)
-    FnRef(F& f)  // NOLINT: implicit on purpose
+    requires(!std::is_same_v<std::remove_cv_t<F>, FnRef>)
+        FnRef(F& f)  // NOLINT: implicit on purpose
         : obj_(const_cast<void*>(static_cast<const void*>(&f))),
           call_([](void* o, int64_t t, int w) { (*static_cast<F*>(o))(t, w); }) {}
     void operator()(int64_t t, int w) const { call_(obj_, t, w); }

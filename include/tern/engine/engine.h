@@ -35,11 +35,11 @@ struct EngineOptions {
   Weights weights = Weights::Auto;
   // KV memory hierarchy (kv/paged_kv.h).
   kv::KvType kv_type = kv::KvType::Int8Fp8;
-  size_t kv_dram_mb = 1024;     // DRAM budget for KV blocks and flash staging (committed as used)
-  std::string kv_flash_dir;     // empty: kv::default_flash_dir()
-  size_t kv_flash_mb = 4096;    // spill file budget; 0 turns the flash tier off
-  int kv_prefetch_layers = 1;   // flash reads run this many layers ahead
-  size_t kv_staging_mb = 0;     // of kv_dram_mb, buffers for streamed blocks; 0: 1/16 of it
+  size_t kv_dram_mb = 1024;    // DRAM budget for KV blocks and flash staging (committed as used)
+  std::string kv_flash_dir;    // empty: kv::default_flash_dir()
+  size_t kv_flash_mb = 4096;   // spill file budget; 0 turns the flash tier off
+  int kv_prefetch_layers = 1;  // flash reads run this many layers ahead
+  size_t kv_staging_mb = 0;    // of kv_dram_mb, buffers for streamed blocks; 0: 1/16 of it
 };
 
 class Engine {
@@ -70,7 +70,7 @@ class Engine {
   int attach_prefix(SeqId seq, std::span<const int32_t> prompt);
 
   // --- KV capacity, as the scheduler needs it (it sees no KV internals) ---
-  int block_tokens() const;         // tokens per KV block
+  int block_tokens() const;          // tokens per KV block
   int64_t available_blocks() const;  // blocks that can be made free now
   // The most blocks one sequence alone can hold (DRAM, plus what it may
   // stream from the flash tier).

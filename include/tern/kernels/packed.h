@@ -58,8 +58,8 @@
 
 namespace tern::kernels {
 
-constexpr int kGroup = 32;     // quantization group along the reduction axis
-constexpr int kTileRows = 8;   // output channels per tile
+constexpr int kGroup = 32;    // quantization group along the reduction axis
+constexpr int kTileRows = 8;  // output channels per tile
 
 enum class WeightFormat : uint8_t { Int4Asym, Int8Sym };
 
@@ -80,7 +80,9 @@ inline int int4_code(const Int4Block& b, int i, int k) {
   return k < 16 ? (byte & 0xf) : (byte >> 4);
 }
 // The int8 value of element k (0..31) of row i in an Int8Block.
-inline int int8_value(const Int8Block& b, int i, int k) { return b.q[k / 4][i][k % 4]; }
+inline int int8_value(const Int8Block& b, int i, int k) {
+  return b.q[k / 4][i][k % 4];
+}
 
 // A repacked (n_out, n_in) weight matrix: y = W x computes n_out outputs from n_in inputs.
 struct PackedMatrix {
@@ -117,11 +119,11 @@ void unpack_row(const PackedMatrix& w, int r, float* dst);
 struct QuantizedActs {
   int rows = 0;
   int n_in = 0;
-  AlignedBuffer<int8_t> q;      // (rows, n_in)
-  AlignedBuffer<float> d;       // (rows, n_in/32)
-  AlignedBuffer<float> s;       // (rows, n_in/32)
-  AlignedBuffer<int32_t> isum;  // (rows, n_in/32) sum(q), exact: for kernels that offset int8
-                                // weights to unsigned, sum((w+128) q) - 128 sum(q) = sum(w q)
+  AlignedBuffer<int8_t> q;          // (rows, n_in)
+  AlignedBuffer<float> d;           // (rows, n_in/32)
+  AlignedBuffer<float> s;           // (rows, n_in/32)
+  AlignedBuffer<int32_t> isum;      // (rows, n_in/32) sum(q), exact: for kernels that offset int8
+                                    // weights to unsigned, sum((w+128) q) - 128 sum(q) = sum(w q)
   void resize(int rows, int n_in);  // grows only; no allocation when big enough
 };
 

@@ -78,11 +78,13 @@ static inline __m256 exp(__m256 x) {
   x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
   const __m256 n = exp_n(x);
   const __m256 r = exp_r(x, n);
-  const __m256 p = _mm256_fmadd_ps(_mm256_mul_ps(exp_poly(r), r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256 p =
+      _mm256_fmadd_ps(_mm256_mul_ps(exp_poly(r), r), r, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
   // 2^n for n in [-126, 128]: n = 128 only when x is near the top, split it.
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i half = _mm256_srai_epi32(ni, 1);
-  const __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, _mm256_set1_epi32(127)), 23));
+  const __m256 s1 =
+      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, _mm256_set1_epi32(127)), 23));
   const __m256 s2 = _mm256_castsi256_ps(
       _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, half), _mm256_set1_epi32(127)), 23));
   __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
@@ -97,8 +99,10 @@ static inline __m256 exp_neg(__m256 x) {
   x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
   const __m256 n = exp_n(x);
   const __m256 r = exp_r(x, n);
-  const __m256 y = _mm256_fmadd_ps(exp_poly(r), _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  const __m256 y =
+      _mm256_fmadd_ps(exp_poly(r), _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_andnot_ps(tiny, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
 }
 

@@ -22,7 +22,9 @@ namespace tern::kv {
 static_assert(std::is_same_v<BlockHash, Sha256Digest>);
 
 // A convenience for salts (adapter ids): tern::sha256 of the string.
-inline BlockHash hash_string(std::string_view s) { return tern::sha256(s); }
+inline BlockHash hash_string(std::string_view s) {
+  return tern::sha256(s);
+}
 
 // Reuses one digest context. Not thread-safe: one per owner.
 class BlockHasher {

@@ -36,9 +36,9 @@ struct IoGroup {
 class FlashStore {
  public:
   struct Options {
-    std::string dir;            // created if missing
-    size_t part_bytes = 0;      // one layer slice
-    int n_parts = 1;            // parts per slot (layers)
+    std::string dir;        // created if missing
+    size_t part_bytes = 0;  // one layer slice
+    int n_parts = 1;        // parts per slot (layers)
     int64_t n_slots = 0;
     std::string file_override;  // tests: use this exact file (e.g. /dev/full); kept at exit
   };
@@ -54,7 +54,7 @@ class FlashStore {
   int n_parts() const { return n_parts_; }
   int64_t n_slots() const { return n_slots_; }
   int64_t free_slots() const { return int64_t(free_slots_.size()); }
-  int64_t alloc_slot();           // -1 when none is free
+  int64_t alloc_slot();  // -1 when none is free
   void free_slot(int64_t slot);
 
   // Queue I/O. read: part `part` of `count` consecutive slots from `slot` into
@@ -64,9 +64,9 @@ class FlashStore {
   // among the operations of one block).
   void read(int64_t slot, int part, int count, void* dst, IoGroup& g, int32_t* status);
   void write(int64_t slot, int part, const void* src, IoGroup& g, int32_t* status);
-  void submit();                  // hand queued operations to the loop thread
-  bool wait(IoGroup& g);          // blocks until g has nothing in flight; true if it blocked
-  bool idle(const IoGroup& g);    // nothing in flight for g
+  void submit();                // hand queued operations to the loop thread
+  bool wait(IoGroup& g);        // blocks until g has nothing in flight; true if it blocked
+  bool idle(const IoGroup& g);  // nothing in flight for g
 
   // Test hook: after `after` more operations of `kind` succeed, the next
   // `count` fail with -err without touching the file.
@@ -80,7 +80,7 @@ class FlashStore {
   struct Loop;
   Op* new_op();
   void queue(IoKind kind, int64_t offset, size_t len, void* buf, IoGroup& g, int32_t* status);
-  void on_async();              // loop thread: start queued operations
+  void on_async();                        // loop thread: start queued operations
   void complete(Op* op, int32_t status);  // loop thread
   static void on_fs_done(void* req);
 

@@ -32,7 +32,7 @@ using AttendRowsFn = void (*)(const KvLayout& L, const HeadBlock& hb, int n_tok,
 
 struct AttendKernels {
   const char* isa;
-  AttendBlockFn block[kNumKvTypes];  // indexed by KvType
+  AttendBlockFn block[kNumKvTypes];     // indexed by KvType
   AttendRowsFn rows[kNumKvTypes] = {};  // optional (null: one row at a time)
   AttendBlockFn for_type(KvType t) const { return block[int(t)]; }
   AttendRowsFn rows_for_type(KvType t) const { return rows[int(t)]; }

@@ -22,14 +22,14 @@ namespace tern::kv {
 struct KvLayout {
   KvType type = KvType::Int8Fp8;
   int n_layers = 0, n_kv_heads = 0, head_dim = 0, block_tokens = 0;
-  size_t k_row = 0;        // bytes of one token's key codes for one head
-  size_t v_row = 0;        // bytes of one token's value codes for one head
-  bool scaled = false;     // rows carry an fp32 scale
-  bool rotated = false;    // keys are stored rotated (see rotate()); queries must be too
+  size_t k_row = 0;      // bytes of one token's key codes for one head
+  size_t v_row = 0;      // bytes of one token's value codes for one head
+  bool scaled = false;   // rows carry an fp32 scale
+  bool rotated = false;  // keys are stored rotated (see rotate()); queries must be too
   size_t off_ks = 0, off_vs = 0, off_k = 0, off_v = 0;  // within a head area
-  size_t head_bytes = 0;   // one head of one layer of one block
-  size_t slice_bytes = 0;  // one layer of one block
-  size_t block_bytes = 0;  // the whole block
+  size_t head_bytes = 0;                                // one head of one layer of one block
+  size_t slice_bytes = 0;                               // one layer of one block
+  size_t block_bytes = 0;                               // the whole block
 
   // Validates the shape (throws InvalidArgument) and computes the offsets.
   static KvLayout make(int n_layers, int n_kv_heads, int head_dim, int block_tokens, KvType type);
@@ -40,10 +40,10 @@ struct KvLayout {
 
 // One kv head's rows in one layer slice of one block. ks/vs are null for F16.
 struct HeadBlock {
-  const uint8_t* k = nullptr;   // (B, k_row)
-  const float* ks = nullptr;    // (B)
-  const uint8_t* v = nullptr;   // (B, v_row)
-  const float* vs = nullptr;    // (B)
+  const uint8_t* k = nullptr;  // (B, k_row)
+  const float* ks = nullptr;   // (B)
+  const uint8_t* v = nullptr;  // (B, v_row)
+  const float* vs = nullptr;   // (B)
 };
 
 inline HeadBlock head_block(const KvLayout& L, const uint8_t* slice, int kvh) {

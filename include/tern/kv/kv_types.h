@@ -36,15 +36,15 @@ struct KvConfig {
   int head_dim = 0;
   // Layout and budgets.
   KvType type = KvType::Int8Fp8;
-  int block_tokens = 32;        // tokens per block (1..256); see paged_kv.h for why 32
-  int max_seqs = 64;            // live sequence slots
-  int max_seq_tokens = 8192;    // longest sequence (the context)
+  int block_tokens = 32;                  // tokens per block (1..256); see paged_kv.h for why 32
+  int max_seqs = 64;                      // live sequence slots
+  int max_seq_tokens = 8192;              // longest sequence (the context)
   size_t dram_bytes = size_t(256) << 20;  // block arena + flash staging, all of it
   // Flash tier: off when flash_dir is empty or flash_bytes is 0.
-  std::string flash_dir;        // a folder; default_flash_dir() is the CLI's default
-  size_t flash_bytes = 0;       // size budget of the spill file
-  int prefetch_layers = 1;      // read layer L+prefetch_layers while layer L computes
-  size_t staging_bytes = 0;     // flash read buffers taken from dram_bytes; 0: dram_bytes/16
+  std::string flash_dir;     // a folder; default_flash_dir() is the CLI's default
+  size_t flash_bytes = 0;    // size budget of the spill file
+  int prefetch_layers = 1;   // read layer L+prefetch_layers while layer L computes
+  size_t staging_bytes = 0;  // flash read buffers taken from dram_bytes; 0: dram_bytes/16
   // Mixed into every block hash: a fingerprint of the model file (and anything
   // else that changes what KV a token produces).
   std::string model_fingerprint;
@@ -83,34 +83,34 @@ class KvIoError : public IoError {
 struct KvStats {
   // Sizes.
   int64_t block_tokens = 0;
-  int64_t block_bytes = 0;        // one block, all layers
-  int64_t bytes_per_token = 0;    // all layers, all kv heads, K and V
+  int64_t block_bytes = 0;      // one block, all layers
+  int64_t bytes_per_token = 0;  // all layers, all kv heads, K and V
   // DRAM (gauges, in blocks).
-  int64_t dram_blocks = 0;        // frames in the arena
-  int64_t dram_free = 0;          // holding nothing
-  int64_t dram_used = 0;          // referenced by a live sequence
-  int64_t dram_cached = 0;        // unreferenced prefix-cache blocks (LRU)
+  int64_t dram_blocks = 0;  // frames in the arena
+  int64_t dram_free = 0;    // holding nothing
+  int64_t dram_used = 0;    // referenced by a live sequence
+  int64_t dram_cached = 0;  // unreferenced prefix-cache blocks (LRU)
   // Flash (gauges, in blocks).
-  int64_t flash_blocks = 0;       // slots in the spill file
-  int64_t flash_used = 0;         // slots holding a block
-  int64_t flash_live = 0;         // referenced blocks that live only on flash (streamed)
-  int64_t flash_cached = 0;       // unreferenced prefix-cache blocks only on flash
+  int64_t flash_blocks = 0;  // slots in the spill file
+  int64_t flash_used = 0;    // slots holding a block
+  int64_t flash_live = 0;    // referenced blocks that live only on flash (streamed)
+  int64_t flash_cached = 0;  // unreferenced prefix-cache blocks only on flash
   // Prefix cache (counters).
-  int64_t lookups = 0;            // attach_prefix calls
-  int64_t hits_dram = 0;          // blocks reused from DRAM
-  int64_t hits_flash = 0;         // blocks reused from flash
-  int64_t misses = 0;             // prompt blocks a lookup wanted but did not find (counted like hits_*)
+  int64_t lookups = 0;     // attach_prefix calls
+  int64_t hits_dram = 0;   // blocks reused from DRAM
+  int64_t hits_flash = 0;  // blocks reused from flash
+  int64_t misses = 0;      // prompt blocks a lookup wanted but did not find (counted like hits_*)
   int64_t tokens_reused_dram = 0;
   int64_t tokens_reused_flash = 0;
-  int64_t tokens_computed = 0;    // tokens committed (written by the forward pass)
+  int64_t tokens_computed = 0;  // tokens committed (written by the forward pass)
   // Flash traffic (counters).
-  int64_t blocks_spilled = 0;     // live cold blocks written out
+  int64_t blocks_spilled = 0;           // live cold blocks written out
   int64_t blocks_evicted_to_flash = 0;  // unreferenced cached blocks written out
-  int64_t blocks_dropped = 0;     // cached blocks forgotten (no room anywhere)
-  int64_t bytes_spilled = 0;      // all bytes written to flash
-  int64_t bytes_prefetched = 0;   // per-layer reads for attention
-  int64_t bytes_reloaded = 0;     // whole-block reads back into DRAM
-  int64_t prefetch_stalls = 0;    // waits that found reads still in flight
+  int64_t blocks_dropped = 0;           // cached blocks forgotten (no room anywhere)
+  int64_t bytes_spilled = 0;            // all bytes written to flash
+  int64_t bytes_prefetched = 0;         // per-layer reads for attention
+  int64_t bytes_reloaded = 0;           // whole-block reads back into DRAM
+  int64_t prefetch_stalls = 0;          // waits that found reads still in flight
   double prefetch_stall_ms = 0.0;
   int64_t write_errors = 0;
   int64_t read_errors = 0;

@@ -77,8 +77,8 @@ class PagedKv {
 
   // --- Sequences --------------------------------------------------------
   SeqId create(const SeqKeys& keys = {});  // throws KvFullError when every slot is live
-  void release(SeqId seq);  // full registered blocks stay cached; the rest are freed
-  int length(SeqId seq) const;  // committed tokens
+  void release(SeqId seq);                 // full registered blocks stay cached; the rest are freed
+  int length(SeqId seq) const;             // committed tokens
   int free_seq_slots() const;
 
   // Reuses cached blocks for the start of `prompt` (seq must be empty):
@@ -90,11 +90,13 @@ class PagedKv {
 
   // --- Capacity ---------------------------------------------------------
   int64_t blocks_needed(SeqId seq, int n_new) const;  // new blocks reserve() would take
-  int64_t available_blocks() const;  // free + evictable + spillable, now
+  int64_t available_blocks() const;                   // free + evictable + spillable, now
   // The most blocks one sequence alone can hold: every DRAM frame, plus the
   // blocks it may stream from flash (bounded by the staging buffers).
   int64_t max_sequence_blocks() const;
-  bool can_append(SeqId seq, int n_new) const { return blocks_needed(seq, n_new) <= available_blocks(); }
+  bool can_append(SeqId seq, int n_new) const {
+    return blocks_needed(seq, n_new) <= available_blocks();
+  }
   // Makes room for positions [length, length + n_new). May evict cached
   // blocks (LRU) and spill cold ones. Throws InvalidArgument past
   // max_seq_tokens, KvFullError when no room can be made (preempt and

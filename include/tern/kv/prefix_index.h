@@ -14,7 +14,7 @@ class PrefixIndex {
  public:
   explicit PrefixIndex(size_t max_entries);
 
-  int32_t find(const BlockHash& key) const;      // -1 when absent
+  int32_t find(const BlockHash& key) const;       // -1 when absent
   bool insert(const BlockHash& key, int32_t id);  // false when present or full
   bool erase(const BlockHash& key);               // false when absent
   size_t size() const { return size_; }

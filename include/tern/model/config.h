@@ -9,7 +9,9 @@
 
 namespace tern {
 
-namespace gguf { class GgufFile; }
+namespace gguf {
+class GgufFile;
+}
 
 enum class RopeStyle : uint8_t { Normal, NeoX };  // Normal: adjacent pairs; NeoX: halves
 // The gated FFN's activation: SiLU gives SwiGLU (llama, qwen), GeluTanh
@@ -31,24 +33,24 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string arch;          // "llama", "qwen2", ...
+  std::string arch;  // "llama", "qwen2", ...
   std::string name;
   int n_layers = 0;
-  int d_model = 0;           // embedding length
-  int d_ff = 0;              // feed-forward length
+  int d_model = 0;  // embedding length
+  int d_ff = 0;     // feed-forward length
   int n_heads = 0;
   int n_kv_heads = 0;
-  int head_dim = 0;          // d_model / n_heads unless given
+  int head_dim = 0;  // d_model / n_heads unless given
   int n_vocab = 0;
   int n_ctx_train = 0;
   float norm_eps = 1e-5f;
   float rope_theta = 10000.0f;
-  int rope_dims = 0;         // rotated dims per head (<= head_dim)
+  int rope_dims = 0;  // rotated dims per head (<= head_dim)
   RopeStyle rope_style = RopeStyle::Normal;
   RopeScaling rope_scaling;
   Activation act = Activation::SiLU;  // the architecture's, or <arch>.feed_forward_activation
-  bool qkv_bias = false;     // qwen2
-  bool qk_norm = false;      // qwen3
+  bool qkv_bias = false;              // qwen2
+  bool qk_norm = false;               // qwen3
   bool tied_embeddings = false;
   float embed_scale = 1.0f;  // gemma multiplies embeddings by sqrt(d_model)
 

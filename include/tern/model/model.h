@@ -28,23 +28,23 @@ struct LoadOptions {
 };
 
 struct LayerWeights {
-  std::vector<float> attn_norm;                 // (d_model)
-  kernels::PackedMatrix wq, wk, wv, wo;         // (q_dim, d), (kv_dim, d), (kv_dim, d), (d, q_dim)
-  std::vector<float> bq, bk, bv;                // qkv_bias: (q_dim), (kv_dim), (kv_dim)
-  std::vector<float> q_norm, k_norm;            // qk_norm: (head_dim)
-  std::vector<float> ffn_norm;                  // (d_model)
-  kernels::PackedMatrix w_gate, w_up, w_down;   // (d_ff, d), (d_ff, d), (d, d_ff)
+  std::vector<float> attn_norm;                // (d_model)
+  kernels::PackedMatrix wq, wk, wv, wo;        // (q_dim, d), (kv_dim, d), (kv_dim, d), (d, q_dim)
+  std::vector<float> bq, bk, bv;               // qkv_bias: (q_dim), (kv_dim), (kv_dim)
+  std::vector<float> q_norm, k_norm;           // qk_norm: (head_dim)
+  std::vector<float> ffn_norm;                 // (d_model)
+  kernels::PackedMatrix w_gate, w_up, w_down;  // (d_ff, d), (d_ff, d), (d, d_ff)
 };
 
 // Scratch buffers for one forward pass, grown (never shrunk) to the largest
 // batch seen, so steady-state decode allocates nothing.
 struct Workspace {
-  int capacity = 0;                 // tokens
-  AlignedBuffer<float> x, xn;       // (T, d_model)
-  AlignedBuffer<float> q, k, v;     // (T, q_dim), (T, kv_dim), (T, kv_dim)
-  AlignedBuffer<float> attn;        // (T, q_dim)
-  AlignedBuffer<float> gate, up;    // (T, d_ff)
-  AlignedBuffer<float> tmp;         // (T, max(d_model, d_ff))
+  int capacity = 0;               // tokens
+  AlignedBuffer<float> x, xn;     // (T, d_model)
+  AlignedBuffer<float> q, k, v;   // (T, q_dim), (T, kv_dim), (T, kv_dim)
+  AlignedBuffer<float> attn;      // (T, q_dim)
+  AlignedBuffer<float> gate, up;  // (T, d_ff)
+  AlignedBuffer<float> tmp;       // (T, max(d_model, d_ff))
   kernels::QuantizedActs qa;
   std::vector<int> tok_entry, tok_pos;  // (T) which entry, which position
   std::vector<SeqId> seqs;              // the batch's sequences
@@ -79,9 +79,9 @@ class Model {
   std::shared_ptr<const gguf::GgufFile> file_;
   const gguf::TensorInfo* embd_ = nullptr;  // (n_vocab, d_model) rows, stays in the mmap
   std::vector<LayerWeights> layers_;
-  std::vector<float> out_norm_;             // (d_model)
-  std::vector<float> rope_freqs_;           // (rope_dims/2) or empty
-  kernels::PackedMatrix head_;              // (n_vocab, d_model)
+  std::vector<float> out_norm_;    // (d_model)
+  std::vector<float> rope_freqs_;  // (rope_dims/2) or empty
+  kernels::PackedMatrix head_;     // (n_vocab, d_model)
   Workspace ws_;
 };
 

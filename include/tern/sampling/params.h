@@ -34,8 +34,8 @@ struct SamplingParams {
   // logit -= count * frequency_penalty + (count > 0) * presence_penalty.
   float frequency_penalty = 0.0f;
   float presence_penalty = 0.0f;
-  uint64_t seed = kRandomSeed;  // kRandomSeed: random; any other value: deterministic
-  int max_tokens = -1;          // -1: until EOS / end of context
+  uint64_t seed = kRandomSeed;    // kRandomSeed: random; any other value: deterministic
+  int max_tokens = -1;            // -1: until EOS / end of context
   std::vector<std::string> stop;  // stop strings (see StopMatcher)
   bool ignore_eos = false;
   ResponseFormat response_format = ResponseFormat::Text;

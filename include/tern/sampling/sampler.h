@@ -75,8 +75,8 @@ class Sampler {
                       float inv_t, double total);
   // Moves to the front the candidates in the probability buckets that can hold
   // the nucleus (one pass, no sort); returns how many.
-  size_t nucleus_candidates(std::span<const float> logits, size_t n, float max_logit,
-                            float inv_t, double target);
+  size_t nucleus_candidates(std::span<const float> logits, size_t n, float max_logit, float inv_t,
+                            double target);
   // Draws one of cand_[0, n) in proportion to prob_; total: their sum.
   int32_t draw(size_t n, double total);
 
@@ -93,14 +93,14 @@ class Sampler {
   // window_[0, window_len_) in any order.
   std::vector<int32_t> window_;
   size_t window_len_ = 0;
-  size_t window_head_ = 0;              // oldest entry once the ring is full
-  std::vector<int32_t> window_count_;   // (n_vocab) occurrences in the window
+  size_t window_head_ = 0;             // oldest entry once the ring is full
+  std::vector<int32_t> window_count_;  // (n_vocab) occurrences in the window
 
   std::vector<int32_t> gen_count_;   // (n_vocab) occurrences among generated tokens
   std::vector<int32_t> gen_tokens_;  // distinct generated ids (capacity n_vocab)
 
-  std::vector<int32_t> cand_;  // (n_vocab) candidate ids
-  std::vector<float> prob_;    // (n_vocab) unnormalized probability, by id
+  std::vector<int32_t> cand_;                   // (n_vocab) candidate ids
+  std::vector<float> prob_;                     // (n_vocab) unnormalized probability, by id
   std::unique_ptr<JsonConstraint> constraint_;  // grammar mask, or none
 };
 

@@ -58,9 +58,9 @@ struct Metrics {
   std::atomic<int64_t> kv_sequences_capacity{0};
   std::atomic<int64_t> kv_tokens_used{0};
   std::atomic<int64_t> kv_tokens_capacity{0};
-  std::atomic<int64_t> preempted{0};             // sequences waiting to be re-admitted
-  std::atomic<uint64_t> preemptions{0};          // sequences preempted for KV room
-  std::atomic<uint64_t> kv_io_failures{0};       // requests whose KV a flash error broke
+  std::atomic<int64_t> preempted{0};        // sequences waiting to be re-admitted
+  std::atomic<uint64_t> preemptions{0};     // sequences preempted for KV room
+  std::atomic<uint64_t> kv_io_failures{0};  // requests whose KV a flash error broke
 
   // The KV cache's counters (kv::KvStats), copied at every token boundary.
   void set_kv(const kv::KvStats& s) {

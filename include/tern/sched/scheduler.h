@@ -50,8 +50,8 @@ class Engine;
 namespace tern::sched {
 
 struct SchedulerOptions {
-  int max_batch = 16;     // sequences decoding together (clamped to the engine's free sequences)
-  int max_queue = 64;     // waiting requests beyond which submit() answers QueueFull
+  int max_batch = 16;  // sequences decoding together (clamped to the engine's free sequences)
+  int max_queue = 64;  // waiting requests beyond which submit() answers QueueFull
   // Tokens per forward pass (decode tokens + prefill chunks), >= max_batch.
   // 64 measured best on a 2-core machine at 16 concurrent: vs 256, TTFT p50
   // 120 vs 178 ms and p99 inter-token latency 40 vs 65 ms at equal throughput.
@@ -141,10 +141,10 @@ class Scheduler {
   // they go before any new request. Read under mu_ by take_work's predicate.
   std::deque<std::unique_ptr<Sequence>> preempted_;
   std::vector<std::unique_ptr<Sequence>> readmit_;  // preempted ones take_work admitted
-  uint64_t next_order_ = 0;      // admission counter
+  uint64_t next_order_ = 0;                         // admission counter
   Batch batch_;  // reused every step: no allocation in steady state
   StepOutput out_;
-  std::vector<Sequence*> entry_seq_;  // (batch entries) whose entry it is
+  std::vector<Sequence*> entry_seq_;                          // (batch entries) whose entry it is
   std::vector<std::pair<Sequence*, int>> plan_, plan_order_;  // this step's (sequence, tokens)
   std::vector<std::pair<std::string, int>> client_load_;  // (client, running): take_work's scratch
   std::thread thread_;

@@ -26,17 +26,17 @@ struct ServerOptions {
   // Origins allowed to call the API from a browser page (CORS); "*" allows
   // any. Empty (the default): same-origin only, no CORS headers are sent.
   std::vector<std::string> cors_origins;
-  std::string model_name;          // id reported by /v1/models and in responses
-  std::string web_root;            // "" = find web/ (StaticFiles::find_root)
-  size_t body_limit = 1 << 20;     // bytes; larger bodies get 413
-  size_t header_limit = 16 << 10;  // bytes; larger headers get 431
-  int idle_timeout_s = 60;         // keep-alive idle time and per-read deadline
-  int write_timeout_s = 60;        // a client that reads nothing for this long is dropped
-                                   // (a WebSocket is closed with 1008)
+  std::string model_name;            // id reported by /v1/models and in responses
+  std::string web_root;              // "" = find web/ (StaticFiles::find_root)
+  size_t body_limit = 1 << 20;       // bytes; larger bodies get 413
+  size_t header_limit = 16 << 10;    // bytes; larger headers get 431
+  int idle_timeout_s = 60;           // keep-alive idle time and per-read deadline
+  int write_timeout_s = 60;          // a client that reads nothing for this long is dropped
+                                     // (a WebSocket is closed with 1008)
   size_t ws_outbox_bytes = 1 << 20;  // frames queued per WebSocket before backpressure
-  double shutdown_grace_s = 10;    // in-flight generations may finish within this
-  int ws_max_generations = 32;     // concurrent generations per WebSocket
-  bool strict_fields = false;      // refuse unknown request fields (400) instead of ignoring them
+  double shutdown_grace_s = 10;      // in-flight generations may finish within this
+  int ws_max_generations = 32;       // concurrent generations per WebSocket
+  bool strict_fields = false;        // refuse unknown request fields (400) instead of ignoring them
 };
 
 class Server {

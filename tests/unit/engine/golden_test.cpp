@@ -8,12 +8,12 @@
 
 #include <cmath>
 #include <fstream>
-#include <numeric>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
-#include "testutil.h"
 #include "tern/engine/engine.h"
 #include "tern/tokenizer/tokenizer.h"
+#include "testutil.h"
 
 namespace tern {
 namespace {
@@ -122,8 +122,8 @@ TEST_F(Golden, TeacherForcedGreedyAgreesWithLlamaCpp) {
       if (got == want[i]) {
         ++agree;
       } else {
-        EXPECT_LT(margins[i], kNearTie) << g["prompt"] << " position " << i << ": tern " << got
-                                        << ", llama.cpp " << want[i];
+        EXPECT_LT(margins[i], kNearTie)
+            << g["prompt"] << " position " << i << ": tern " << got << ", llama.cpp " << want[i];
       }
     }
   }
@@ -144,8 +144,8 @@ TEST_F(Golden, FreeRunningGreedyMatchesUntilANearTie) {
     while (i < want.size() && i < got.size() && got[i] == want[i]) ++i;
     total += int(want.size());
     matched += int(i);
-    std::printf("%-40s identical for %zu/%zu tokens", one_line(g["prompt"].get<std::string>()).c_str(),
-                i, want.size());
+    std::printf("%-40s identical for %zu/%zu tokens",
+                one_line(g["prompt"].get<std::string>()).c_str(), i, want.size());
     if (i < want.size()) {
       std::printf("; at the first divergence llama.cpp's margin was %.3f, tern's %.3f",
                   ref_margins[i], i < margins.size() ? margins[i] : 0.0f);
@@ -153,8 +153,8 @@ TEST_F(Golden, FreeRunningGreedyMatchesUntilANearTie) {
     }
     std::printf("\n");
   }
-  std::printf("free-running greedy: %d / %d tokens identical before first divergences\n",
-              matched, total);
+  std::printf("free-running greedy: %d / %d tokens identical before first divergences\n", matched,
+              total);
 }
 
 // Against the exact (fp64) logits: tern's error is no larger than llama.cpp's.

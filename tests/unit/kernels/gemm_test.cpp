@@ -49,9 +49,9 @@ TEST(Gemm, FastTablesMatchScalarBitForBit) {
   if (tables.empty()) GTEST_SKIP() << "no fast kernels on this CPU";
   const KernelTable& ref = scalar_kernels();
   std::mt19937 rng(42);
-  const int shapes[][3] = {{1, 8, 32},  {1, 1, 64},   {2, 9, 96},   {3, 17, 32},
-                           {4, 24, 576}, {5, 7, 160}, {7, 40, 64},  {16, 33, 96},
-                           {17, 16, 1536}, {9, 65, 128}, {6, 12, 64},  {8, 30, 96}};
+  const int shapes[][3] = {{1, 8, 32},     {1, 1, 64},   {2, 9, 96},  {3, 17, 32},
+                           {4, 24, 576},   {5, 7, 160},  {7, 40, 64}, {16, 33, 96},
+                           {17, 16, 1536}, {9, 65, 128}, {6, 12, 64}, {8, 30, 96}};
   for (WeightFormat fmt : {WeightFormat::Int4Asym, WeightFormat::Int8Sym}) {
     for (const auto& s : shapes) {
       const int rows = s[0], n_out = s[1], n_in = s[2];
@@ -92,7 +92,7 @@ TEST(Gemm, QuantizeRowsMatchesScalarBitForBit) {
   for (const int n : {32, 96, 576, 1536}) {
     for (const int rows : {1, 3, 8}) {
       Floats x(rows * n, 3, rng, 3.0f);
-      std::memset(x.data(), 0, sizeof(float) * kGroup);        // amax == 0
+      std::memset(x.data(), 0, sizeof(float) * kGroup);  // amax == 0
       if (rows * n >= 2 * kGroup) {
         // amax 127: x * 127/amax is x itself, so the .5 values are exact ties.
         for (int j = 0; j < kGroup; ++j) x.data()[kGroup + j] = j == 0 ? 127.0f : float(j) - 15.5f;
@@ -107,7 +107,8 @@ TEST(Gemm, QuantizeRowsMatchesScalarBitForBit) {
         ASSERT_EQ(std::memcmp(want.q.data(), got.q.data(), size_t(rows) * n), 0) << k->isa;
         ASSERT_EQ(std::memcmp(want.d.data(), got.d.data(), ng * sizeof(float)), 0) << k->isa;
         ASSERT_EQ(std::memcmp(want.s.data(), got.s.data(), ng * sizeof(float)), 0) << k->isa;
-        ASSERT_EQ(std::memcmp(want.isum.data(), got.isum.data(), ng * sizeof(int32_t)), 0) << k->isa;
+        ASSERT_EQ(std::memcmp(want.isum.data(), got.isum.data(), ng * sizeof(int32_t)), 0)
+            << k->isa;
       }
     }
   }

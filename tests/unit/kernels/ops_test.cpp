@@ -36,7 +36,8 @@ TEST(Ops, RmsNormMatchesScalar) {
       }
       // In place, as the forward pass uses it for q/k norms.
       k->rmsnorm(x.data(), w.data(), x.data(), n, 1e-5f);
-      for (int i = 0; i < n; ++i) ASSERT_NEAR(x.data()[i], want.data()[i], 2 * kUlp * std::fabs(want.data()[i]));
+      for (int i = 0; i < n; ++i)
+        ASSERT_NEAR(x.data()[i], want.data()[i], 2 * kUlp * std::fabs(want.data()[i]));
     }
   }
 }
@@ -46,7 +47,7 @@ TEST(Ops, SwigluMatchesScalar) {
   for (const KernelTable* k : fast_tables()) {
     for (const int n : {1, 5, 8, 13, 1536}) {
       Floats g(n, 1, rng, 4.0f), u(n, 2, rng), want(n, 0, rng), got(n, 3, rng);
-      g.data()[0] = 100.0f;  // exp(-g) underflows
+      g.data()[0] = 100.0f;              // exp(-g) underflows
       if (n > 1) g.data()[1] = -100.0f;  // exp(-g) overflows: silu -> -0
       scalar_kernels().swiglu(g.data(), u.data(), want.data(), n);
       k->swiglu(g.data(), u.data(), got.data(), n);
@@ -60,7 +61,8 @@ TEST(Ops, SwigluMatchesScalar) {
 
 // gelu_tanh in double, for the reference itself.
 double gelu_tanh(double x) {
-  return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+  return 0.5 * x *
+         (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
 }
 
 TEST(Ops, GegluReferenceIsGeluTanhTimesUp) {
@@ -81,7 +83,7 @@ TEST(Ops, GegluMatchesScalar) {
   for (const KernelTable* k : fast_tables()) {
     for (const int n : {1, 5, 8, 13, 31, 1536}) {
       Floats g(n, 1, rng, 3.0f), u(n, 2, rng), want(n, 0, rng), got(n, 3, rng);
-      g.data()[0] = 100.0f;  // e^(-2u) underflows: gelu -> x
+      g.data()[0] = 100.0f;              // e^(-2u) underflows: gelu -> x
       if (n > 1) g.data()[1] = -100.0f;  // e^(-2u) overflows: gelu -> -0
       if (n > 2) g.data()[2] = -6.0f;    // 1 + tanh(u) nearly cancels in the reference
       scalar_kernels().geglu(g.data(), u.data(), want.data(), n);
@@ -90,7 +92,8 @@ TEST(Ops, GegluMatchesScalar) {
         // A few ulp of the result (the exp), plus ulps of |gate * up| for the
         // reference's cancellation in 1 + tanh (|gelu(x)| <= |x|).
         const float gu = std::fabs(g.data()[i] * u.data()[i]);
-        ASSERT_NEAR(got.data()[i], want.data()[i], 4 * kUlp * (std::fabs(want.data()[i]) + gu) + 1e-30f)
+        ASSERT_NEAR(got.data()[i], want.data()[i],
+                    4 * kUlp * (std::fabs(want.data()[i]) + gu) + 1e-30f)
             << k->isa << " n " << n << " g " << g.data()[i];
       }
     }
@@ -103,9 +106,9 @@ TEST(Ops, AttentionMatchesScalar) {
   struct Case {
     int head_dim, n_tok, n_grp, n_kv0;
   };
-  const Case cases[] = {{64, 1, 1, 1},  {64, 1, 3, 9},   {64, 12, 3, 1}, {64, 5, 3, 60},
-                        {8, 3, 2, 7},   {24, 9, 4, 17},  {72, 2, 1, 33}, {128, 4, 8, 100},
-                        {36, 3, 2, 5},  {256, 2, 2, 8},  {64, 40, 1, 3}, {128, 1, 40, 20}};
+  const Case cases[] = {{64, 1, 1, 1}, {64, 1, 3, 9},  {64, 12, 3, 1}, {64, 5, 3, 60},
+                        {8, 3, 2, 7},  {24, 9, 4, 17}, {72, 2, 1, 33}, {128, 4, 8, 100},
+                        {36, 3, 2, 5}, {256, 2, 2, 8}, {64, 40, 1, 3}, {128, 1, 40, 20}};
   for (const KernelTable* k : fast_tables()) {
     for (const Case& cs : cases) {
       const int hd = cs.head_dim, n_kv = cs.n_kv0 + cs.n_tok - 1;
@@ -123,8 +126,8 @@ TEST(Ops, AttentionMatchesScalar) {
       Floats q(nq, 1, rng, 1.5f), want(nq, 0, rng), got(nq, 1, rng);
       const std::vector<float> before(got.data(), got.data() + nq);
       // Offset by one element: unaligned fp16 rows.
-      scalar_kernels().attention_f16(q.data(), want.data(), q_stride, cs.n_tok, cs.n_grp,
-                                     cs.n_kv0, kc.data() + 1, vc.data() + 1, kv_stride, hd);
+      scalar_kernels().attention_f16(q.data(), want.data(), q_stride, cs.n_tok, cs.n_grp, cs.n_kv0,
+                                     kc.data() + 1, vc.data() + 1, kv_stride, hd);
       k->attention_f16(q.data(), got.data(), q_stride, cs.n_tok, cs.n_grp, cs.n_kv0, kc.data() + 1,
                        vc.data() + 1, kv_stride, hd);
       for (int i = 0; i < cs.n_tok; ++i) {

@@ -38,15 +38,22 @@ void expect_exact(DType type, WeightFormat fmt) {
       dequantize_row(type, src.data() + rb * size_t(r), want.data(), n_in);
       unpack_row(w, r, got.data());
       for (int k = 0; k < n_in; ++k) {
-        ASSERT_EQ(want[size_t(k)], got[size_t(k)]) << dtype_name(type) << " row " << r << " k " << k;
+        ASSERT_EQ(want[size_t(k)], got[size_t(k)])
+            << dtype_name(type) << " row " << r << " k " << k;
       }
     }
   }
 }
 
-TEST(Pack, Q4_1ToInt4IsLossless) { expect_exact(DType::Q4_1, WeightFormat::Int4Asym); }
-TEST(Pack, Q4_0ToInt4IsLossless) { expect_exact(DType::Q4_0, WeightFormat::Int4Asym); }
-TEST(Pack, Q8_0ToInt8IsLossless) { expect_exact(DType::Q8_0, WeightFormat::Int8Sym); }
+TEST(Pack, Q4_1ToInt4IsLossless) {
+  expect_exact(DType::Q4_1, WeightFormat::Int4Asym);
+}
+TEST(Pack, Q4_0ToInt4IsLossless) {
+  expect_exact(DType::Q4_0, WeightFormat::Int4Asym);
+}
+TEST(Pack, Q8_0ToInt8IsLossless) {
+  expect_exact(DType::Q8_0, WeightFormat::Int8Sym);
+}
 
 TEST(Pack, LossyConversionsStayWithinOneStep) {
   // F32 -> int4: error at most half a step d/2 per weight (plus fp16 rounding
@@ -65,7 +72,8 @@ TEST(Pack, LossyConversionsStayWithinOneStep) {
         const float* xg = x.data() + size_t(r) * n_in + g * kGroup;
         float lo = xg[0], hi = xg[0], amax = 0;
         for (int k = 0; k < kGroup; ++k) {
-          lo = std::min(lo, xg[k]), hi = std::max(hi, xg[k]), amax = std::max(amax, std::fabs(xg[k]));
+          lo = std::min(lo, xg[k]), hi = std::max(hi, xg[k]),
+          amax = std::max(amax, std::fabs(xg[k]));
         }
         const float step = fmt == WeightFormat::Int4Asym ? (hi - lo) / 15 : amax / 127;
         for (int k = 0; k < kGroup; ++k) {

@@ -20,8 +20,10 @@ std::string hex(const BlockHash& h) {
 }
 
 TEST(BlockHash, Sha256KnownAnswers) {
-  EXPECT_EQ(hex(hash_string("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  EXPECT_EQ(hex(hash_string("")), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(hex(hash_string("abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(hex(hash_string("")),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 }
 
 TEST(BlockHash, RootCoversModelTypeBlockSizeAndSalt) {
@@ -44,7 +46,7 @@ TEST(BlockHash, ChainCoversParentTokensAndExtras) {
   const BlockHash a = h.chain(root, t, {});
   EXPECT_EQ(a, h.chain(root, t, {}));
   std::set<BlockHash> seen{a};
-  EXPECT_TRUE(seen.insert(h.chain(a, t, {})).second);                      // other parent
+  EXPECT_TRUE(seen.insert(h.chain(a, t, {})).second);  // other parent
   EXPECT_TRUE(seen.insert(h.chain(root, std::vector<int32_t>{1, 2, 4, 3}, {})).second);  // order
   EXPECT_TRUE(seen.insert(h.chain(root, std::vector<int32_t>{1, 2, 3}, {})).second);     // length
   EXPECT_TRUE(seen.insert(h.chain(root, std::vector<int32_t>{1, 2, 3, -4}, {})).second);

@@ -1,6 +1,6 @@
 // The spill file and its libuv I/O thread: asynchronous round trips of
-// parts (layers), runs of slots read at once, injected faults, a real ENOSPC from /dev/full, folders
-// that cannot be created, and cleanup of our files and of stale ones.
+// parts (layers), runs of slots read at once, injected faults, a real ENOSPC from /dev/full,
+// folders that cannot be created, and cleanup of our files and of stale ones.
 #include "tern/kv/flash_store.h"
 
 #include <gtest/gtest.h>
@@ -31,13 +31,16 @@ TEST(FlashStore, AsyncRoundTripOfPartsAndRuns) {
   std::vector<uint8_t> data(size_t(n) * parts * part);  // (slot, part, bytes)
   std::mt19937 rng(1);
   for (auto& b : data) b = uint8_t(rng());
-  auto at = [&](int64_t slot, int p) { return data.data() + (size_t(slot) * parts + size_t(p)) * part; };
+  auto at = [&](int64_t slot, int p) {
+    return data.data() + (size_t(slot) * parts + size_t(p)) * part;
+  };
   IoGroup g;
   std::vector<int32_t> status(size_t(n), 0);
   std::vector<int64_t> slots;
   for (int i = 0; i < n; ++i) {
     slots.push_back(fs.alloc_slot());
-    for (int p = 0; p < parts; ++p) fs.write(slots.back(), p, at(slots.back(), p), g, &status[size_t(i)]);
+    for (int p = 0; p < parts; ++p)
+      fs.write(slots.back(), p, at(slots.back(), p), g, &status[size_t(i)]);
   }
   EXPECT_EQ(fs.alloc_slot(), -1);
   fs.submit();
@@ -46,7 +49,8 @@ TEST(FlashStore, AsyncRoundTripOfPartsAndRuns) {
   for (int32_t s : status) ASSERT_EQ(s, 0);
   // Part 3 of every slot, one slot at a time in reverse order ...
   std::vector<uint8_t> back(size_t(n) * part);
-  for (int64_t s = n - 1; s >= 0; --s) fs.read(s, 3, 1, back.data() + size_t(s) * part, g, &status[size_t(s)]);
+  for (int64_t s = n - 1; s >= 0; --s)
+    fs.read(s, 3, 1, back.data() + size_t(s) * part, g, &status[size_t(s)]);
   fs.submit();
   fs.wait(g);
   for (int64_t s = 0; s < n; ++s) {
@@ -58,7 +62,8 @@ TEST(FlashStore, AsyncRoundTripOfPartsAndRuns) {
   fs.read(10, 5, 50, back.data(), g, &st);
   fs.wait(g);
   ASSERT_EQ(st, 0);
-  for (int64_t s = 10; s < 60; ++s) ASSERT_EQ(std::memcmp(back.data() + size_t(s - 10) * part, at(s, 5), part), 0);
+  for (int64_t s = 10; s < 60; ++s)
+    ASSERT_EQ(std::memcmp(back.data() + size_t(s - 10) * part, at(s, 5), part), 0);
   fs.free_slot(slots[7]);
   EXPECT_EQ(fs.free_slots(), 1);
 }

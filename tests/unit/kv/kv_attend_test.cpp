@@ -3,6 +3,8 @@
 // carried across blocks); the scalar f16 kernel is bit-identical to the
 // contiguous reference of kernels::attention_f16; and each quantized type's
 // error against unquantized K/V stays within its format's reach.
+#include "tern/kv/kv_attend.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,11 +13,10 @@
 #include <random>
 #include <vector>
 
+#include "kv_test_util.h"
 #include "tern/core/aligned.h"
 #include "tern/core/half.h"
 #include "tern/kernels/ops.h"
-#include "kv_test_util.h"
-#include "tern/kv/kv_attend.h"
 
 namespace tern::kv {
 namespace {
@@ -30,7 +31,8 @@ struct Blocks {
   AlignedBuffer<uint8_t> mem;
   std::vector<float> k, v;  // (n_ctx, 2, hd) unquantized
 
-  Blocks(KvType t, int hd, int B, int n, uint32_t seed) : L(KvLayout::make(1, 2, hd, B, t)), n_ctx(n) {
+  Blocks(KvType t, int hd, int B, int n, uint32_t seed)
+      : L(KvLayout::make(1, 2, hd, B, t)), n_ctx(n) {
     const int nb = (n + B - 1) / B;
     mem = AlignedBuffer<uint8_t>(size_t(nb) * L.block_bytes);
     std::mt19937 rng(seed);
@@ -49,7 +51,9 @@ struct Blocks {
       }
     }
   }
-  HeadBlock head(int blk, int kvh) const { return head_block(L, mem.data() + size_t(blk) * L.block_bytes, kvh); }
+  HeadBlock head(int blk, int kvh) const {
+    return head_block(L, mem.data() + size_t(blk) * L.block_bytes, kvh);
+  }
 
   // Runs a kernel over all blocks for head kvh.
   void attend(const AttendKernels& K, int kvh, const float* q, float* out) const {
@@ -135,7 +139,8 @@ TEST(KvAttend, KernelsMatchFloat64OracleOnOddShapes) {
               for (float x : bl.v) vmax = std::max(vmax, double(std::fabs(x)));
               for (int j = 0; j < hd; ++j) {
                 ASSERT_NEAR(out[j], ref[size_t(j)], 2e-5 * vmax)
-                    << K->isa << " " << to_string(t) << " hd=" << hd << " B=" << B << " n=" << n << " j=" << j;
+                    << K->isa << " " << to_string(t) << " hd=" << hd << " B=" << B << " n=" << n
+                    << " j=" << j;
               }
             }
           }
@@ -159,8 +164,10 @@ TEST(KvAttend, MultiRowKernelsAreBitIdenticalToOneRowKernels) {
           std::vector<const float*> qp;
           for (int r = 0; r < nr; ++r) qs.push_back(random_q(hd, 100 + r));
           for (auto& q : qs) qp.push_back(q.data() + 1);  // unaligned
-          std::vector<float> m1(static_cast<size_t>(nr)), l1(static_cast<size_t>(nr)), acc1(static_cast<size_t>(nr * hd));
-          std::vector<float> m2(static_cast<size_t>(nr)), l2(static_cast<size_t>(nr)), acc2(static_cast<size_t>(nr * hd));
+          std::vector<float> m1(static_cast<size_t>(nr)), l1(static_cast<size_t>(nr)),
+              acc1(static_cast<size_t>(nr * hd));
+          std::vector<float> m2(static_cast<size_t>(nr)), l2(static_cast<size_t>(nr)),
+              acc2(static_cast<size_t>(nr * hd));
           for (int r = 0; r < nr; ++r) {
             attend_start(hd, &m1[size_t(r)], &l1[size_t(r)], &acc1[size_t(r * hd)]);
             attend_start(hd, &m2[size_t(r)], &l2[size_t(r)], &acc2[size_t(r * hd)]);
@@ -171,11 +178,15 @@ TEST(KvAttend, MultiRowKernelsAreBitIdenticalToOneRowKernels) {
               K->for_type(t)(b.L, b.head(blk, 1), n, qp[size_t(r)], &m1[size_t(r)], &l1[size_t(r)],
                              &acc1[size_t(r * hd)]);
             }
-            K->rows_for_type(t)(b.L, b.head(blk, 1), n, nr, qp.data(), m2.data(), l2.data(), acc2.data());
+            K->rows_for_type(t)(b.L, b.head(blk, 1), n, nr, qp.data(), m2.data(), l2.data(),
+                                acc2.data());
           }
-          EXPECT_EQ(0, std::memcmp(m1.data(), m2.data(), m1.size() * 4)) << K->isa << " " << to_string(t) << " hd " << hd << " rows " << nr;
-          EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4)) << K->isa << " " << to_string(t);
-          EXPECT_EQ(0, std::memcmp(acc1.data(), acc2.data(), acc1.size() * 4)) << K->isa << " " << to_string(t) << " hd " << hd << " rows " << nr;
+          EXPECT_EQ(0, std::memcmp(m1.data(), m2.data(), m1.size() * 4))
+              << K->isa << " " << to_string(t) << " hd " << hd << " rows " << nr;
+          EXPECT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4))
+              << K->isa << " " << to_string(t);
+          EXPECT_EQ(0, std::memcmp(acc1.data(), acc2.data(), acc1.size() * 4))
+              << K->isa << " " << to_string(t) << " hd " << hd << " rows " << nr;
         }
       }
     }
@@ -189,16 +200,20 @@ TEST(KvAttend, ScalarF16BlocksAreBitIdenticalToContiguous) {
       const Blocks bl(KvType::F16, hd, B, n, 99);
       // The plain cache's layout: (n, kv_dim) fp16 rows.
       std::vector<uint16_t> K(size_t(n) * 2 * hd), V(K.size());
-      for (size_t i = 0; i < K.size(); ++i) K[i] = f32_to_fp16(bl.k[i]), V[i] = f32_to_fp16(bl.v[i]);
+      for (size_t i = 0; i < K.size(); ++i)
+        K[i] = f32_to_fp16(bl.k[i]), V[i] = f32_to_fp16(bl.v[i]);
       for (int kvh : {0, 1}) {
         const auto q = random_q(hd, 5);
-        std::vector<float> paged(static_cast<size_t>(hd)), plain(static_cast<size_t>(hd)), dispatched(static_cast<size_t>(hd));
+        std::vector<float> paged(static_cast<size_t>(hd)), plain(static_cast<size_t>(hd)),
+            dispatched(static_cast<size_t>(hd));
         bl.attend(scalar_attend_kernels(), kvh, q.data(), paged.data());
-        test::attention_f16_contiguous(q.data(), K.data() + kvh * hd, V.data() + kvh * hd, n, hd, 2 * hd, plain.data());
-        EXPECT_EQ(std::memcmp(paged.data(), plain.data(), sizeof(float) * size_t(hd)), 0) << "hd=" << hd << " B=" << B;
+        test::attention_f16_contiguous(q.data(), K.data() + kvh * hd, V.data() + kvh * hd, n, hd,
+                                       2 * hd, plain.data());
+        EXPECT_EQ(std::memcmp(paged.data(), plain.data(), sizeof(float) * size_t(hd)), 0)
+            << "hd=" << hd << " B=" << B;
         // The engine's own dispatched kernel agrees (bit-exact when it is the scalar one).
-        kernels::attention_f16(q.data(), dispatched.data(), 0, 1, 1, n, K.data() + kvh * hd, V.data() + kvh * hd,
-                               2 * hd, hd);
+        kernels::attention_f16(q.data(), dispatched.data(), 0, 1, 1, n, K.data() + kvh * hd,
+                               V.data() + kvh * hd, 2 * hd, hd);
         for (int j = 0; j < hd; ++j) EXPECT_NEAR(dispatched[size_t(j)], paged[size_t(j)], 1e-5f);
       }
     }
@@ -212,7 +227,8 @@ TEST(KvAttend, QuantizationErrorAgainstFloatKv) {
   const struct {
     KvType t;
     double bound;
-  } cases[] = {{KvType::F16, 2e-3}, {KvType::Int8, 2e-2}, {KvType::Int8Fp8, 4e-2}, {KvType::Int4Fp8, 0.25}};
+  } cases[] = {
+      {KvType::F16, 2e-3}, {KvType::Int8, 2e-2}, {KvType::Int8Fp8, 4e-2}, {KvType::Int4Fp8, 0.25}};
   for (auto c : cases) {
     double worst = 0;
     for (int trial = 0; trial < 8; ++trial) {
@@ -221,7 +237,8 @@ TEST(KvAttend, QuantizationErrorAgainstFloatKv) {
       std::vector<float> out(64);
       bl.attend(active_attend_kernels(), 0, q.data(), out.data());
       const auto ref = bl.oracle_float(0, q.data());
-      for (int j = 0; j < 64; ++j) worst = std::max(worst, std::fabs(out[size_t(j)] - ref[size_t(j)]));
+      for (int j = 0; j < 64; ++j)
+        worst = std::max(worst, std::fabs(out[size_t(j)] - ref[size_t(j)]));
     }
     EXPECT_LT(worst, c.bound) << to_string(c.t);
     EXPECT_GT(worst, 0.0) << to_string(c.t);  // the comparison really ran on rounded data
@@ -243,15 +260,16 @@ TEST(KvAttend, KeyRotationCutsInt4Error) {
     const float* kp = &k[size_t(p) * hd];
     encode_token(L, kp, &v[size_t(p) * hd], plain.data() + size_t(p / B) * L.block_bytes, p % B);
     rotate(kp, hd, rk.data());
-    encode_token(L, rk.data(), &v[size_t(p) * hd], rotated.data() + size_t(p / B) * L.block_bytes, p % B);
+    encode_token(L, rk.data(), &v[size_t(p) * hd], rotated.data() + size_t(p / B) * L.block_bytes,
+                 p % B);
   }
   auto run = [&](const AlignedBuffer<uint8_t>& mem, const float* q, float* out) {
     float m, l;
     std::vector<float> acc(static_cast<size_t>(hd));
     attend_start(hd, &m, &l, acc.data());
     for (int b = 0; b < n / B; ++b) {
-      scalar_attend_kernels().for_type(KvType::Int4Fp8)(L, head_block(L, mem.data() + size_t(b) * L.block_bytes, 0),
-                                                        B, q, &m, &l, acc.data());
+      scalar_attend_kernels().for_type(KvType::Int4Fp8)(
+          L, head_block(L, mem.data() + size_t(b) * L.block_bytes, 0), B, q, &m, &l, acc.data());
     }
     attend_finish(hd, l, acc.data(), out);
   };
@@ -259,7 +277,8 @@ TEST(KvAttend, KeyRotationCutsInt4Error) {
   for (int trial = 0; trial < 16; ++trial) {
     auto q = random_q(hd, uint32_t(trial));
     for (int j = 0; j < hd; ++j) q[size_t(j)] *= 2.0f;  // peaky enough that key errors matter
-    std::vector<float> rq(static_cast<size_t>(hd)), o1(static_cast<size_t>(hd)), o2(static_cast<size_t>(hd));
+    std::vector<float> rq(static_cast<size_t>(hd)), o1(static_cast<size_t>(hd)),
+        o2(static_cast<size_t>(hd));
     rotate(q.data(), hd, rq.data());
     run(plain, q.data(), o1.data());
     run(rotated, rq.data(), o2.data());
@@ -290,7 +309,8 @@ TEST(KvAttend, EmptyBlockLeavesStateAlone) {
   for (const AttendKernels* K : all_kernels()) {
     float m = 1.5f, l = 2.0f;
     std::vector<float> acc(16, 3.0f);
-    K->for_type(KvType::Int8Fp8)(bl.L, bl.head(0, 0), 0, random_q(16, 1).data(), &m, &l, acc.data());
+    K->for_type(KvType::Int8Fp8)(bl.L, bl.head(0, 0), 0, random_q(16, 1).data(), &m, &l,
+                                 acc.data());
     EXPECT_EQ(m, 1.5f);
     EXPECT_EQ(l, 2.0f);
     for (float a : acc) EXPECT_EQ(a, 3.0f);

@@ -14,8 +14,9 @@ namespace tern::kv {
 namespace {
 
 TEST(KvCodec, Fp8EncodeMatchesCoreConverter) {
-  std::vector<float> xs = {0.0f, -0.0f, 448.0f, -448.0f, 460.0f, 500.0f, 1e30f, -1e30f,
-                           INFINITY, -INFINITY, 1e-30f, 0.0009765625f, 0.001953125f, 0.015625f};
+  std::vector<float> xs = {0.0f,   -0.0f,         448.0f,       -448.0f,  460.0f,
+                           500.0f, 1e30f,         -1e30f,       INFINITY, -INFINITY,
+                           1e-30f, 0.0009765625f, 0.001953125f, 0.015625f};
   // Every code, and the midpoints between neighbours (round-to-even ties).
   for (int c = 0; c < 127; ++c) {
     const float a = fp8e4m3_to_f32(uint8_t(c)), b = fp8e4m3_to_f32(uint8_t(c + 1));
@@ -33,8 +34,10 @@ TEST(KvCodec, Fp8EncodeMatchesCoreConverter) {
   EXPECT_EQ(fp8_encode(NAN) & 0x7f, 0x7f);
   for (int c = 0; c < 256; ++c) {
     const float want = fp8e4m3_to_f32(uint8_t(c));
-    if (std::isnan(want)) EXPECT_TRUE(std::isnan(fp8_decode(uint8_t(c))));
-    else EXPECT_EQ(fp8_decode(uint8_t(c)), want) << c;
+    if (std::isnan(want))
+      EXPECT_TRUE(std::isnan(fp8_decode(uint8_t(c))));
+    else
+      EXPECT_EQ(fp8_decode(uint8_t(c)), want) << c;
   }
 }
 
@@ -59,7 +62,8 @@ TEST(KvCodec, Int8RoundTripWithinHalfStep) {
     float scale = 0;
     encode_int8(x.data(), n, q.data(), &scale);
     EXPECT_FLOAT_EQ(scale, absmax(x) / 127.0f);
-    for (int i = 0; i < n; ++i) EXPECT_LE(std::fabs(q[size_t(i)] * scale - x[size_t(i)]), 0.5001f * scale);
+    for (int i = 0; i < n; ++i)
+      EXPECT_LE(std::fabs(q[size_t(i)] * scale - x[size_t(i)]), 0.5001f * scale);
   }
 }
 
@@ -113,7 +117,8 @@ TEST(KvRotation, IsOrthonormalAndPreservesDotProducts) {
   EXPECT_FALSE(can_rotate(1));
   for (int n : {2, 16, 64, 256}) {
     auto q = random_row(n, uint32_t(n), 1.0f), k = random_row(n, uint32_t(n) + 1, 3.0f);
-    std::vector<float> rq(static_cast<size_t>(n)), rk(static_cast<size_t>(n)), back(static_cast<size_t>(n));
+    std::vector<float> rq(static_cast<size_t>(n)), rk(static_cast<size_t>(n)),
+        back(static_cast<size_t>(n));
     rotate(q.data(), n, rq.data());
     rotate(k.data(), n, rk.data());
     unrotate(rk.data(), n, back.data());
@@ -143,7 +148,10 @@ TEST(KvLayout, DefaultModelSizes) {
   struct {
     KvType t;
     size_t per_token;
-  } want[] = {{KvType::F16, 23040}, {KvType::Int8, 12240}, {KvType::Int8Fp8, 12240}, {KvType::Int4Fp8, 9360}};
+  } want[] = {{KvType::F16, 23040},
+              {KvType::Int8, 12240},
+              {KvType::Int8Fp8, 12240},
+              {KvType::Int4Fp8, 9360}};
   for (auto w : want) {
     const KvLayout L = KvLayout::make(30, 3, 64, 32, w.t);
     EXPECT_EQ(L.bytes_per_token(), w.per_token) << to_string(w.t);

@@ -8,10 +8,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <limits>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,7 +29,9 @@ inline uint64_t mix64(uint64_t x) {
 }
 
 // Uniform in [-1, 1).
-inline float unit(uint64_t seed) { return float(double(mix64(seed) >> 11) * 0x1.0p-53 * 2.0 - 1.0); }
+inline float unit(uint64_t seed) {
+  return float(double(mix64(seed) >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+}
 
 struct FakeModel {
   int n_layers = 3, n_kv_heads = 2, head_dim = 16, group = 2;
@@ -39,7 +41,8 @@ struct FakeModel {
   static std::vector<uint64_t> prefix_hashes(std::span<const int32_t> toks) {
     std::vector<uint64_t> h(toks.size());
     uint64_t x = 0x1234;
-    for (size_t i = 0; i < toks.size(); ++i) h[i] = x = mix64(x ^ (uint64_t(uint32_t(toks[i])) << 1));
+    for (size_t i = 0; i < toks.size(); ++i)
+      h[i] = x = mix64(x ^ (uint64_t(uint32_t(toks[i])) << 1));
     return h;
   }
   // k, v (kv_dim): values in [-2, 2) with one larger outlier channel per head.
@@ -60,7 +63,8 @@ struct FakeModel {
   }
 };
 
-inline KvConfig small_config(const FakeModel& fm, KvType type, int block_tokens, size_t dram_blocks) {
+inline KvConfig small_config(const FakeModel& fm, KvType type, int block_tokens,
+                             size_t dram_blocks) {
   KvConfig c;
   c.n_layers = fm.n_layers;
   c.n_kv_heads = fm.n_kv_heads;
@@ -69,14 +73,17 @@ inline KvConfig small_config(const FakeModel& fm, KvType type, int block_tokens,
   c.block_tokens = block_tokens;
   c.max_seqs = 16;
   c.max_seq_tokens = 4096;
-  c.dram_bytes = dram_blocks * KvLayout::make(fm.n_layers, fm.n_kv_heads, fm.head_dim, block_tokens, type).block_bytes;
+  c.dram_bytes =
+      dram_blocks *
+      KvLayout::make(fm.n_layers, fm.n_kv_heads, fm.head_dim, block_tokens, type).block_bytes;
   return c;
 }
 
 // DRAM of `frames` blocks plus staging for `stage_blocks` streamed blocks per
 // layer in flight, and a spill file of `flash_blocks` under dir.
 inline KvConfig flash_config(const FakeModel& fm, KvType type, int block_tokens, size_t frames,
-                             int stage_blocks, int prefetch, const std::string& dir, size_t flash_blocks) {
+                             int stage_blocks, int prefetch, const std::string& dir,
+                             size_t flash_blocks) {
   KvConfig c = small_config(fm, type, block_tokens, frames);
   const KvLayout L = KvLayout::make(fm.n_layers, fm.n_kv_heads, fm.head_dim, block_tokens, type);
   const int sets = std::min(prefetch + 1, fm.n_layers);
@@ -142,7 +149,8 @@ inline void run_step(PagedKv& kv, const FakeModel& fm, std::vector<Job> jobs) {
       }
       for (int i = 0; i < j.n; ++i) {
         const int p = j.c->pos + i;
-        std::copy_n(o.data() + i * row, row, j.c->out.data() + (size_t(p) * fm.n_layers + l) * size_t(row));
+        std::copy_n(o.data() + i * row, row,
+                    j.c->out.data() + (size_t(p) * fm.n_layers + l) * size_t(row));
         j.c->have[size_t(p) * fm.n_layers + l] = 1;
       }
     }
@@ -181,18 +189,21 @@ inline void attention_f16_contiguous(const float* q, const uint16_t* k, const ui
 // by the contiguous kernel. Fills c.out for every position and layer.
 inline void plain_f16_outputs(const FakeModel& fm, Conv& c) {
   const int n = int(c.toks.size()), kvd = fm.kv_dim(), hd = fm.head_dim, row = fm.n_q() * hd;
-  std::vector<float> k(static_cast<size_t>(kvd)), v(static_cast<size_t>(kvd)), q(static_cast<size_t>(row));
+  std::vector<float> k(static_cast<size_t>(kvd)), v(static_cast<size_t>(kvd)),
+      q(static_cast<size_t>(row));
   for (int l = 0; l < fm.n_layers; ++l) {
     std::vector<uint16_t> K(size_t(n) * kvd), V(size_t(n) * kvd);
     for (int p = 0; p < n; ++p) {
       fm.kv(c.ph[size_t(p)], l, k.data(), v.data());
-      for (int i = 0; i < kvd; ++i) K[size_t(p) * kvd + i] = f32_to_fp16(k[i]), V[size_t(p) * kvd + i] = f32_to_fp16(v[i]);
+      for (int i = 0; i < kvd; ++i)
+        K[size_t(p) * kvd + i] = f32_to_fp16(k[i]), V[size_t(p) * kvd + i] = f32_to_fp16(v[i]);
     }
     for (int p = 0; p < n; ++p) {
       fm.q(c.ph[size_t(p)], l, q.data());
       for (int h = 0; h < fm.n_q(); ++h) {
         const int kvh = h / fm.group;
-        attention_f16_contiguous(q.data() + h * hd, K.data() + kvh * hd, V.data() + kvh * hd, p + 1, hd, kvd,
+        attention_f16_contiguous(q.data() + h * hd, K.data() + kvh * hd, V.data() + kvh * hd, p + 1,
+                                 hd, kvd,
                                  c.out.data() + (size_t(p) * fm.n_layers + l) * row + h * hd);
       }
       c.have[size_t(p) * fm.n_layers + l] = 1;
@@ -204,7 +215,8 @@ inline void plain_f16_outputs(const FakeModel& fm, Conv& c) {
 inline bool same_outputs(const FakeModel& fm, const Conv& a, const Conv& b, int from, int to) {
   for (int p = from; p < to; ++p) {
     for (int l = 0; l < fm.n_layers; ++l) {
-      if (!a.have[size_t(p) * fm.n_layers + l] || !b.have[size_t(p) * fm.n_layers + l]) return false;
+      if (!a.have[size_t(p) * fm.n_layers + l] || !b.have[size_t(p) * fm.n_layers + l])
+        return false;
       const auto x = a.at(fm, p, l), y = b.at(fm, p, l);
       if (std::memcmp(x.data(), y.data(), x.size_bytes()) != 0) return false;
     }
@@ -225,7 +237,8 @@ inline int run_conv(PagedKv& kv, const FakeModel& fm, Conv& c, int chunk, bool u
 
 inline std::vector<int32_t> tokens(uint64_t seed, int n, int vocab = 1000) {
   std::vector<int32_t> t(static_cast<size_t>(n), 0);
-  for (int i = 0; i < n; ++i) t[size_t(i)] = int32_t(mix64(seed * 1000003u + uint64_t(i)) % uint64_t(vocab));
+  for (int i = 0; i < n; ++i)
+    t[size_t(i)] = int32_t(mix64(seed * 1000003u + uint64_t(i)) % uint64_t(vocab));
   return t;
 }
 

@@ -77,7 +77,7 @@ TEST(PagedKvFlash, EvictedPrefixIsReloadedOrStreamedNotRecomputed) {
     EXPECT_EQ(st.hits_flash, 4);
     EXPECT_EQ(st.tokens_reused_flash, 32);
     EXPECT_EQ(st.bytes_reloaded, int64_t(kv.layout().block_bytes));  // one whole block reloaded
-    EXPECT_GT(st.bytes_prefetched, 0);                                 // three streamed
+    EXPECT_GT(st.bytes_prefetched, 0);                               // three streamed
     kv.check_invariants();
     PagedKv other(small_config(fm, t, 8, 64));
     run_conv(other, fm, fresh, 9, false);
@@ -119,7 +119,7 @@ TEST(PagedKvFlash, StreamedBlocksReturnToDramWhenFramesFree) {
   c.seq = kv.create();
   run_step(kv, fm, {{&c, 12}, {&a, 1}});  // c's two blocks and a's 9th: three of a's spill
   EXPECT_EQ(kv.stats().flash_live, 3);
-  kv.release(c.seq);  // c's partial block frees a frame (its full one stays cached)
+  kv.release(c.seq);            // c's partial block frees a frame (its full one stays cached)
   run_step(kv, fm, {{&a, 1}});  // streams a's blocks, then loads one back
   run_step(kv, fm, {{&a, 1}});
   const KvStats st = kv.stats();

@@ -42,14 +42,19 @@ struct Walk {
 };
 
 void random_walk(uint32_t seed, bool flash) {
-  Walk w{FakeModel{}, KvType(seed % 4), std::array<int, 3>{1, 4, 8}[seed / 4 % 3], std::mt19937(seed), {}};
+  Walk w{FakeModel{},
+         KvType(seed % 4),
+         std::array<int, 3>{1, 4, 8}[seed / 4 % 3],
+         std::mt19937(seed),
+         {}};
   auto rnd = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(w.rng); };
   const int max_len = 90, need = (max_len + w.B - 1) / w.B + 1;
   TempDir dir("walk" + std::to_string(seed));
   KvConfig cfg;
   if (flash) {
     const int frames = std::max(3, need / 3 + rnd(0, need / 3));
-    cfg = flash_config(w.fm, w.type, w.B, size_t(frames), need, rnd(0, 2), dir.path, size_t(need + rnd(0, 2 * need)));
+    cfg = flash_config(w.fm, w.type, w.B, size_t(frames), need, rnd(0, 2), dir.path,
+                       size_t(need + rnd(0, 2 * need)));
   } else {
     cfg = small_config(w.fm, w.type, w.B, size_t(need + rnd(0, 2 * need)));
   }
@@ -62,7 +67,8 @@ void random_walk(uint32_t seed, bool flash) {
   for (int op = 0; op < 300 && finished < 25; ++op) {
     if (waiting.size() < 3) {
       std::vector<int32_t> t = rnd(0, 3) < 3 ? bases[size_t(rnd(0, 2))] : std::vector<int32_t>{};
-      for (int32_t x : tokens(seed * 7919u + uint64_t(op), rnd(1, max_len - int(t.size())))) t.push_back(x);
+      for (int32_t x : tokens(seed * 7919u + uint64_t(op), rnd(1, max_len - int(t.size()))))
+        t.push_back(x);
       waiting.push_back(std::make_unique<Conv>(w.fm, t));
     }
     const int what = rnd(0, 9);
@@ -78,7 +84,9 @@ void random_walk(uint32_t seed, bool flash) {
         if (rnd(0, 3) == 0) continue;
         jobs.push_back({c.get(), std::min(rnd(1, 12), int(c->toks.size()) - c->pos)});
       }
-      if (jobs.empty()) jobs.push_back({active.back().get(), std::min(3, int(active.back()->toks.size()) - active.back()->pos)});
+      if (jobs.empty())
+        jobs.push_back({active.back().get(),
+                        std::min(3, int(active.back()->toks.size()) - active.back()->pos)});
       try {
         run_step(kv, w.fm, jobs);
       } catch (const KvFullError&) {

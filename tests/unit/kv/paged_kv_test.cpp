@@ -35,7 +35,8 @@ TEST(PagedKv, F16PagedEqualsPlainPathBitExact) {
 TEST(PagedKv, ChunkingDoesNotChangeOutputsAndKernelsAgree) {
   const FakeModel fm;
   for (KvType t : kTypes) {
-    PagedKv a(small_config(fm, t, 8, 64)), b(small_config(fm, t, 8, 64)), s(small_config(fm, t, 8, 64));
+    PagedKv a(small_config(fm, t, 8, 64)), b(small_config(fm, t, 8, 64)),
+        s(small_config(fm, t, 8, 64));
     s.set_kernels(scalar_attend_kernels());
     Conv ca(fm, tokens(2, 90)), cb(fm, tokens(2, 90)), cs(fm, tokens(2, 90));
     run_conv(a, fm, ca, 1);
@@ -59,7 +60,8 @@ TEST(PagedKv, QuantizedOutputsTrackFloatReference) {
   const struct {
     KvType t;
     double bound;
-  } cases[] = {{KvType::F16, 2e-3}, {KvType::Int8, 5e-2}, {KvType::Int8Fp8, 0.1}, {KvType::Int4Fp8, 0.35}};
+  } cases[] = {
+      {KvType::F16, 2e-3}, {KvType::Int8, 5e-2}, {KvType::Int8Fp8, 0.1}, {KvType::Int4Fp8, 0.35}};
   // (values lie in [-2, 2]; measured: f16 7e-4, int8 0.033, int8-fp8 0.068,
   // int4-fp8 0.28 with the key rotation and 0.44 without it)
   const int n = 64, hd = fm.head_dim, row = fm.n_q() * hd;
@@ -70,7 +72,8 @@ TEST(PagedKv, QuantizedOutputsTrackFloatReference) {
     double worst = 0;
     std::vector<float> k(size_t(n) * fm.kv_dim()), v(k.size()), q(static_cast<size_t>(row));
     for (int l = 0; l < fm.n_layers; ++l) {
-      for (int p = 0; p < n; ++p) fm.kv(conv.ph[size_t(p)], l, &k[size_t(p) * fm.kv_dim()], &v[size_t(p) * fm.kv_dim()]);
+      for (int p = 0; p < n; ++p)
+        fm.kv(conv.ph[size_t(p)], l, &k[size_t(p) * fm.kv_dim()], &v[size_t(p) * fm.kv_dim()]);
       for (int p = 0; p < n; ++p) {
         fm.q(conv.ph[size_t(p)], l, q.data());
         for (int h = 0; h < fm.n_q(); ++h) {
@@ -79,17 +82,20 @@ TEST(PagedKv, QuantizedOutputsTrackFloatReference) {
           double mx = -1e300, sum = 0;
           for (int t = 0; t <= p; ++t) {
             double d = 0;
-            for (int j = 0; j < hd; ++j) d += double(q[size_t(h * hd + j)]) * k[size_t(t) * fm.kv_dim() + kvh * hd + j];
+            for (int j = 0; j < hd; ++j)
+              d += double(q[size_t(h * hd + j)]) * k[size_t(t) * fm.kv_dim() + kvh * hd + j];
             s[size_t(t)] = d;
             mx = std::max(mx, d);
           }
           for (int t = 0; t <= p; ++t) {
             const double e = std::exp(s[size_t(t)] - mx);
             sum += e;
-            for (int j = 0; j < hd; ++j) ref[size_t(j)] += e * v[size_t(t) * fm.kv_dim() + kvh * hd + j];
+            for (int j = 0; j < hd; ++j)
+              ref[size_t(j)] += e * v[size_t(t) * fm.kv_dim() + kvh * hd + j];
           }
           const auto out = conv.at(fm, p, l);
-          for (int j = 0; j < hd; ++j) worst = std::max(worst, std::fabs(out[size_t(h * hd + j)] - ref[size_t(j)] / sum));
+          for (int j = 0; j < hd; ++j)
+            worst = std::max(worst, std::fabs(out[size_t(h * hd + j)] - ref[size_t(j)] / sum));
         }
       }
     }
@@ -160,12 +166,12 @@ TEST(PagedKv, SaltAndMediaKeysIsolatePrefixes) {
     kv.release(s);
     return n;
   };
-  EXPECT_EQ(reuse(k1), 32);                                    // same keys: all full blocks but the last token's
-  EXPECT_EQ(reuse({}), 0);                                     // no adapter
+  EXPECT_EQ(reuse(k1), 32);  // same keys: all full blocks but the last token's
+  EXPECT_EQ(reuse({}), 0);   // no adapter
   EXPECT_EQ(reuse({hash_string("adapter-b"), {{20, img1}}}), 0);  // other adapter
-  EXPECT_EQ(reuse({k1.salt, {{20, img2}}}), 16);               // other image in block 2
-  EXPECT_EQ(reuse({k1.salt, {{21, img1}}}), 16);               // same image, other place
-  EXPECT_EQ(reuse({k1.salt, {}}), 16);                         // no image
+  EXPECT_EQ(reuse({k1.salt, {{20, img2}}}), 16);                  // other image in block 2
+  EXPECT_EQ(reuse({k1.salt, {{21, img1}}}), 16);                  // same image, other place
+  EXPECT_EQ(reuse({k1.salt, {}}), 16);                            // no image
   kv.check_invariants();
 }
 

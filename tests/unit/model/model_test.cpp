@@ -4,18 +4,19 @@
 //    that W4A8 quantization explains;
 //  * batching never changes results: the same sequence gives bit-identical
 //    logits alone, in a batch with others, and with its prompt cut into chunks.
+#include "tern/model/model.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numeric>
 
-#include "testutil.h"
-#include "tiny_model.h"
 #include "tern/core/error.h"
 #include "tern/core/task_pool.h"
 #include "tern/kernels/dequant.h"
 #include "tern/kv/paged_kv.h"
-#include "tern/model/model.h"
+#include "testutil.h"
+#include "tiny_model.h"
 
 namespace tern {
 namespace {
@@ -65,7 +66,8 @@ std::vector<float> tensor_f32(const gguf::GgufFile& f, const std::string& name) 
 // The gated FFN's activation, in double.
 float act(Activation a, float x) {
   if (a == Activation::GeluTanh) {
-    return float(0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * double(x) * x * x))));
+    return float(0.5 * x *
+                 (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * double(x) * x * x))));
   }
   return float(x / (1.0 + std::exp(-double(x))));
 }
@@ -108,13 +110,16 @@ std::vector<float> naive_forward(const gguf::GgufFile& f, const ModelConfig& c,
   const bool neox = c.rope_style == RopeStyle::NeoX;
   const auto embd = tensor_f32(f, "token_embd.weight");
   std::vector<std::vector<float>> xs;
-  for (int32_t t : toks) xs.emplace_back(embd.begin() + size_t(t) * d, embd.begin() + size_t(t + 1) * d);
+  for (int32_t t : toks)
+    xs.emplace_back(embd.begin() + size_t(t) * d, embd.begin() + size_t(t + 1) * d);
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     const auto wq = tensor_f32(f, b + "attn_q.weight"), wk = tensor_f32(f, b + "attn_k.weight"),
-               wv = tensor_f32(f, b + "attn_v.weight"), wo = tensor_f32(f, b + "attn_output.weight"),
+               wv = tensor_f32(f, b + "attn_v.weight"),
+               wo = tensor_f32(f, b + "attn_output.weight"),
                wg = tensor_f32(f, b + "ffn_gate.weight"), wu = tensor_f32(f, b + "ffn_up.weight"),
-               wd = tensor_f32(f, b + "ffn_down.weight"), an = tensor_f32(f, b + "attn_norm.weight"),
+               wd = tensor_f32(f, b + "ffn_down.weight"),
+               an = tensor_f32(f, b + "attn_norm.weight"),
                fn = tensor_f32(f, b + "ffn_norm.weight");
     std::vector<std::vector<float>> Q, K, V;
     for (size_t t = 0; t < xs.size(); ++t) {
@@ -127,7 +132,8 @@ std::vector<float> naive_forward(const gguf::GgufFile& f, const ModelConfig& c,
         for (int i = 0; i < kvd; ++i) k[size_t(i)] += bk[size_t(i)], v[size_t(i)] += bv[size_t(i)];
       }
       for (int h = 0; h < c.n_heads; ++h) rope(q.data() + h * hd, int(t), hd, c.rope_theta, neox);
-      for (int h = 0; h < c.n_kv_heads; ++h) rope(k.data() + h * hd, int(t), hd, c.rope_theta, neox);
+      for (int h = 0; h < c.n_kv_heads; ++h)
+        rope(k.data() + h * hd, int(t), hd, c.rope_theta, neox);
       Q.push_back(q), K.push_back(k), V.push_back(v);
     }
     for (size_t t = 0; t < xs.size(); ++t) {
@@ -138,14 +144,16 @@ std::vector<float> naive_forward(const gguf::GgufFile& f, const ModelConfig& c,
         double mx = -1e300;
         for (size_t j = 0; j <= t; ++j) {
           double dot = 0;
-          for (int i = 0; i < hd; ++i) dot += double(Q[t][size_t(h * hd + i)]) * K[j][size_t(kh * hd + i)];
+          for (int i = 0; i < hd; ++i)
+            dot += double(Q[t][size_t(h * hd + i)]) * K[j][size_t(kh * hd + i)];
           s[j] = dot / std::sqrt(double(hd));
           mx = std::max(mx, s[j]);
         }
         double sum = 0;
         for (auto& v : s) sum += (v = std::exp(v - mx));
         for (size_t j = 0; j <= t; ++j) {
-          for (int i = 0; i < hd; ++i) att[size_t(h * hd + i)] += float(s[j] / sum) * V[j][size_t(kh * hd + i)];
+          for (int i = 0; i < hd; ++i)
+            att[size_t(h * hd + i)] += float(s[j] / sum) * V[j][size_t(kh * hd + i)];
         }
       }
       const auto o = matvec(wo, att, d);
@@ -225,7 +233,8 @@ TEST(Model, GeluActivationIsHonoured) {
     diff += double(other[i] - want[i]) * (other[i] - want[i]);
   }
   EXPECT_LT(std::sqrt(err / norm), 0.03) << "relative L2 error of logits";
-  std::printf("relative L2 error %.5f, SwiGLU differs by %.5f\n", std::sqrt(err / norm), std::sqrt(diff / norm));
+  std::printf("relative L2 error %.5f, SwiGLU differs by %.5f\n", std::sqrt(err / norm),
+              std::sqrt(diff / norm));
   EXPECT_GT(std::sqrt(diff / norm), 3 * std::sqrt(err / norm)) << "SwiGLU gave the same logits";
 }
 
@@ -243,7 +252,8 @@ TEST(Model, ActivationNamesAndUnknownActivationIsALoadError) {
     Model::load(file, {}, pool);
     FAIL() << "expected FormatError";
   } catch (const FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("llama.feed_forward_activation = 'relu'"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("llama.feed_forward_activation = 'relu'"),
+              std::string::npos)
         << e.what();
   }
 }
@@ -265,7 +275,8 @@ TEST(Model, BatchingAndChunkingAreBitIdentical) {
   run_one(*L.model, kv, pool, sc, {70, 71, 72, 73});
   Batch batch;
   const std::vector<int32_t> c_next = {74};
-  batch.entries = {{sa, a, LogitsMode::Last}, {sc, c_next, LogitsMode::None}, {sb, b, LogitsMode::Last}};
+  batch.entries = {
+      {sa, a, LogitsMode::Last}, {sc, c_next, LogitsMode::None}, {sb, b, LogitsMode::Last}};
   StepOutput out;
   L.model->forward(batch, kv, out, pool);
   EXPECT_EQ(out.n_rows[1], 0);

@@ -25,7 +25,9 @@ void expect_rejected(const std::string& field, const std::function<void(Sampling
   }
 }
 
-TEST(SamplingParams, DefaultsAreValid) { EXPECT_NO_THROW(SamplingParams{}.validate()); }
+TEST(SamplingParams, DefaultsAreValid) {
+  EXPECT_NO_THROW(SamplingParams{}.validate());
+}
 
 TEST(SamplingParams, AcceptsEdgesOfEveryRange) {
   SamplingParams p;

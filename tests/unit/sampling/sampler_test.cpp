@@ -204,8 +204,8 @@ TEST(Sampler, TopPOnALargeVocabMatchesABruteForceNucleus) {
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::vector<float> logits(n);
   for (float& l : logits) l = normal(gen);
-  for (auto [temperature, top_p] : {std::pair{1.0f, 0.5f}, std::pair{0.7f, 0.9f},
-                                    std::pair{1.5f, 0.3f}}) {
+  for (auto [temperature, top_p] :
+       {std::pair{1.0f, 0.5f}, std::pair{0.7f, 0.9f}, std::pair{1.5f, 0.3f}}) {
     SamplingParams p = plain_params(41);
     p.temperature = temperature;
     p.top_p = top_p;
@@ -215,8 +215,8 @@ TEST(Sampler, TopPOnALargeVocabMatchesABruteForceNucleus) {
     size_t members = 0;
     for (size_t i = 0; i < n; ++i) {
       members += want[i];
-      EXPECT_EQ(counts[i] > 0, bool(want[i])) << "token " << i << " T=" << temperature
-                                               << " top_p=" << top_p;
+      EXPECT_EQ(counts[i] > 0, bool(want[i]))
+          << "token " << i << " T=" << temperature << " top_p=" << top_p;
     }
     EXPECT_GT(members, 3u);  // a real nucleus, not just the top token
   }

@@ -105,14 +105,14 @@ TEST(StopMatcher, Utf8StaysIntact) {
   EXPECT_TRUE(m.stopped());
 
   // Same lead byte, different character: no false match, nothing held.
-  StopMatcher e({"\xC3\xA9"});  // "é"
+  StopMatcher e({"\xC3\xA9"});                     // "é"
   EXPECT_EQ(e.push("\xC3\xB6").emit, "\xC3\xB6");  // "ö"
   EXPECT_EQ(e.push("\xC3").emit, "");
   EXPECT_TRUE(e.push("\xA9!").stopped);
 }
 
 TEST(StopMatcher, NeverCutsACharacterEvenForAStopStartingMidCharacter) {
-  StopMatcher m({"\xA9x"});  // starts with a continuation byte
+  StopMatcher m({"\xA9x"});                     // starts with a continuation byte
   StopMatcher::Result r = m.push("a\xC3\xA9");  // "aé": its last byte could start the stop
   EXPECT_EQ(r.emit, "a");
   r = m.push("y");

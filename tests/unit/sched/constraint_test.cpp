@@ -22,13 +22,14 @@ TEST(Constraint, RandomWalksOverTheRealVocabularyValidate) {
   for (int32_t id = 0; id < tok.n_vocab(); ++id)
     if (!tok.is_control(id)) pieces[size_t(id)] = tok.token_to_piece(id);
   const TokenTrie trie(pieces);
-  for (const char* schema : {
-           R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},"age":{"type":"integer","minimum":0,"maximum":120}},"required":["name","age"],"additionalProperties":false})",
-           R"({"type":"array","items":{"enum":["red","green","blue"]},"maxItems":4})",
-           R"({"$defs":{"n":{"type":"object","properties":{"v":{"type":"number","minimum":-1,"maximum":1},"kids":{"type":"array","items":{"$ref":"#/$defs/n"},"maxItems":2}},"required":["v"],"additionalProperties":false}},"$ref":"#/$defs/n"})",
-           R"({"anyOf":[{"type":"string","minLength":2,"maxLength":6},{"type":"null"},{"type":"boolean"}]})",
-           R"({"type":"object","additionalProperties":{"type":"integer"},"maxProperties_is_not_used":null})",
-       }) {
+  for (
+      const char* schema : {
+          R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},"age":{"type":"integer","minimum":0,"maximum":120}},"required":["name","age"],"additionalProperties":false})",
+          R"({"type":"array","items":{"enum":["red","green","blue"]},"maxItems":4})",
+          R"({"$defs":{"n":{"type":"object","properties":{"v":{"type":"number","minimum":-1,"maximum":1},"kids":{"type":"array","items":{"$ref":"#/$defs/n"},"maxItems":2}},"required":["v"],"additionalProperties":false}},"$ref":"#/$defs/n"})",
+          R"({"anyOf":[{"type":"string","minLength":2,"maxLength":6},{"type":"null"},{"type":"boolean"}]})",
+          R"({"type":"object","additionalProperties":{"type":"integer"},"maxProperties_is_not_used":null})",
+      }) {
     std::shared_ptr<const JsonGrammar> g;
     try {
       g = JsonGrammar::from_schema(schema);

@@ -8,21 +8,19 @@
 //  * with a flash tier, the same holds while blocks spill; an injected read
 //    fault is recomputed (or fails only that request).
 #include <gtest/gtest.h>
-
-#include <condition_variable>
-#include <filesystem>
-#include <mutex>
-
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
+#include <filesystem>
+#include <mutex>
 
+#include "collector.h"
 #include "tern/engine/engine.h"
 #include "tern/kv/paged_kv.h"
 #include "tern/sched/scheduler.h"
 #include "tern/tokenizer/tokenizer.h"
-#include "collector.h"
 #include "tiny_engine.h"
 
 namespace tern::sched {
@@ -34,12 +32,13 @@ using testutil::Collector;
 // then a per-request question.
 std::string system_prompt() {
   return "You are a careful assistant for a small library. "
-         "Rule 1: answer briefly, cite the shelf number when you know it, and never invent a book. ";
+         "Rule 1: answer briefly, cite the shelf number when you know it, and never invent a "
+         "book. ";
 }
 
 const char* const kQuestions[] = {
-    "Where are the atlases?", "Do you have poetry?", "When do you open?", "Can I renew a book?",
-    "Is there a quiet room?", "Who wrote Hamlet?",
+    "Where are the atlases?", "Do you have poetry?",    "When do you open?",
+    "Can I renew a book?",    "Is there a quiet room?", "Who wrote Hamlet?",
 };
 constexpr int kQ = 6;
 
@@ -69,14 +68,15 @@ class SchedulerKvTest : public ::testing::Test {
     r.prompt = e.tokenizer().encode(text, true, false);
     r.params.temperature = 0;
     r.params.max_tokens = max_tokens;
-    r.params.ignore_eos = true;  // a random model may sample EOS anywhere: every run has its full length
+    r.params.ignore_eos =
+        true;  // a random model may sample EOS anywhere: every run has its full length
     r.stream = c.stream();
     return r;
   }
 
   // Runs the prompts concurrently (all submitted before the scheduler starts).
-  static std::vector<Outcome> run_all(Engine& e, const std::vector<std::string>& prompts, int max_tokens,
-                                  SchedulerOptions so, Metrics& m) {
+  static std::vector<Outcome> run_all(Engine& e, const std::vector<std::string>& prompts,
+                                      int max_tokens, SchedulerOptions so, Metrics& m) {
     Scheduler s(e, so, m);
     std::vector<std::unique_ptr<Collector>> cs;
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -98,7 +98,8 @@ class SchedulerKvTest : public ::testing::Test {
     auto big = load(256, 0);
     Metrics m;
     std::vector<std::string> out;
-    for (const auto& p : ps) out.push_back(run_all(*big, {p}, max_tokens, SchedulerOptions{1, 8, 64, 0}, m)[0].text);
+    for (const auto& p : ps)
+      out.push_back(run_all(*big, {p}, max_tokens, SchedulerOptions{1, 8, 64, 0}, m)[0].text);
     return out;
   }
 
@@ -183,7 +184,8 @@ TEST_F(SchedulerKvTest, SpillingToFlashKeepsOutputsAndSurvivesReadFaults) {
   const std::vector<std::string> ps = pressure_prompts();
   Metrics m;
   const std::vector<std::string> solo = solo_texts(ps, 60);
-  const auto dir = std::filesystem::temp_directory_path() / ("tern-sched-kv-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tern-sched-kv-" + std::to_string(::getpid()));
   {
     auto e = load(1, 64, dir.string());
     Metrics fm;
@@ -206,13 +208,14 @@ TEST_F(SchedulerKvTest, SpillingToFlashKeepsOutputsAndSurvivesReadFaults) {
     for (size_t i = 0; i < faulty.size(); ++i) {
       if (faulty[i].finish.reason == FinishReason::Error) {
         ++failed;
-        EXPECT_NE(faulty[i].finish.error.find("KV flash tier"), std::string::npos) << faulty[i].finish.error;
+        EXPECT_NE(faulty[i].finish.error.find("KV flash tier"), std::string::npos)
+            << faulty[i].finish.error;
       } else {
         EXPECT_EQ(faulty[i].text, solo[i]) << kQuestions[i];
       }
     }
-    std::printf("with every flash read failing: %d of %d requests failed, %llu KV I/O failures\n", failed,
-                kQ, (unsigned long long)xm.kv_io_failures.load());
+    std::printf("with every flash read failing: %d of %d requests failed, %llu KV I/O failures\n",
+                failed, kQ, (unsigned long long)xm.kv_io_failures.load());
     e->kv().check_invariants();
     // The fault cleared, the engine serves normally.
     e->kv().inject_flash_fault(kv::IoKind::Read, 0, EIO);

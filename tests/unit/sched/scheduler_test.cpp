@@ -11,10 +11,10 @@
 #include <mutex>
 #include <thread>
 
+#include "collector.h"
 #include "tern/core/error.h"
 #include "tern/engine/engine.h"
 #include "tern/tokenizer/tokenizer.h"
-#include "collector.h"
 #include "testutil.h"
 #include "tiny_engine.h"
 
@@ -120,7 +120,9 @@ class SchedulerTest : public ::testing::Test {
   Metrics metrics_;
 };
 
-TEST_F(SchedulerTest, BatchingDoesNotChangeGreedyOutput) { expect_batching_keeps_greedy_text(); }
+TEST_F(SchedulerTest, BatchingDoesNotChangeGreedyOutput) {
+  expect_batching_keeps_greedy_text();
+}
 
 // The same on the downloaded SmolLM2 model: real BPE tokens (multi-byte
 // UTF-8 pieces) and real weights. The one test here that skips without its
@@ -140,7 +142,9 @@ class SchedulerRealModelTest : public SchedulerTest {
   }
 };
 
-TEST_F(SchedulerRealModelTest, BatchingDoesNotChangeGreedyOutput) { expect_batching_keeps_greedy_text(); }
+TEST_F(SchedulerRealModelTest, BatchingDoesNotChangeGreedyOutput) {
+  expect_batching_keeps_greedy_text();
+}
 
 // The scheduler's text equals a greedy loop written directly on
 // Engine::step (an independent reference: no scheduler, no sampler, no
@@ -172,12 +176,14 @@ TEST_F(SchedulerTest, MaxTokensStopsWithLength) {
   const auto t0 = std::chrono::steady_clock::now();
   s.submit(request("len", kPrompts[1], p, c));
   const Finish f = c.wait();
-  const double wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(f.reason, FinishReason::Length);
   EXPECT_EQ(f.usage.completion_tokens, 5);
   EXPECT_EQ(c.tokens(), 5);
   EXPECT_EQ(f.timings.predicted_n, 5);
-  EXPECT_EQ(f.usage.prompt_tokens, int(engine_->tokenizer().encode(kPrompts[1], true, false).size()));
+  EXPECT_EQ(f.usage.prompt_tokens,
+            int(engine_->tokenizer().encode(kPrompts[1], true, false).size()));
   EXPECT_EQ(f.timings.prompt_n, f.usage.prompt_tokens);
   // The timings are measured, not left at zero, and fit inside the wall time
   // the test itself measured around the request.

@@ -16,14 +16,18 @@ std::string source_dir() {
 #endif
 }
 
-std::string fixture_path(const std::string& name) { return source_dir() + "/tests/fixtures/" + name; }
+std::string fixture_path(const std::string& name) {
+  return source_dir() + "/tests/fixtures/" + name;
+}
 
 std::string default_model_path() {
   if (const char* s = std::getenv("TERN_MODEL")) return s;
   return source_dir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
-bool file_exists(const std::string& path) { return std::filesystem::exists(path); }
+bool file_exists(const std::string& path) {
+  return std::filesystem::exists(path);
+}
 
 std::string temp_path(const std::string& name) {
   static const std::string dir = [] {

@@ -165,7 +165,13 @@ TEST(BpeTokenizer, SegmentsParseControlTokensOnlyWhereAsked) {
 TEST(SpmTokenizer, SegmentsKeepTheSpacePrefixOfTheJoinedText) {
   VocabSpec s;
   s.model = "llama";
-  s.tokens = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "\xE2\x96\x81" "a"};
+  s.tokens = {"<unk>",
+              "<s>",
+              "</s>",
+              "\xE2\x96\x81",
+              "a",
+              "\xE2\x96\x81"
+              "a"};
   s.token_types = {2, 3, 3, 1, 1, 1};
   s.scores = {0, 0, 0, -1, -1, -0.5f};
   const Tokenizer tok = Tokenizer::from_spec(s);
