@@ -5,7 +5,9 @@
 #include "session.h"
 #include "tern/engine/engine.h"
 #include "tern/sched/scheduler.h"
+#include "tern/server/openai_request.h"
 #include "tern/server/openai_response.h"
+#include "tern/tokenizer/chat_template.h"
 #include "tern/tokenizer/tokenizer.h"
 #include "tern/tokenizer/unicode.h"
 
@@ -22,27 +24,50 @@ json piece_json(const std::string& piece) {
   return bytes;
 }
 
+// Chat messages as /v1/chat/completions parses and tokenizes them.
+std::vector<int32_t> chat_ids(const Tokenizer& tok, const ChatTemplate& tmpl, const json& body,
+                              UnknownFields unknown) {
+  bool add_generation_prompt = true;
+  get_bool(body, "add_generation_prompt", add_generation_prompt);
+  const GenerationRequest g =
+      parse_chat_request(json{{"messages", body.at("messages")}}, {}, unknown);
+  std::vector<ChatMessage> msgs;
+  msgs.reserve(g.messages.size());
+  for (const auto& m : g.messages) msgs.push_back({m.role, m.content});
+  try {
+    return encode_chat(tok, tmpl, msgs, add_generation_prompt);
+  } catch (const InvalidArgument& e) {
+    throw ApiError::bad_request(std::string("Invalid 'messages': ") + e.what(), "messages",
+                                "invalid_value");
+  }
+}
+
 }  // namespace
 
-json tokenize_body(const Tokenizer& tok, const json& body, int n_ctx, UnknownFields unknown) {
+json tokenize_body(const Tokenizer& tok, const ChatTemplate& tmpl, const json& body, int n_ctx,
+                   UnknownFields unknown) {
   check_fields(body, "",
-               {"content", "prompt", "add_special", "add_special_tokens", "parse_special",
-                "with_pieces", "model"},
+               {"content", "prompt", "messages", "add_generation_prompt", "add_special",
+                "add_special_tokens", "parse_special", "with_pieces", "model"},
                unknown);
-  std::string text;
-  // llama.cpp sends `content` and adds no special tokens by default; vLLM
-  // sends `prompt` and adds them by default.
-  const bool vllm = !get_string(body, "content", text);
-  if (vllm && !get_string(body, "prompt", text)) missing("content");
-  bool add_special = vllm;
-  get_bool(body, "add_special", add_special);
-  get_bool(body, "add_special_tokens", add_special);
-  bool parse_special = true;
-  get_bool(body, "parse_special", parse_special);
   bool with_pieces = false;
   get_bool(body, "with_pieces", with_pieces);
-
-  const std::vector<int32_t> ids = tok.encode(text, add_special, parse_special);
+  std::vector<int32_t> ids;
+  if (body.contains("messages")) {
+    ids = chat_ids(tok, tmpl, body, unknown);
+  } else {
+    std::string text;
+    // llama.cpp sends `content` and adds no special tokens by default; vLLM
+    // sends `prompt` and adds them by default.
+    const bool vllm = !get_string(body, "content", text);
+    if (vllm && !get_string(body, "prompt", text)) missing("content");
+    bool add_special = vllm;
+    get_bool(body, "add_special", add_special);
+    get_bool(body, "add_special_tokens", add_special);
+    bool parse_special = true;
+    get_bool(body, "parse_special", parse_special);
+    ids = tok.encode(text, add_special, parse_special);
+  }
   json tokens = json::array();
   for (int32_t id : ids) {
     if (with_pieces)
@@ -80,9 +105,9 @@ awaitable<bool> handle_tokenize(ServerContext& ctx, beast::tcp_stream& stream, c
         try {
           const json body = parse_json_body(req.body());
           const Tokenizer& tok = ctx.engine.tokenizer();
-          const json out =
-              detok ? detokenize_body(tok, body, ctx.unknown_fields())
-                    : tokenize_body(tok, body, ctx.scheduler.n_ctx(), ctx.unknown_fields());
+          const json out = detok ? detokenize_body(tok, body, ctx.unknown_fields())
+                                 : tokenize_body(tok, ctx.engine.chat_template(), body,
+                                                 ctx.scheduler.n_ctx(), ctx.unknown_fields());
           co_return json_response(req, http::status::ok, dump(out));
         } catch (const ApiError& e) {
           co_return error_response(req, e);

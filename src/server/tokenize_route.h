@@ -10,7 +10,8 @@
 
 namespace tern {
 class Tokenizer;
-}
+class ChatTemplate;
+}  // namespace tern
 
 namespace tern::server {
 
@@ -18,8 +19,11 @@ namespace tern::server {
 //  "parse_special": bool (default true), "with_pieces": bool}
 //   -> {"tokens": [id, ...]} or, with_pieces, {"tokens": [{"id", "piece"}, ...]}
 // (a piece that is not valid UTF-8 on its own is an array of its bytes).
-nlohmann::json tokenize_body(const Tokenizer& tok, const nlohmann::json& body, int n_ctx,
-                             UnknownFields unknown);
+// Or chat {"messages": [...], "add_generation_prompt": bool (default true)}:
+// the ids /v1/chat/completions would run (the model's template applied,
+// message content tokenized as text).
+nlohmann::json tokenize_body(const Tokenizer& tok, const ChatTemplate& tmpl,
+                             const nlohmann::json& body, int n_ctx, UnknownFields unknown);
 
 // {"tokens": [id, ...]} -> {"content": str}; control tokens are rendered.
 nlohmann::json detokenize_body(const Tokenizer& tok, const nlohmann::json& body,
