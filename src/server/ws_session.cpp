@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 
+#include "api_exchange.h"
 #include "generation.h"
 #include "routes.h"
 #include "session.h"
@@ -53,6 +54,10 @@ class WsSession final : public ShutdownListener {
   struct Active {
     std::shared_ptr<sched::Stream> stream;
     std::string request_id;
+    // A `responses` op: the Responses API's exchange renders (and stores)
+    // the response object at the end, from the whole text.
+    std::unique_ptr<ApiExchange> responses;
+    std::string text;
   };
 
   awaitable<void> reader();
@@ -65,7 +70,7 @@ class WsSession final : public ShutdownListener {
     outbox_.push_back(std::move(frame));
   }
   awaitable<void> handle_text(const std::string& text);
-  awaitable<void> on_generate(const json& msg, const std::string& id);
+  awaitable<void> on_generate(const json& msg, const std::string& id, bool responses);
   void on_cancel(const std::string& id);
   void send(const json& j) {
     enqueue(dump(j));
@@ -160,6 +165,7 @@ awaitable<void> WsSession::reader() {
 void WsSession::collect() {
   for (auto it = active_.begin(); it != active_.end() && !outbox_full();) {
     auto c = it->second.stream->drain();
+    if (it->second.responses) it->second.text += c.text;
     if (!c.text.empty() || c.n_tokens > 0)
       enqueue(dump(
           json{{"type", "delta"}, {"id", it->first}, {"text", c.text}, {"tokens", c.n_tokens}}));
@@ -173,6 +179,8 @@ void WsSession::collect() {
                  {"usage", usage_json(c.finish->usage)},
                  {"timings", timings_json(c.finish->timings)}};
     if (!c.finish->error.empty()) done["error"] = c.finish->error;
+    if (it->second.responses && c.finish->reason != sched::FinishReason::Error)
+      done["response"] = it->second.responses->body(it->second.text, *c.finish);
     enqueue(dump(done));
     it = active_.erase(it);
   }
@@ -252,18 +260,21 @@ awaitable<void> WsSession::handle_text(const std::string& text) {
     co_return;
   }
   const std::string id = id_it->get<std::string>();
-  if (type == "generate") {
-    co_await on_generate(msg, id);
+  if (type == "generate" || type == "responses") {
+    co_await on_generate(msg, id, type == "responses");
   } else if (type == "cancel") {
     on_cancel(id);
   } else {
-    send_error(id, ApiError::bad_request("Unknown message type '" + type +
-                                             "'. Expected 'generate', 'cancel' or 'ping'.",
-                                         "type", "invalid_value"));
+    send_error(id,
+               ApiError::bad_request("Unknown message type '" + type +
+                                         "'. Expected 'generate', 'responses', 'cancel' or 'ping'.",
+                                     "type", "invalid_value"));
   }
 }
 
-awaitable<void> WsSession::on_generate(const json& msg, const std::string& id) {
+// `generate` (chat or completion fields) or `responses` (the Responses API's
+// fields: input, instructions, previous_response_id, ...).
+awaitable<void> WsSession::on_generate(const json& msg, const std::string& id, bool responses) {
   try {
     if (active_.count(id))
       throw ApiError::bad_request("A generation with id '" + id + "' is already running.", "id",
@@ -275,10 +286,17 @@ awaitable<void> WsSession::on_generate(const json& msg, const std::string& id) {
                      {}, "too_many_generations");
     const std::vector<std::string> own = {"type", "id"};
     const std::string request_id = rid_ + "." + std::to_string(++n_generations_);
+    std::unique_ptr<ApiExchange> exchange;
+    if (responses) exchange = make_responses_exchange(ctx_, request_id);
     // Off the reactor thread: validation, the chat template and the tokenizer.
     const GenerationRequest g = co_await net::co_spawn(
         ctx_.prep,
         [&]() -> awaitable<GenerationRequest> {
+          if (exchange) {
+            json body = msg;
+            for (const auto& k : own) body.erase(k);
+            co_return exchange->parse(body);
+          }
           co_return msg.contains("prompt")
               ? parse_completion_request(msg, own, ctx_.unknown_fields())
               : parse_chat_request(msg, own, ctx_.unknown_fields());
@@ -299,7 +317,8 @@ awaitable<void> WsSession::on_generate(const json& msg, const std::string& id) {
               {"prompt_tokens", sub.prompt_tokens}});
     if (!sub.echo.empty())
       send(json{{"type", "delta"}, {"id", id}, {"text", sub.echo}, {"tokens", 0}});
-    active_[id] = Active{sub.stream, request_id};
+    if (exchange) exchange->start(sub);  // (its SSE events are not sent: deltas are)
+    active_[id] = Active{sub.stream, request_id, std::move(exchange), {}};
   } catch (const ApiError& e) {
     send_error(id, e);
   } catch (const InvalidArgument& e) {

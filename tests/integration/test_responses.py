@@ -91,3 +91,48 @@ def test_unsupported_fields_are_400(client, server, healthy):
     assert e.value.body["param"] == "text.format"
     r = requests.post(server.url + "/v1/responses", json={"model": "tern"}, timeout=60)
     assert r.status_code == 400 and r.json()["error"]["param"] == "input"
+
+
+def test_responses_over_websocket(server, client, healthy):
+    """The `responses` op on /v1/ws: deltas as for `generate`, then a `done`
+    carrying the response object; its id continues the conversation over
+    HTTP or the socket alike."""
+    import asyncio
+    import json
+
+    import websockets
+
+    async def run():
+        async with websockets.connect(server.ws_url) as ws:
+            assert json.loads(await ws.recv())["type"] == "hello"
+
+            async def ask(rid, **fields):
+                await ws.send(json.dumps({"type": "responses", "id": rid, **fields}))
+                text, msgs = "", []
+                while True:
+                    m = json.loads(await ws.recv())
+                    msgs.append(m)
+                    if m["type"] == "delta":
+                        text += m["text"]
+                    if m["type"] in ("done", "error"):
+                        return text, m, msgs
+
+            text, done, msgs = await ask("t1", input="Name a colour.", max_output_tokens=6,
+                                         temperature=0)
+            assert msgs[0]["type"] == "start"
+            resp = done["response"]
+            assert resp["object"] == "response" and resp["id"].startswith("resp_")
+            assert resp["output"][0]["content"][0]["text"] == text and text
+            text2, done2, _ = await ask("t2", input="And another?", max_output_tokens=6,
+                                        temperature=0, previous_response_id=resp["id"])
+            assert done2["response"]["previous_response_id"] == resp["id"]
+            assert done2["usage"]["prompt_tokens_details"]["cached_tokens"] > 0
+            _, err, _ = await ask("t3", input="x", previous_response_id="resp_nope")
+            assert err["type"] == "error" and err["error"]["status"] == 404
+            return resp["id"], text2
+
+    first_id, _ = asyncio.run(run())
+    # The socket's response is in the same store the HTTP route reads.
+    r = client.responses.create(model="tern", input="One more.", max_output_tokens=4,
+                                temperature=0, previous_response_id=first_id)
+    assert r.previous_response_id == first_id
