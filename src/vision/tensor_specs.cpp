@@ -78,7 +78,10 @@ std::vector<TensorSpec> vision_tensor_specs(const VisionConfig& c) {
   b.global("v.patch_embd.weight", {P, P, 3, D}, E, &W::patch_w);
   if (c.has_patch_bias) b.global("v.patch_embd.bias", {D}, V, &W::patch_b);
   if (c.has_class_embd) b.global("v.class_embd", {D}, V, &W::class_embd);
-  b.global("v.position_embd.weight", {D, c.n_positions()}, E, &W::pos_embd);
+  // Kind V (always written F32): llama.cpp adds the table to the patch
+  // embeddings directly, and its CPU add has no F32 + F16 form, so real files
+  // carry it in F32 (the patch kernel, a convolution, may be F16).
+  b.global("v.position_embd.weight", {D, c.n_positions()}, V, &W::pos_embd);
   if (c.has_pre_ln) {
     b.global("v.pre_ln.weight", {D}, V, &W::pre_ln_w);
     b.global("v.pre_ln.bias", {D}, V, &W::pre_ln_b);
