@@ -162,7 +162,8 @@ TEST(BpeTokenizer, SegmentsParseControlTokensOnlyWhereAsked) {
   EXPECT_EQ(tok.encode(split, true), tok.encode("x<ctl>ab", true, true));
 }
 
-TEST(SpmTokenizer, SegmentsKeepTheSpacePrefixOfTheJoinedText) {
+// A SentencePiece vocabulary of three control tokens, "\u2581", "a" and "\u2581a".
+Tokenizer tiny_spm() {
   VocabSpec s;
   s.model = "llama";
   s.tokens = {"<unk>",
@@ -174,7 +175,11 @@ TEST(SpmTokenizer, SegmentsKeepTheSpacePrefixOfTheJoinedText) {
               "a"};
   s.token_types = {2, 3, 3, 1, 1, 1};
   s.scores = {0, 0, 0, -1, -1, -0.5f};
-  const Tokenizer tok = Tokenizer::from_spec(s);
+  return Tokenizer::from_spec(s);
+}
+
+TEST(SpmTokenizer, SegmentsKeepTheSpacePrefixOfTheJoinedText) {
+  const Tokenizer tok = tiny_spm();
   const std::vector<TextSegment> segs = {{"a", true}, {" a", false}, {"</s>", true}, {"a", false}};
   EXPECT_EQ(tok.encode(segs, true), tok.encode("a a</s>a", true, true));
   EXPECT_EQ(tok.encode(segs, true), (std::vector<int32_t>{1, 5, 5, 2, 5}));
@@ -386,18 +391,7 @@ TEST(TokenizerErrors, OutOfRangeSpecialIdsAreIgnored) {
 // --- SentencePiece specifics not covered by the llama.cpp golden ---
 
 TEST(SpmTokenizer, UnknownCharacterWithoutByteTokensIsUnk) {
-  VocabSpec s;
-  s.model = "llama";
-  s.tokens = {"<unk>",
-              "<s>",
-              "</s>",
-              "\xE2\x96\x81",
-              "a",
-              "\xE2\x96\x81"
-              "a"};
-  s.token_types = {2, 3, 3, 1, 1, 1};
-  s.scores = {0, 0, 0, -1, -1, -0.5f};
-  const Tokenizer tok = Tokenizer::from_spec(s);
+  const Tokenizer tok = tiny_spm();
   EXPECT_EQ(tok.encode("a", false, false), (std::vector<int32_t>{5}));
   EXPECT_EQ(tok.encode("a", true, false), (std::vector<int32_t>{1, 5}));
   // 'z' has neither a token nor <0x7A>: one <unk>.
