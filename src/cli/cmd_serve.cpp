@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "commands.h"
 #include "common.h"
@@ -41,6 +42,17 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("--strict-fields", s.strict_fields,
                 "refuse requests carrying fields tern does not know (400) instead of ignoring "
                 "them with a warning");
+  cmd->add_option("--reasoning-format", s.reasoning_format,
+                  "chat output of reasoning models: 'auto' splits <think>...</think> into "
+                  "reasoning_content when the model has those tokens, 'deepseek' always splits, "
+                  "'none' keeps the raw text")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, server::ReasoningFormat>{
+              {"auto", server::ReasoningFormat::Auto},
+              {"none", server::ReasoningFormat::None},
+              {"deepseek", server::ReasoningFormat::Deepseek}},
+          CLI::ignore_case))
+      ->capture_default_str();
   cmd->add_option("--alias", s.model_name, "model id reported by /v1/models (default: file name)");
   cmd->add_option("--web-root", s.web_root,
                   "directory of the demo page (default: web/ of the install)");

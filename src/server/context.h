@@ -45,7 +45,11 @@ struct ServerContext {
   const ServerOptions opts;
   const StaticFiles files;
   std::string model_id;  // what /v1/models lists
-  int64_t created = 0;   // unix time the server started
+  // Chat output is split into reasoning and answer (--reasoning-format);
+  // think_open is the "<think>" token when the vocabulary has one (-1 if not).
+  bool split_reasoning = false;
+  int32_t think_open = -1;
+  int64_t created = 0;  // unix time the server started
   HttpStats http;
   ResponseStore responses;  // recent /v1/responses, for previous_response_id
   std::shared_ptr<spdlog::logger> log = tern::log::get("server");

@@ -57,6 +57,19 @@ Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, con
   s.prompt_tokens = int(ids.size());
   s.meta = ResponseMeta{response_id(g.kind, rid), unix_now(), ctx.model_id, g.kind};
   if (g.echo) s.echo = g.prompt;
+  if (g.kind == GenerationRequest::Kind::Chat && ctx.split_reasoning) {
+    s.split_reasoning = true;
+    // Templates that force thinking end the prompt with the open tag (and a newline).
+    const Tokenizer& tok = ctx.engine.tokenizer();
+    for (auto it = ids.rbegin(); it != ids.rend(); ++it) {
+      if (*it == ctx.think_open) {
+        s.in_reasoning = true;
+        break;
+      }
+      const std::string piece = tok.token_to_piece(*it, true);
+      if (piece.find_first_not_of(" \t\r\n") != std::string::npos) break;
+    }
+  }
   s.stream = std::make_shared<sched::Stream>(std::move(notify));
 
   sched::Request r;

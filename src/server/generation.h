@@ -18,6 +18,10 @@ struct Submission {
   ResponseMeta meta;
   std::string echo;  // completions with echo: the prompt text to put first
   int prompt_tokens = 0;
+  // Chat: split the output into reasoning and answer (ServerContext::split_reasoning);
+  // in_reasoning: the prompt ended with the open tag, so the output starts inside it.
+  bool split_reasoning = false;
+  bool in_reasoning = false;
 };
 
 // Throws ApiError: 400 (template or prompt problems, context_length_exceeded

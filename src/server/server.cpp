@@ -25,6 +25,7 @@
 #include "tern/core/error.h"
 #include "tern/engine/engine.h"
 #include "tern/sched/scheduler.h"
+#include "tern/tokenizer/tokenizer.h"
 
 namespace tern::server {
 
@@ -151,6 +152,13 @@ Server::Server(Engine& engine, sched::Scheduler& scheduler, sched::Metrics& metr
   auto& ctx = impl_->ctx;
   ctx.created = unix_now();
   ctx.model_id = ctx.opts.model_name;
+  const Tokenizer& tok = engine.tokenizer();
+  const auto open = tok.token_id("<think>"), close = tok.token_id("</think>");
+  if (open && close) ctx.think_open = *open;
+  ctx.split_reasoning = ctx.opts.reasoning_format == ReasoningFormat::Deepseek ||
+                        (ctx.opts.reasoning_format == ReasoningFormat::Auto && open && close);
+  if (ctx.split_reasoning)
+    ctx.log->info("reasoning output: <think> ... </think> goes to reasoning_content");
   if (ctx.files.root().empty())
     ctx.log->warn("web/ not found: the demo page is not served (use --web-root)");
 }

@@ -22,6 +22,7 @@
 #include "routes.h"
 #include "session.h"
 #include "tern/engine/engine.h"
+#include "tern/sampling/reasoning_split.h"
 #include "tern/sched/scheduler.h"
 #include "waker.h"
 
@@ -58,6 +59,8 @@ class WsSession final : public ShutdownListener {
     // the response object at the end, from the whole text.
     std::unique_ptr<ApiExchange> responses;
     std::string text;
+    // Chat output of a reasoning model: deltas carry `reasoning` beside `text`.
+    std::optional<ReasoningSplitter> split;
   };
 
   awaitable<void> reader();
@@ -166,9 +169,23 @@ void WsSession::collect() {
   for (auto it = active_.begin(); it != active_.end() && !outbox_full();) {
     auto c = it->second.stream->drain();
     if (it->second.responses) it->second.text += c.text;
-    if (!c.text.empty() || c.n_tokens > 0)
+    if (auto& split = it->second.split) {
+      auto parts = split->push(c.text);
+      if (c.finish) {
+        auto rest = split->flush();
+        parts.reasoning += rest.reasoning;
+        parts.content += rest.content;
+      }
+      if (!parts.empty() || c.n_tokens > 0) {
+        json d{
+            {"type", "delta"}, {"id", it->first}, {"text", parts.content}, {"tokens", c.n_tokens}};
+        if (!parts.reasoning.empty()) d["reasoning"] = parts.reasoning;
+        enqueue(dump(d));
+      }
+    } else if (!c.text.empty() || c.n_tokens > 0) {
       enqueue(dump(
           json{{"type", "delta"}, {"id", it->first}, {"text", c.text}, {"tokens", c.n_tokens}}));
+    }
     if (!c.finish) {
       ++it;
       continue;
@@ -318,7 +335,8 @@ awaitable<void> WsSession::on_generate(const json& msg, const std::string& id, b
     if (!sub.echo.empty())
       send(json{{"type", "delta"}, {"id", id}, {"text", sub.echo}, {"tokens", 0}});
     if (exchange) exchange->start(sub);  // (its SSE events are not sent: deltas are)
-    active_[id] = Active{sub.stream, request_id, std::move(exchange), {}};
+    Active& a = active_[id] = Active{sub.stream, request_id, std::move(exchange), {}, {}};
+    if (sub.split_reasoning) a.split.emplace(sub.in_reasoning);
   } catch (const ApiError& e) {
     send_error(id, e);
   } catch (const InvalidArgument& e) {

@@ -42,8 +42,10 @@ def missing_reason() -> str | None:
 
 
 class TernServer:
-    def __init__(self, *args: str, startup_timeout: float = 120.0, env: dict | None = None):
+    def __init__(self, *args: str, startup_timeout: float = 120.0, env: dict | None = None,
+                 model: Path | str | None = None):
         self.args = list(args)
+        self.model = Path(model) if model is not None else model_path()
         self.env = None if env is None else {**os.environ, **env}
         self.startup_timeout = startup_timeout
         self.proc: subprocess.Popen | None = None
@@ -63,7 +65,7 @@ class TernServer:
         return self.log_path.read_text(errors="replace")
 
     def start(self) -> "TernServer":
-        cmd = [str(tern_bin()), "serve", "-m", str(model_path()), "--host", "127.0.0.1",
+        cmd = [str(tern_bin()), "serve", "-m", str(self.model), "--host", "127.0.0.1",
                "--port", "0", *self.args]
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=self.env)

@@ -19,6 +19,11 @@ struct Metrics;
 
 namespace tern::server {
 
+// How reasoning models' thinking ("<think>...</think>") reaches chat clients.
+// Auto: split into reasoning_content when the vocabulary has the think tags
+// as tokens; Deepseek: always split; None: the raw text, tags included.
+enum class ReasoningFormat : uint8_t { Auto, None, Deepseek };
+
 struct ServerOptions {
   std::string host = "127.0.0.1";  // loopback unless asked otherwise
   uint16_t port = 8080;            // 0: any free port (see Server::port())
@@ -37,6 +42,7 @@ struct ServerOptions {
   double shutdown_grace_s = 10;      // in-flight generations may finish within this
   int ws_max_generations = 32;       // concurrent generations per WebSocket
   bool strict_fields = false;        // refuse unknown request fields (400) instead of ignoring them
+  ReasoningFormat reasoning_format = ReasoningFormat::Auto;
 };
 
 class Server {
