@@ -1,9 +1,11 @@
 #include "tern/server/anthropic_messages.h"
 
 #include <limits>
+#include <optional>
 
 #include "api_exchange.h"
 #include "json_fields.h"
+#include "tern/sampling/reasoning_split.h"
 #include "tern/server/openai_response.h"
 
 namespace tern::server {
@@ -187,6 +189,20 @@ class AnthropicExchange final : public ApiExchange {
   AnthropicExchange(ServerContext& ctx, const std::string& rid) : ctx_(ctx), id_("msg_" + rid) {}
 
   GenerationRequest parse(const json& body) override {
+    // A reasoning model (--reasoning-format) thinks whether asked or not;
+    // `thinking: {type: enabled}` shows that thinking as thinking blocks, as
+    // Anthropic's extended thinking does. budget_tokens is not enforced
+    // beyond max_tokens. Without it, only the answer is returned.
+    if (ctx_.split_reasoning) {
+      const json* t = body.is_object() ? field(body, "thinking") : nullptr;
+      const json* type = t && t->is_object() ? field(*t, "type") : nullptr;
+      if (type && *type == "enabled") {
+        json rest = body;
+        rest.erase("thinking");
+        show_thinking_ = true;
+        return parse_anthropic_request(rest, ctx_.unknown_fields());
+      }
+    }
     return parse_anthropic_request(body, ctx_.unknown_fields());
   }
 
@@ -195,23 +211,28 @@ class AnthropicExchange final : public ApiExchange {
     message["content"] = json::array();
     message["stop_reason"] = nullptr;
     message["usage"] = anthropic_usage({s.prompt_tokens, 0, 0});
-    return sse_event("message_start", {{"type", "message_start"}, {"message", message}}) +
-           sse_event("content_block_start", {{"type", "content_block_start"},
-                                             {"index", 0},
-                                             {"content_block", {{"type", "text"}, {"text", ""}}}});
+    std::string out = sse_event("message_start", {{"type", "message_start"}, {"message", message}});
+    if (s.split_reasoning) {
+      split_.emplace(s.in_reasoning);
+      in_reasoning_ = s.in_reasoning;
+      return out;  // blocks open as their text arrives
+    }
+    return out + open_block(Block::Text);
   }
 
   std::string stream_text(const std::string& text) override {
-    return sse_event("content_block_delta", {{"type", "content_block_delta"},
-                                             {"index", 0},
-                                             {"delta", {{"type", "text_delta"}, {"text", text}}}});
+    if (!split_) return delta(text);
+    return stream_parts(split_->push(text));
   }
 
   std::string stream_end(const sched::Finish& f) override {
     if (f.reason == sched::FinishReason::Error)
       return sse_event("error", anthropic_error_body(ApiError(500, "server_error",
                                                               "Generation failed: " + f.error)));
-    return sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", 0}}) +
+    std::string out;
+    if (split_) out += stream_parts(split_->flush());
+    if (block_ != Block::Text) out += open_block(Block::Text);  // the answer's block, even if empty
+    return out + close_block() +
            sse_event("message_delta", {{"type", "message_delta"},
                                        {"delta",
                                         {{"stop_reason", anthropic_stop_reason(f)},
@@ -221,12 +242,67 @@ class AnthropicExchange final : public ApiExchange {
   }
 
   json body(const std::string& text, const sched::Finish& f) override {
-    return anthropic_message(id_, ctx_.model_id, text, f);
+    if (!split_) return anthropic_message(id_, ctx_.model_id, text, f);
+    const auto parts = ReasoningSplitter::split(text, in_reasoning_);
+    json m = anthropic_message(id_, ctx_.model_id, parts.content, f);
+    if (show_thinking_ && !parts.reasoning.empty())
+      m["content"].insert(m["content"].begin(), thinking_block(parts.reasoning));
+    return m;
   }
 
  private:
+  enum class Block { None, Thinking, Text };
+
+  static json thinking_block(const std::string& thinking) {
+    // No signature: tern's thinking is not encrypted or verified.
+    return {{"type", "thinking"}, {"thinking", thinking}, {"signature", ""}};
+  }
+
+  std::string open_block(Block b) {
+    std::string out = close_block();
+    block_ = b;
+    ++index_;
+    const json block = b == Block::Text ? json{{"type", "text"}, {"text", ""}} : thinking_block("");
+    return out + sse_event("content_block_start", {{"type", "content_block_start"},
+                                                   {"index", index_},
+                                                   {"content_block", block}});
+  }
+
+  std::string close_block() {
+    if (block_ == Block::None) return {};
+    block_ = Block::None;
+    return sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", index_}});
+  }
+
+  std::string delta(const std::string& text) {
+    return sse_event("content_block_delta", {{"type", "content_block_delta"},
+                                             {"index", index_},
+                                             {"delta", {{"type", "text_delta"}, {"text", text}}}});
+  }
+
+  std::string stream_parts(const ReasoningSplitter::Parts& p) {
+    std::string out;
+    if (show_thinking_ && !p.reasoning.empty()) {
+      if (block_ != Block::Thinking) out += open_block(Block::Thinking);
+      out += sse_event("content_block_delta",
+                       {{"type", "content_block_delta"},
+                        {"index", index_},
+                        {"delta", {{"type", "thinking_delta"}, {"thinking", p.reasoning}}}});
+    }
+    if (!p.content.empty()) {
+      if (block_ != Block::Text) out += open_block(Block::Text);
+      out += delta(p.content);
+    }
+    return out;
+  }
+
   ServerContext& ctx_;
   std::string id_;
+  std::optional<ReasoningSplitter> split_;  // a reasoning model's output
+  bool in_reasoning_ = false;
+  bool show_thinking_ = false;  // the request enabled thinking
+  Block block_ = Block::None;   // the open content block
+  int index_ = -1;              // its index
 };
 
 }  // namespace

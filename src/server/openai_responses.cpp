@@ -1,9 +1,11 @@
 #include "tern/server/openai_responses.h"
 
 #include <limits>
+#include <optional>
 
 #include "api_exchange.h"
 #include "json_fields.h"
+#include "tern/sampling/reasoning_split.h"
 #include "tern/server/openai_response.h"
 
 namespace tern::server {
@@ -14,7 +16,8 @@ using namespace fields;
 
 // One input item: a message (`type` "message" or absent) with string content
 // or input_text / output_text parts. Other item types (function calls,
-// reasoning, references) are refused.
+// references) are refused; reasoning items (a client passing back a previous
+// output whole) are skipped by parse_input, as chat templates drop old thinking.
 Message parse_item(const json& item, size_t i, UnknownFields unknown) {
   const std::string where = "input[" + std::to_string(i) + "]";
   if (!item.is_object()) wrong_type(where, "an object", item);
@@ -43,7 +46,13 @@ std::vector<Message> parse_input(const json& body, UnknownFields unknown) {
   if (!in->is_array()) wrong_type("input", "a string or an array of input items", *in);
   if (in->empty()) bad_value("input", "empty array. Expected at least one item.");
   std::vector<Message> out;
-  for (size_t i = 0; i < in->size(); ++i) out.push_back(parse_item((*in)[i], i, unknown));
+  for (size_t i = 0; i < in->size(); ++i) {
+    const json& item = (*in)[i];
+    const json* type = item.is_object() ? field(item, "type") : nullptr;
+    if (type && *type == "reasoning") continue;
+    out.push_back(parse_item(item, i, unknown));
+  }
+  if (out.empty()) bad_value("input", "no message items. Expected at least one message.");
   return out;
 }
 
@@ -200,7 +209,19 @@ json responses_message_item(const ResponsesMeta& m, const std::string& text, con
               {"content", std::move(content)}};
 }
 
-json responses_object(const ResponsesMeta& m, const std::string& text, const sched::Finish* f) {
+json responses_reasoning_item(const ResponsesMeta& m, const std::string& text, const char* status) {
+  json content = json::array();
+  if (std::string_view(status) != "in_progress")
+    content.push_back({{"type", "reasoning_text"}, {"text", text}});
+  return json{{"type", "reasoning"},
+              {"id", m.reasoning_id},
+              {"status", status},
+              {"summary", json::array()},
+              {"content", std::move(content)}};
+}
+
+json responses_object(const ResponsesMeta& m, const std::string& text, const sched::Finish* f,
+                      const std::string& reasoning) {
   json j{{"id", m.id},
          {"object", "response"},
          {"created_at", m.created_at},
@@ -221,7 +242,10 @@ json responses_object(const ResponsesMeta& m, const std::string& text, const sch
     j["error"] = {{"code", "server_error"}, {"message", "Generation failed: " + f->error}};
   } else {
     const char* item_status = f->reason == sched::FinishReason::Length ? "incomplete" : "completed";
-    j["output"] = json::array({responses_message_item(m, text, item_status)});
+    j["output"] = json::array();
+    if (!reasoning.empty())
+      j["output"].push_back(responses_reasoning_item(m, reasoning, item_status));
+    j["output"].push_back(responses_message_item(m, text, item_status));
     if (f->reason == sched::FinishReason::Length)
       j["incomplete_details"] = {{"reason", "max_output_tokens"}};
   }
@@ -236,13 +260,16 @@ namespace {
 // response.in_progress, response.output_item.added, response.content_part.added,
 // response.output_text.delta per piece, response.output_text.done,
 // response.content_part.done, response.output_item.done, then
-// response.completed (or response.incomplete / response.failed). Every event
-// carries a sequence_number.
+// response.completed (or response.incomplete / response.failed). A reasoning
+// model's thinking comes first as its own item (output_index 0), with
+// response.reasoning_text.delta / .done in place of the output_text ones.
+// Every event carries a sequence_number.
 class ResponsesExchange final : public ApiExchange {
  public:
   ResponsesExchange(ServerContext& ctx, const std::string& rid) : ctx_(ctx) {
     meta_.id = "resp_" + rid;
     meta_.item_id = "msg_" + rid;
+    meta_.reasoning_id = "rs_" + rid;
   }
 
   GenerationRequest parse(const json& body) override {
@@ -259,44 +286,58 @@ class ResponsesExchange final : public ApiExchange {
     // One statement per event: sequence numbers follow the order of the calls.
     std::string out = event("response.created", {{"response", in_progress}});
     out += event("response.in_progress", {{"response", in_progress}});
-    out += event("response.output_item.added",
-                 {{"output_index", 0}, {"item", responses_message_item(meta_, "", "in_progress")}});
-    out += event("response.content_part.added", part_fields(""));
-    return out;
+    if (s.split_reasoning) {
+      split_.emplace(s.in_reasoning);
+      in_reasoning_ = s.in_reasoning;
+      return out;  // items open as their text arrives
+    }
+    return out + open_message();
   }
 
   std::string stream_text(const std::string& text) override {
-    text_ += text;
-    json e = where();
-    e["delta"] = text;
-    e["logprobs"] = json::array();
-    return event("response.output_text.delta", std::move(e));
+    if (!split_) return text_delta(text);
+    return stream_parts(split_->push(text));
   }
 
   std::string stream_end(const sched::Finish& f) override {
-    const json done = responses_object(meta_, text_, &f);
-    remember(f);
+    std::string out;
+    if (split_ && f.reason != sched::FinishReason::Error) out += stream_parts(split_->flush());
+    const json done = responses_object(meta_, text_, &f, reasoning_);
+    remember(f, done);
     if (f.reason == sched::FinishReason::Error)
-      return event("response.failed", {{"response", done}});
+      return out + event("response.failed", {{"response", done}});
+    out += close_reasoning(f.reason == sched::FinishReason::Length ? "incomplete" : "completed");
+    if (!message_open_) out += open_message();
     json text_done = where();
     text_done["text"] = text_;
     text_done["logprobs"] = json::array();
-    std::string out = event("response.output_text.done", std::move(text_done));
+    out += event("response.output_text.done", std::move(text_done));
     out += event("response.content_part.done", part_fields(text_));
-    out += event("response.output_item.done", {{"output_index", 0}, {"item", done["output"][0]}});
+    out += event("response.output_item.done",
+                 {{"output_index", message_index_}, {"item", done["output"].back()}});
     out += event(std::string("response.") + responses_status(f), {{"response", done}});
     return out;
   }
 
   json body(const std::string& text, const sched::Finish& f) override {
-    text_ = text;
-    remember(f);
-    return responses_object(meta_, text, &f);
+    if (split_) {
+      auto parts = ReasoningSplitter::split(text, in_reasoning_);
+      text_ = std::move(parts.content);
+      reasoning_ = std::move(parts.reasoning);
+    } else {
+      text_ = text;
+    }
+    json done = responses_object(meta_, text_, &f, reasoning_);
+    remember(f, done);
+    return done;
   }
 
  private:
   json where() const {
-    return {{"item_id", meta_.item_id}, {"output_index", 0}, {"content_index", 0}};
+    return {{"item_id", meta_.item_id}, {"output_index", message_index_}, {"content_index", 0}};
+  }
+  json reasoning_where() const {
+    return {{"item_id", meta_.reasoning_id}, {"output_index", 0}, {"content_index", 0}};
   }
   json part_fields(const std::string& text) const {
     json e = where();
@@ -308,19 +349,84 @@ class ResponsesExchange final : public ApiExchange {
     fields["sequence_number"] = sequence_++;
     return sse_event(type, fields);
   }
+
+  std::string open_message() {
+    message_open_ = true;
+    std::string out = event("response.output_item.added",
+                            {{"output_index", message_index_},
+                             {"item", responses_message_item(meta_, "", "in_progress")}});
+    return out + event("response.content_part.added", part_fields(""));
+  }
+
+  std::string text_delta(const std::string& text) {
+    text_ += text;
+    json e = where();
+    e["delta"] = text;
+    e["logprobs"] = json::array();
+    return event("response.output_text.delta", std::move(e));
+  }
+
+  std::string close_reasoning(const char* status) {
+    if (!reasoning_open_) return {};
+    reasoning_open_ = false;
+    json done = reasoning_where();
+    done["text"] = reasoning_;
+    std::string out = event("response.reasoning_text.done", done);
+    done.erase("text");
+    done["part"] = {{"type", "reasoning_text"}, {"text", reasoning_}};
+    out += event("response.content_part.done", std::move(done));
+    out +=
+        event("response.output_item.done",
+              {{"output_index", 0}, {"item", responses_reasoning_item(meta_, reasoning_, status)}});
+    return out;
+  }
+
+  std::string stream_parts(const ReasoningSplitter::Parts& p) {
+    std::string out;
+    if (!p.reasoning.empty()) {
+      if (!reasoning_open_) {  // the splitter gives all reasoning before any answer
+        reasoning_open_ = true;
+        message_index_ = 1;
+        out += event(
+            "response.output_item.added",
+            {{"output_index", 0}, {"item", responses_reasoning_item(meta_, "", "in_progress")}});
+        json added = reasoning_where();
+        added["part"] = {{"type", "reasoning_text"}, {"text", ""}};
+        out += event("response.content_part.added", std::move(added));
+      }
+      reasoning_ += p.reasoning;
+      json e = reasoning_where();
+      e["delta"] = p.reasoning;
+      out += event("response.reasoning_text.delta", std::move(e));
+    }
+    if (!p.content.empty()) {
+      out += close_reasoning("completed");
+      if (!message_open_) out += open_message();
+      out += text_delta(p.content);
+    }
+    return out;
+  }
+
   // A finished response joins the store (unless store: false) so a later
-  // request can continue it; its prompt is then a prefix-cache hit.
-  void remember(const sched::Finish& f) {
+  // request can continue it; its prompt is then a prefix-cache hit. The
+  // history keeps the answer only: chat templates drop earlier thinking.
+  void remember(const sched::Finish& f, const json& response) {
     if (!req_.store || f.reason == sched::FinishReason::Error) return;
     std::vector<Message> history = req_.conversation;
     history.push_back({"assistant", text_});
-    ctx_.responses.put(meta_.id, std::move(history));
+    ctx_.responses.put(meta_.id, std::move(history), response);
   }
 
   ServerContext& ctx_;
   ResponsesRequest req_;
   ResponsesMeta meta_;
-  std::string text_;
+  std::string text_;       // the answer so far
+  std::string reasoning_;  // a reasoning model's thinking so far
+  std::optional<ReasoningSplitter> split_;
+  bool in_reasoning_ = false;
+  bool reasoning_open_ = false;
+  bool message_open_ = false;
+  int message_index_ = 0;  // 1 when a reasoning item comes first
   int sequence_ = 0;
 };
 

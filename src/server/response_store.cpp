@@ -1,13 +1,33 @@
 #include "tern/server/response_store.h"
 
+#include <algorithm>
+
 namespace tern::server {
 
-void ResponseStore::put(const std::string& id, std::vector<Message> history) {
+void ResponseStore::put(const std::string& id, std::vector<Message> history,
+                        nlohmann::json response) {
   const auto now = Clock::now();
   std::lock_guard lock(mu_);
-  if (entries_.insert_or_assign(id, Entry{std::move(history), now + ttl_}).second)
+  if (entries_.insert_or_assign(id, Entry{std::move(history), std::move(response), now + ttl_})
+          .second)
     order_.push_back(id);
   evict(now);
+}
+
+std::optional<nlohmann::json> ResponseStore::response(const std::string& id) {
+  const auto now = Clock::now();
+  std::lock_guard lock(mu_);
+  evict(now);
+  auto it = entries_.find(id);
+  if (it == entries_.end() || it->second.response.is_null()) return std::nullopt;
+  return it->second.response;
+}
+
+bool ResponseStore::erase(const std::string& id) {
+  std::lock_guard lock(mu_);
+  if (entries_.erase(id) == 0) return false;
+  std::erase(order_, id);
+  return true;
 }
 
 std::optional<std::vector<Message>> ResponseStore::get(const std::string& id) {

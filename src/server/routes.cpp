@@ -55,6 +55,25 @@ Response model(ServerContext& ctx, const Request& req, std::string_view id) {
                                       "model", "model_not_found"));
 }
 
+// GET / DELETE /v1/responses/{id}: a stored response (the SDK's
+// responses.retrieve and responses.delete).
+Response stored_response(ServerContext& ctx, const Request& req, std::string_view id) {
+  const std::string key(id);
+  auto not_found = [&] {
+    return error_response(
+        req, ApiError(404, "invalid_request_error", "Response with id '" + key + "' not found.",
+                      "response_id", "response_not_found"));
+  };
+  if (req.method() == http::verb::delete_) {
+    if (!ctx.responses.erase(key)) return not_found();
+    return json_response(req, http::status::ok,
+                         dump(json{{"id", key}, {"object", "response"}, {"deleted", true}}));
+  }
+  auto r = ctx.responses.response(key);
+  if (!r) return not_found();
+  return json_response(req, http::status::ok, dump(*r));
+}
+
 }  // namespace
 
 std::string_view target_path(std::string_view target) {
@@ -152,7 +171,7 @@ Response handle_simple(ServerContext& ctx, const Request& req, const std::string
   const auto method = req.method();
   if (method == http::verb::options) {
     Response res = make_response(req, http::status::no_content, "", "text/plain");
-    res.set(http::field::access_control_allow_methods, "GET, POST, OPTIONS");
+    res.set(http::field::access_control_allow_methods, "GET, POST, DELETE, OPTIONS");
     res.set(http::field::access_control_allow_headers, "Authorization, Content-Type, X-Api-Key");
     res.set(http::field::access_control_max_age, "86400");
     return res;
@@ -173,6 +192,14 @@ Response handle_simple(ServerContext& ctx, const Request& req, const std::string
   }
   if (path.substr(0, 11) == "/v1/models/" && path.size() > 11)
     return get ? model(ctx, req, path.substr(11)) : only_get();
+  if (path.substr(0, 14) == "/v1/responses/" && path.size() > 14) {
+    if (get || method == http::verb::delete_) return stored_response(ctx, req, path.substr(14));
+    Response res = error_response(req, ApiError(405, "invalid_request_error",
+                                                "Use GET or DELETE for " + std::string(path) + ".",
+                                                {}, "method_not_allowed"));
+    res.set(http::field::allow, "GET, DELETE");
+    return res;
+  }
   if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/messages" ||
       path == "/v1/responses" || path == "/tokenize" || path == "/detokenize") {
     Response res = error_response(

@@ -128,3 +128,58 @@ def test_model_without_think_tokens_is_not_split(tmp_path_factory):
                                              max_tokens=40)
         assert c.choices[0].message.content == "The tag <b> stays"
         assert getattr(c.choices[0].message, "reasoning_content", None) is None
+
+
+def test_responses_api_gives_a_reasoning_item(thinker):
+    r = sdk(thinker).responses.create(model="m", input="What is the answer?", temperature=0,
+                                      max_output_tokens=40)
+    assert [item.type for item in r.output] == ["reasoning", "message"]
+    assert r.output[0].content[0].type == "reasoning_text"
+    assert r.output[0].content[0].text == REASONING
+    assert r.output_text == ANSWER
+    # The stored response, continued: the history keeps the answer, not the thinking.
+    again = sdk(thinker).responses.retrieve(r.id)
+    assert again.output_text == ANSWER and again.output[0].content[0].text == REASONING
+
+
+def test_streamed_responses_events_in_order(thinker):
+    events = []
+    with sdk(thinker).responses.stream(model="m", input="What is the answer?", temperature=0,
+                                       max_output_tokens=40) as stream:
+        for e in stream:
+            events.append(e)
+        final = stream.get_final_response()
+    kinds = [e.type for e in events]
+    reasoning = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert reasoning == REASONING and text == ANSWER
+    assert kinds.index("response.reasoning_text.done") < kinds.index("response.output_text.delta")
+    added = [e.output_index for e in events if e.type == "response.output_item.added"]
+    assert added == [0, 1]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert final.output_text == ANSWER and final.output[0].type == "reasoning"
+
+
+def anthropic_client(srv):
+    import anthropic
+
+    return anthropic.Anthropic(base_url=srv.url, api_key="x", max_retries=0, timeout=120)
+
+
+def test_anthropic_thinking_blocks_when_enabled(thinker):
+    claude = anthropic_client(thinker)
+    kwargs = dict(model="m", max_tokens=40, messages=ASK, extra_body={"temperature": 0},
+                  thinking={"type": "enabled", "budget_tokens": 1024})
+    m = claude.messages.create(**kwargs)
+    assert [b.type for b in m.content] == ["thinking", "text"]
+    assert m.content[0].thinking == REASONING and m.content[1].text == ANSWER
+    with claude.messages.stream(**kwargs) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text == ANSWER
+    assert [b.type for b in final.content] == ["thinking", "text"]
+    assert final.content[0].thinking == REASONING
+    # Without thinking enabled only the answer is returned, as with Claude.
+    plain = claude.messages.create(model="m", max_tokens=40, messages=ASK,
+                                   extra_body={"temperature": 0})
+    assert [b.type for b in plain.content] == ["text"] and plain.content[0].text == ANSWER

@@ -136,3 +136,31 @@ def test_responses_over_websocket(server, client, healthy):
     r = client.responses.create(model="tern", input="One more.", max_output_tokens=4,
                                 temperature=0, previous_response_id=first_id)
     assert r.previous_response_id == first_id
+
+
+def test_retrieve_and_delete_a_stored_response(client, server, healthy):
+    r = client.responses.create(model="tern", input=QUESTION, max_output_tokens=6, temperature=0)
+    got = client.responses.retrieve(r.id)
+    assert got.id == r.id and got.output_text == r.output_text and got.status == r.status
+    assert got.usage.output_tokens == r.usage.output_tokens
+    # A streamed response is stored too, as its final object (this one ends
+    # with response.incomplete: the SDK's get_final_response wants completed).
+    with client.responses.stream(model="tern", input=QUESTION, max_output_tokens=6,
+                                 temperature=0) as stream:
+        final = [e for e in stream][-1].response
+    assert final.status == "incomplete"
+    assert client.responses.retrieve(final.id).output_text == final.output_text
+    # Wrong method on the item: 405 naming the allowed ones.
+    bad = requests.post(f"{server.url}/v1/responses/{r.id}", json={}, timeout=10)
+    assert bad.status_code == 405 and "GET" in bad.headers["allow"]
+    client.responses.delete(r.id)
+    with pytest.raises(openai.NotFoundError) as e:
+        client.responses.retrieve(r.id)
+    assert e.value.body["code"] == "response_not_found"
+    with pytest.raises(openai.NotFoundError):
+        client.responses.delete(r.id)
+    # store: false keeps nothing to retrieve.
+    unstored = client.responses.create(model="tern", input=QUESTION, max_output_tokens=2,
+                                       temperature=0, store=False)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(unstored.id)

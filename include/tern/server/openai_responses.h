@@ -38,18 +38,23 @@ struct ResponsesMeta {
   std::string item_id;  // the output message's id, "msg_..."
   int64_t created_at = 0;
   std::string model;
-  nlohmann::json echo;  // from ResponsesRequest
+  nlohmann::json echo;       // from ResponsesRequest
+  std::string reasoning_id;  // a reasoning model's reasoning item, "rs_..."
 };
 
 // The response object. status "in_progress" (no output, usage null),
 // "completed", "incomplete" (max_output_tokens) or "failed" (f->error).
+// A non-empty `reasoning` (a reasoning model's thinking) comes first in the
+// output as a reasoning item with reasoning_text content.
 nlohmann::json responses_object(const ResponsesMeta& m, const std::string& text,
-                                const sched::Finish* f);
+                                const sched::Finish* f, const std::string& reasoning = {});
 // "completed" / "incomplete" / "failed" for a finish.
 const char* responses_status(const sched::Finish& f);
 nlohmann::json responses_usage(const sched::Usage& u);
 // The output message item (status "in_progress" or "completed").
 nlohmann::json responses_message_item(const ResponsesMeta& m, const std::string& text,
                                       const char* status);
+nlohmann::json responses_reasoning_item(const ResponsesMeta& m, const std::string& text,
+                                        const char* status);
 
 }  // namespace tern::server

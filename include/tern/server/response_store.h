@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <deque>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -23,14 +24,20 @@ class ResponseStore {
   explicit ResponseStore(size_t max_entries = 1024, Clock::duration ttl = std::chrono::hours(1))
       : max_entries_(max_entries), ttl_(ttl) {}
 
-  void put(const std::string& id, std::vector<Message> history);
+  // `response` is the finished response object, for GET /v1/responses/{id}.
+  void put(const std::string& id, std::vector<Message> history, nlohmann::json response = {});
   // The history of `id`, or nothing when it is unknown or expired.
   std::optional<std::vector<Message>> get(const std::string& id);
+  // The stored response object of `id`, or nothing.
+  std::optional<nlohmann::json> response(const std::string& id);
+  // Forgets `id`; false if it was not there.
+  bool erase(const std::string& id);
   size_t size() const;
 
  private:
   struct Entry {
     std::vector<Message> history;
+    nlohmann::json response;
     Clock::time_point expires;
   };
   void evict(Clock::time_point now);  // expired entries and any beyond max_entries_ (locked)
