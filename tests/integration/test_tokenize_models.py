@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import openai
 import pytest
@@ -27,19 +28,30 @@ def test_models_retrieve(client, healthy):
     assert e.value.body["type"] == "invalid_request_error"
 
 
+def curl(server, path, body):
+    """POST with the curl binary, as a shell user would: (status, parsed JSON)."""
+    out = subprocess.run(
+        ["curl", "-s", "-w", "\n%{http_code}", "-H", "Content-Type: application/json",
+         "--data-binary", "@-", server.url + path],
+        input=json.dumps(body).encode(), capture_output=True, check=True, timeout=60).stdout
+    payload, status = out.rsplit(b"\n", 1)
+    return int(status), json.loads(payload)
+
+
 def test_tokenize_matches_golden_and_round_trips(server, healthy):
     round_trips = 0
     # Invalid UTF-8 (text_hex) cannot travel in a JSON string.
     cases = [c for c in GOLDEN["cases"] if "text" in c]
     for case in cases:
-        r = post(server, "/tokenize", {"content": case["text"], "add_special": case["add_bos"],
-                                       "parse_special": case["parse_special"]})
-        assert r.status_code == 200, r.text
-        tokens = r.json()["tokens"]
+        status, r = curl(server, "/tokenize", {"content": case["text"],
+                                               "add_special": case["add_bos"],
+                                               "parse_special": case["parse_special"]})
+        assert status == 200, r
+        tokens = r["tokens"]
         assert tokens == case["ids"], case["name"]
-        d = post(server, "/detokenize", {"tokens": tokens})
-        assert d.status_code == 200, d.text
-        assert d.json()["content"] == case["detok_special"], case["name"]
+        status, d = curl(server, "/detokenize", {"tokens": tokens})
+        assert status == 200, d
+        assert d["content"] == case["detok_special"], case["name"]
         if case["detok_special"] == case["text"]:
             round_trips += 1
     assert round_trips > len(cases) // 2
