@@ -141,6 +141,7 @@ nlohmann::json memory_report(const std::string& path) {
 struct DepthOpts {
   int depth = 0;  // context tokens prefilled per sequence
   int tg = 0;     // timed decode steps
+  int pp = 0;     // > 0: then this many more prompt tokens, timed (prefill at depth)
   int batch = 1;  // sequences decoded together
   int chunk = 512;
   bool drop_cache = false;  // drop the spill file's page cache before each decode step
@@ -148,9 +149,10 @@ struct DepthOpts {
 
 struct DepthRun {
   double prefill_s = 0;
-  double decode_s = 0;                       // the tg timed steps only (page-cache drops excluded)
-  std::vector<double> step_ms;               // each timed step
-  std::vector<std::vector<int32_t>> greedy;  // per sequence: tg + 2 argmax tokens
+  double pp_s = 0;      // the timed prefill of pp tokens on top of the depth (all sequences)
+  double decode_s = 0;  // the tg timed steps only (page-cache drops excluded)
+  std::vector<double> step_ms;                  // each timed step
+  std::vector<std::vector<int32_t>> greedy;     // per sequence: tg + 2 argmax tokens
   kv::KvStats start, prefilled, before, after;  // before prefill / after it / timed decode
 };
 
@@ -191,11 +193,14 @@ void drop_spill_cache(const std::string& dir) {
 }
 
 // `batch` sequences each prefill `depth` pseudo-random tokens (chunked, one
-// sequence at a time), then decode greedily: the prompt's argmax is fed back,
-// one untimed warm-up step, then tg timed steps of one token per sequence.
+// sequence at a time) and, with pp, pp more tokens timed (prefill at depth, as
+// llama-bench -p PP -d DEPTH measures it); then decode greedily: the prompt's
+// argmax is fed back, one untimed warm-up step, then tg timed steps of one
+// token per sequence.
 DepthRun run_depth(Engine& e, const DepthOpts& o) {
   const kv::PagedKv& kv = e.kv();
-  const auto toks = bench_tokens(o.depth * o.batch, e.n_vocab());
+  const int per_seq = o.depth + o.pp;
+  const auto toks = bench_tokens(per_seq * o.batch, e.n_vocab());
   const bool flash = !kv.config().flash_dir.empty() && kv.config().flash_bytes > 0;
   DepthRun r;
   std::vector<SeqId> seqs;
@@ -209,13 +214,21 @@ DepthRun run_depth(Engine& e, const DepthOpts& o) {
   for (int i = 0; i < o.batch; ++i) {
     const SeqId s = seqs.emplace_back(e.new_sequence());
     const auto prompt =
-        std::span<const int32_t>(toks).subspan(size_t(i) * size_t(o.depth), size_t(o.depth));
-    for (int b = 0; b < o.depth; b += o.chunk) {
-      const int n = std::min(o.chunk, o.depth - b);
-      batch.entries = {{s, prompt.subspan(size_t(b), size_t(n)),
-                        b + n == o.depth ? LogitsMode::Last : LogitsMode::None}};
-      e.step(batch, out);
-      check(s);
+        std::span<const int32_t>(toks).subspan(size_t(i) * size_t(per_seq), size_t(per_seq));
+    auto prefill = [&](int from, int to) {
+      for (int b = from; b < to; b += o.chunk) {
+        const int n = std::min(o.chunk, to - b);
+        batch.entries = {{s, prompt.subspan(size_t(b), size_t(n)),
+                          b + n == per_seq ? LogitsMode::Last : LogitsMode::None}};
+        e.step(batch, out);
+        check(s);
+      }
+    };
+    prefill(0, o.depth);
+    if (o.pp > 0) {
+      const auto p0 = Clock::now();
+      prefill(o.depth, per_seq);
+      r.pp_s += seconds_since(p0);
     }
     r.greedy.push_back({argmax(out.last(0))});
   }
@@ -335,6 +348,10 @@ nlohmann::json depth_test(Engine& e, const DepthOpts& o, int reps, bool json) {
   char hash[17];
   std::snprintf(hash, sizeof hash, "%016" PRIx64, fnv1a(r.greedy));
   const double tps = double(o.tg) * o.batch / r.decode_s;
+  double pp_s = 0;  // the best repetition's prefill at depth
+  for (const DepthRun& x : runs)
+    if (pp_s == 0 || x.pp_s < pp_s) pp_s = x.pp_s;
+  const double pp_tps = o.pp > 0 ? double(o.pp) * o.batch / pp_s : 0.0;
   // The median step resists bursts of load on a shared machine better than the mean.
   std::vector<double> ms = r.step_ms;
   std::sort(ms.begin(), ms.end());
@@ -352,7 +369,14 @@ nlohmann::json depth_test(Engine& e, const DepthOpts& o, int reps, bool json) {
                       {"greedy_same_across_reps", same},
                       {"greedy_tokens", r.greedy},
                       {"kv", depth_kv_json(r)}};
+  if (o.pp > 0) {
+    j["pp"] = o.pp;
+    j["pp_tokens_per_s"] = pp_tps;
+  }
   if (!json) {
+    if (o.pp > 0)
+      std::printf("depth    d%-5d pp%-4d batch %-3d %8.1f t/s  (prefill at depth)\n", o.depth, o.pp,
+                  o.batch, pp_tps);
     const auto& k = j["kv"];
     const int64_t dram = k["dram_used_blocks"], streamed = k["flash_live_blocks"];
     std::printf(
@@ -387,6 +411,7 @@ struct BenchOpts {
   bool json = false;
   int depth = 0;  // > 0: the depth test replaces the others
   bool drop_cache = false;
+  bool pp_at_depth = false;  // --pp given with --depth: also time the prefill at depth
 };
 
 // The depth test for each batch size, with the KV configuration as printed.
@@ -414,7 +439,7 @@ void run_depth_tests(Engine& e, const BenchOpts& o, nlohmann::json& j) {
     std::printf("\n");
   }
   for (int b : o.batches) {
-    const DepthOpts d{o.depth, o.tg, b, o.chunk, o.drop_cache};
+    const DepthOpts d{o.depth, o.tg, o.pp_at_depth ? o.pp : 0, b, o.chunk, o.drop_cache};
     j["depth"].push_back(depth_test(e, d, o.reps, o.json));
   }
 }
@@ -437,15 +462,17 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option(
          "--depth", o->depth,
          "instead of the tests above: prefill this many tokens per sequence, then time --tg "
-         "greedy decode steps from there, with KV placement and flash counters")
+         "greedy decode steps from there, with KV placement and flash counters; with --pp "
+         "given, also time the prefill of --pp more tokens at that depth")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_flag("--drop-cache", o->drop_cache,
                 "depth test: drop the spill file from the page cache before every decode step");
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+    o->pp_at_depth = o->depth > 0 && cmd->count("--pp") > 0 && o->pp > 0;
     int max_b = 1;
     for (int b : o->batches) max_b = std::max(max_b, b);
     // The depth test needs room for the context, the warm-up token and --tg.
-    const int need_ctx = o->depth + o->tg + 1;
+    const int need_ctx = o->depth + (o->pp_at_depth ? o->pp : 0) + o->tg + 1;
     if (o->depth > 0) o->model.ctx = std::max(o->model.ctx, need_ctx);
     const auto t_load = Clock::now();
     auto engine = load_engine(o->model, max_b);

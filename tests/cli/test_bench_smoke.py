@@ -1,0 +1,32 @@
+"""Benchmarks are not timed tests, but they must not rot: each runs here for
+seconds, on the real binary and model, and must finish without an error."""
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TERN = os.path.join(ROOT, "build", "tern")
+
+
+def test_serve_benchmark_smoke(tmp_path):
+    out = tmp_path / "serve.json"
+    chart = tmp_path / "serve.svg"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "serve.py"), "--smoke",
+                        "--json", str(out), "--chart", str(chart)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert {(row["transport"], row["load"]) for row in rows} == {
+        ("sse", "c=1"), ("sse", "c=3"), ("ws", "c=1"), ("ws", "c=3")}
+    for row in rows:
+        assert row["errors"] == 0 and row["ok"] == row["requests"] == 6
+        assert row["out_tok_per_s"] > 0 and row["ttft_p50_ms"] > 0
+    assert chart.read_text().startswith("<svg")
+
+
+def test_depth_benchmark_smoke():
+    r = subprocess.run([TERN, "bench", "--pp", "64", "--tg", "8", "--depth", "512", "--batch", "1", "-r", "1",
+                        "--json"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "depth" in r.stdout
