@@ -2,14 +2,16 @@
 // used only when kernels' dispatch point picked an AVX2-family table (see
 // kv_attend.cpp). The exp polynomial and hsum come from kernels/x86_simd.h.
 //
-// Per block and query row: scores for all tokens, one block max, one rescale
-// of (l, acc), exps vectorised, then acc += sum_t p_t v_t with 16 output dims
-// per row held in registers while the block's value rows stream past.
+// Every entry point runs the tile kernel below: a block's keys and values are
+// decoded once for all the query rows given, then each row gets its scores,
+// one block max, one rescale of (l, acc), vectorised exps and
+// acc += sum_t p_t v_t.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "tern/kernels/x86_simd.h"
 #include "tern/kv/kv_attend.h"
@@ -58,180 +60,225 @@ inline float load1_v(const uint8_t* row, int j) {
     return fp8_decode(row[j]) * (1.0f / 256.0f);
 }
 
-// Scalar tails use explicit fma so that every instantiation rounds alike
-// (whether the compiler contracts a*b+c may differ between them).
-inline float int4_tail(float acc, const float* q, const uint8_t* k, int j, int half) {
-  acc = std::fma(q[j], float(int(k[j] & 15) - 8), acc);
-  return std::fma(q[j + half], float(int(k[j] >> 4) - 8), acc);
+// --- Tiles: many rows against one block ------------------------------------
+//
+// The block's keys and values are decoded once into fp32 rows padded to a
+// multiple of 8 dims (zeros beyond head_dim), shared by every row of the
+// tile. Per row: scores 8 keys at a time (eight accumulators over the dims,
+// reduced together), one block max, one rescale, vectorised exps, then
+// acc = acc * corr + sum_t p_t v_t with up to 64 dims in registers while the
+// value rows stream past. A row's every operation and its order depend only
+// on its own query, its own token count and the block, never on the other
+// rows: one row alone and the same row in a tile give bit-identical results.
+
+struct TileBuffers {
+  std::vector<float> kf, vf, q, s, ks;
+};
+
+TileBuffers& tile_buffers(size_t keys, size_t dims) {
+  thread_local TileBuffers b;
+  if (b.kf.size() < keys * dims) {
+    b.kf.resize(keys * dims);
+    b.vf.resize(keys * dims);
+  }
+  if (b.q.size() < dims) b.q.resize(dims);
+  if (b.s.size() < keys) b.s.resize(keys), b.ks.resize(keys);
+  return b;
 }
 
-// NR query rows per block (the query heads of one GQA group for one token):
-// each key and value row is decoded once for all of them, and per row every
-// floating-point operation and its order are independent of NR, so one row
-// alone and the same row among others give bit-identical results.
-
-template <KvType T, int NR>
-void key_dots(const uint8_t* k, int n, const float* const* q, float* out) {
-  __m256 a0[NR], a1[NR];
-  float tail[NR];
-  for (int r = 0; r < NR; ++r)
-    a0[r] = _mm256_setzero_ps(), a1[r] = _mm256_setzero_ps(), tail[r] = 0.0f;
-  if constexpr (T == KvType::Int4Fp8) {
-    const int half = n / 2;
+// Decodes rows [0, n) of a block's keys or values (codes of type T) into
+// floats, padded to hd8 dims; rows [n, n8) become zeros.
+template <KvType T, bool Key>
+void decode_block(const uint8_t* base, size_t row_bytes, int n, int n8, int hd, int hd8,
+                  float* out) {
+  for (int t = 0; t < n; ++t) {
+    const uint8_t* row = base + size_t(t) * row_bytes;
+    float* o = out + size_t(t) * size_t(hd8);
     int j = 0;
-    const __m256i lo_mask = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
-    for (; j + 8 <= half; j += 8) {
-      const __m256i b =
-          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(k + j)));
-      const __m256 lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(b, lo_mask), eight));
-      const __m256 hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(b, 4), eight));
-      for (int r = 0; r < NR; ++r) {
-        a0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(q[r] + j), lo, a0[r]);
-        a1[r] = _mm256_fmadd_ps(_mm256_loadu_ps(q[r] + j + half), hi, a1[r]);
+    if constexpr (Key && T == KvType::Int4Fp8) {
+      const int half = hd / 2;
+      const __m256i lo_mask = _mm256_set1_epi32(15), eight = _mm256_set1_epi32(8);
+      for (; j + 8 <= half; j += 8) {
+        const __m256i b =
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + j)));
+        _mm256_storeu_ps(o + j,
+                         _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(b, lo_mask), eight)));
+        _mm256_storeu_ps(o + half + j,
+                         _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(b, 4), eight)));
       }
-    }
-    for (; j < half; ++j) {
-      for (int r = 0; r < NR; ++r) tail[r] = int4_tail(tail[r], q[r], k, j, half);
-    }
-  } else {
-    int j = 0;
-    for (; j + 16 <= n; j += 16) {
-      const __m256 k0 = load8_v<T>(k, j), k1 = load8_v<T>(k, j + 8);
-      for (int r = 0; r < NR; ++r) {
-        a0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(q[r] + j), k0, a0[r]);
-        a1[r] = _mm256_fmadd_ps(_mm256_loadu_ps(q[r] + j + 8), k1, a1[r]);
+      for (; j < half; ++j) {
+        o[j] = float(int(row[j] & 15) - 8);
+        o[half + j] = float(int(row[j] >> 4) - 8);
       }
+      j = hd;
+    } else {
+      constexpr KvType C = Key ? (T == KvType::F16 ? KvType::F16 : KvType::Int8)
+                               : (T == KvType::F16    ? KvType::F16
+                                  : T == KvType::Int8 ? KvType::Int8
+                                                      : KvType::Int8Fp8);
+      for (; j + 8 <= hd; j += 8) _mm256_storeu_ps(o + j, load8_v<C>(row, j));
+      for (; j < hd; ++j) o[j] = load1_v<C>(row, j);
     }
-    for (; j + 8 <= n; j += 8) {
-      const __m256 k0 = load8_v<T>(k, j);
-      for (int r = 0; r < NR; ++r) a0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(q[r] + j), k0, a0[r]);
-    }
-    for (; j < n; ++j) {
-      for (int r = 0; r < NR; ++r) tail[r] = std::fma(q[r][j], load1_v<T>(k, j), tail[r]);
-    }
+    for (; j < hd8; ++j) o[j] = 0.0f;
   }
-  for (int r = 0; r < NR; ++r) out[r] = hsum(_mm256_add_ps(a0[r], a1[r])) + tail[r];
+  for (int t = n; t < n8; ++t) std::fill_n(out + size_t(t) * size_t(hd8), hd8, 0.0f);
 }
 
-// For each row r: acc_r = acc_r * corr[r] + sum_t pv[r][t] v_t.
-template <KvType VT, int NR>
-void value_accumulate_rows(const uint8_t* v, size_t v_row, int n_tok, int n, const float (*pv)[264],
-                           const float* corr, float* acc, int acc_stride) {
-  int j = 0;
-  for (; j + 16 <= n; j += 16) {
-    __m256 a0[NR], a1[NR];
-    for (int r = 0; r < NR; ++r) {
-      const __m256 c = _mm256_set1_ps(corr[r]);
-      a0[r] = _mm256_mul_ps(_mm256_loadu_ps(acc + r * acc_stride + j), c);
-      a1[r] = _mm256_mul_ps(_mm256_loadu_ps(acc + r * acc_stride + j + 8), c);
-    }
-    for (int t = 0; t < n_tok; ++t) {
-      const uint8_t* row = v + size_t(t) * v_row;
-      const __m256 v0 = load8_v<VT>(row, j), v1 = load8_v<VT>(row, j + 8);
-      for (int r = 0; r < NR; ++r) {
-        const __m256 p = _mm256_broadcast_ss(pv[r] + t);
-        a0[r] = _mm256_fmadd_ps(p, v0, a0[r]);
-        a1[r] = _mm256_fmadd_ps(p, v1, a1[r]);
-      }
-    }
-    for (int r = 0; r < NR; ++r) {
-      _mm256_storeu_ps(acc + r * acc_stride + j, a0[r]);
-      _mm256_storeu_ps(acc + r * acc_stride + j + 8, a1[r]);
-    }
+// Eight vectors -> one vector of their horizontal sums, in a fixed order.
+inline __m256 reduce8(const __m256* a) {
+  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// acc[0, 8*S) (S strips of 8 dims; the last one may be partial: `last` dims)
+// = acc * corr + sum_t p[t] vf[t].
+template <int S>
+void accumulate_strips(const float* vf, int hd8, int n, const float* p, float corr, float* acc,
+                       int last) {
+  __m256 a[S];
+  const __m256 c = _mm256_set1_ps(corr);
+  const __m256i tail_mask =
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(last), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  for (int i = 0; i < S; ++i) {
+    const __m256 x = i + 1 < S || last == 8 ? _mm256_loadu_ps(acc + 8 * i)
+                                            : _mm256_maskload_ps(acc + 8 * i, tail_mask);
+    a[i] = _mm256_mul_ps(x, c);
   }
-  for (; j + 8 <= n; j += 8) {
-    __m256 a[NR];
-    for (int r = 0; r < NR; ++r)
-      a[r] = _mm256_mul_ps(_mm256_loadu_ps(acc + r * acc_stride + j), _mm256_set1_ps(corr[r]));
-    for (int t = 0; t < n_tok; ++t) {
-      const __m256 v0 = load8_v<VT>(v + size_t(t) * v_row, j);
-      for (int r = 0; r < NR; ++r) a[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(pv[r] + t), v0, a[r]);
-    }
-    for (int r = 0; r < NR; ++r) _mm256_storeu_ps(acc + r * acc_stride + j, a[r]);
+  for (int t = 0; t < n; ++t) {
+    const __m256 pb = _mm256_broadcast_ss(p + t);
+    const float* v = vf + size_t(t) * size_t(hd8);
+    for (int i = 0; i < S; ++i) a[i] = _mm256_fmadd_ps(pb, _mm256_loadu_ps(v + 8 * i), a[i]);
   }
-  for (; j < n; ++j) {
-    for (int r = 0; r < NR; ++r) {
-      float a = acc[r * acc_stride + j] * corr[r];
-      for (int t = 0; t < n_tok; ++t)
-        a = std::fma(pv[r][t], load1_v<VT>(v + size_t(t) * v_row, j), a);
-      acc[r * acc_stride + j] = a;
-    }
+  for (int i = 0; i < S; ++i) {
+    if (i + 1 < S || last == 8)
+      _mm256_storeu_ps(acc + 8 * i, a[i]);
+    else
+      _mm256_maskstore_ps(acc + 8 * i, tail_mask, a[i]);
   }
 }
 
-template <KvType T, int NR>
-void attend_rows_fixed(const KvLayout& L, const HeadBlock& hb, int n_tok, const float* const* q,
-                       float* m_io, float* l_io, float* acc) {
-  constexpr KvType KT = T == KvType::Int8Fp8 ? KvType::Int8 : T;
+template <KvType T>
+void attend_tile_avx2(const KvLayout& L, const HeadBlock& hb, int nr, const int* n_tok,
+                      const float* const* q, float* m_io, float* l_io, float* acc) {
   constexpr KvType VT = T == KvType::F16    ? KvType::F16
                         : T == KvType::Int8 ? KvType::Int8
                                             : KvType::Int8Fp8;
-  const int n = L.head_dim;
-  alignas(32) float s[NR][264];
-  float mb[NR], corr[NR];
-  for (int r = 0; r < NR; ++r) mb[r] = -std::numeric_limits<float>::infinity();
-  for (int t = 0; t < n_tok; ++t) {
-    float d[NR];
-    key_dots<KT, NR>(hb.k + size_t(t) * L.k_row, n, q, d);
-    for (int r = 0; r < NR; ++r) {
-      if constexpr (T != KvType::F16) d[r] *= hb.ks[t];
-      s[r][t] = d[r];
-      mb[r] = std::max(mb[r], d[r]);
-    }
+  const int hd = L.head_dim, hd8 = (hd + 7) & ~7;
+  int n_max = 0;
+  for (int r = 0; r < nr; ++r) n_max = std::max(n_max, n_tok[r]);
+  if (n_max <= 0) return;
+  const int n8 = (n_max + 7) & ~7;
+  TileBuffers& B = tile_buffers(size_t(n8), size_t(hd8));
+  float* kf = B.kf.data();
+  float* vf = B.vf.data();
+  float* qp = B.q.data();
+  float* s = B.s.data();
+  decode_block<T, true>(hb.k, L.k_row, n_max, n8, hd, hd8, kf);
+  decode_block<T, false>(hb.v, L.v_row, n_max, n8, hd, hd8, vf);
+  float* ks = B.ks.data();
+  if constexpr (T != KvType::F16) {
+    std::copy_n(hb.ks, n_max, ks);
+    std::fill(ks + n_max, ks + n8, 1.0f);
   }
-  const int padded = (n_tok + 7) & ~7;
-  for (int r = 0; r < NR; ++r) {
-    const float m_new = std::max(m_io[r], mb[r]);
-    corr[r] = std::exp(m_io[r] - m_new);
-    for (int t = n_tok; t < padded; ++t) s[r][t] = -std::numeric_limits<float>::infinity();
+  const float v_unit = VT == KvType::Int8Fp8 ? 256.0f : 1.0f;  // fp8 rows decode as value / 256
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int r = 0; r < nr; ++r) {
+    const int n = n_tok[r];
+    if (n <= 0) continue;
+    std::copy_n(q[r], hd, qp);
+    std::fill(qp + hd, qp + hd8, 0.0f);
+    const int np = (n + 7) & ~7;
+    __m256 mx = _mm256_set1_ps(-inf);
+    for (int k0 = 0; k0 < np; k0 += 8) {
+      __m256 a[8];
+      for (int i = 0; i < 8; ++i) a[i] = _mm256_setzero_ps();
+      const float* kr = kf + size_t(k0) * size_t(hd8);
+      for (int j = 0; j < hd8; j += 8) {
+        const __m256 qv = _mm256_loadu_ps(qp + j);
+        for (int i = 0; i < 8; ++i)
+          a[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + size_t(i) * size_t(hd8) + j), a[i]);
+      }
+      __m256 sv = reduce8(a);
+      if constexpr (T != KvType::F16) sv = _mm256_mul_ps(sv, _mm256_loadu_ps(ks + k0));
+      if (k0 + 8 > n) {  // the causal edge: keys the row may not see score -inf
+        const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+            _mm256_set1_epi32(n - k0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+        sv = _mm256_blendv_ps(_mm256_set1_ps(-inf), sv, keep);
+      }
+      mx = _mm256_max_ps(mx, sv);
+      _mm256_storeu_ps(s + k0, sv);
+    }
+    // Block max (exact in any order), rescale, exps.
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float m_new = std::max(m_io[r], _mm_cvtss_f32(m4));
+    const float corr = std::exp(m_io[r] - m_new);
     const __m256 mv = _mm256_set1_ps(m_new);
     __m256 sum = _mm256_setzero_ps();
-    for (int t = 0; t < padded; t += 8) {
-      const __m256 p = exp_neg(_mm256_sub_ps(_mm256_load_ps(s[r] + t), mv));
+    for (int t = 0; t < np; t += 8) {
+      const __m256 p = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(s + t), mv));
       sum = _mm256_add_ps(sum, p);
-      _mm256_store_ps(s[r] + t, p);
+      _mm256_storeu_ps(s + t, p);
     }
-    l_io[r] = l_io[r] * corr[r] + hsum(sum);
+    l_io[r] = l_io[r] * corr + hsum(sum);
     m_io[r] = m_new;
     if constexpr (T != KvType::F16) {
-      const float k = VT == KvType::Int8Fp8 ? 256.0f : 1.0f;
-      for (int t = 0; t < n_tok; ++t) s[r][t] *= hb.vs[t] * k;
+      for (int t = 0; t < n; ++t) s[t] *= hb.vs[t] * v_unit;
+    }
+    float* a = acc + size_t(r) * size_t(hd);
+    for (int j0 = 0; j0 < hd; j0 += 64) {
+      const int dims = std::min(64, hd - j0);
+      const int strips = (dims + 7) / 8, last = dims - 8 * (strips - 1);
+      const float* v = vf + j0;
+      switch (strips) {
+        case 8:
+          accumulate_strips<8>(v, hd8, n, s, corr, a + j0, last);
+          break;
+        case 7:
+          accumulate_strips<7>(v, hd8, n, s, corr, a + j0, last);
+          break;
+        case 6:
+          accumulate_strips<6>(v, hd8, n, s, corr, a + j0, last);
+          break;
+        case 5:
+          accumulate_strips<5>(v, hd8, n, s, corr, a + j0, last);
+          break;
+        case 4:
+          accumulate_strips<4>(v, hd8, n, s, corr, a + j0, last);
+          break;
+        case 3:
+          accumulate_strips<3>(v, hd8, n, s, corr, a + j0, last);
+          break;
+        case 2:
+          accumulate_strips<2>(v, hd8, n, s, corr, a + j0, last);
+          break;
+        default:
+          accumulate_strips<1>(v, hd8, n, s, corr, a + j0, last);
+          break;
+      }
     }
   }
-  value_accumulate_rows<VT, NR>(hb.v, L.v_row, n_tok, n, s, corr, acc, n);
 }
 
+// Rows and single rows go through the tile, so every path computes alike.
 template <KvType T>
 void attend_rows_avx2(const KvLayout& L, const HeadBlock& hb, int n_tok, int nr,
                       const float* const* q, float* m, float* l, float* acc) {
-  if (n_tok <= 0) return;
-  const int hd = L.head_dim;
-  for (int r = 0; r < nr;) {
-    const int left = nr - r;
-    const int take = left >= 4 ? 4 : left;
-    switch (take) {
-      case 4:
-        attend_rows_fixed<T, 4>(L, hb, n_tok, q + r, m + r, l + r, acc + r * hd);
-        break;
-      case 3:
-        attend_rows_fixed<T, 3>(L, hb, n_tok, q + r, m + r, l + r, acc + r * hd);
-        break;
-      case 2:
-        attend_rows_fixed<T, 2>(L, hb, n_tok, q + r, m + r, l + r, acc + r * hd);
-        break;
-      default:
-        attend_rows_fixed<T, 1>(L, hb, n_tok, q + r, m + r, l + r, acc + r * hd);
-        break;
-    }
-    r += take;
+  int n[kMaxTileRows];
+  for (int r0 = 0; r0 < nr; r0 += kMaxTileRows) {
+    const int k = std::min(kMaxTileRows, nr - r0);
+    std::fill_n(n, k, n_tok);
+    attend_tile_avx2<T>(L, hb, k, n, q + r0, m + r0, l + r0, acc + size_t(r0) * L.head_dim);
   }
 }
 
-// The one-row kernel is the NR = 1 case.
 template <KvType T>
 void attend_block_avx2(const KvLayout& L, const HeadBlock& hb, int n_tok, const float* q, float* m,
                        float* l, float* acc) {
-  if (n_tok > 0) attend_rows_fixed<T, 1>(L, hb, n_tok, &q, m, l, acc);
+  attend_tile_avx2<T>(L, hb, 1, &n_tok, &q, m, l, acc);
 }
 
 }  // namespace
@@ -244,7 +291,9 @@ const AttendKernels* avx2_attend_table() {
       {attend_block_avx2<KvType::F16>, attend_block_avx2<KvType::Int8>,
        attend_block_avx2<KvType::Int8Fp8>, attend_block_avx2<KvType::Int4Fp8>},
       {attend_rows_avx2<KvType::F16>, attend_rows_avx2<KvType::Int8>,
-       attend_rows_avx2<KvType::Int8Fp8>, attend_rows_avx2<KvType::Int4Fp8>}};
+       attend_rows_avx2<KvType::Int8Fp8>, attend_rows_avx2<KvType::Int4Fp8>},
+      {attend_tile_avx2<KvType::F16>, attend_tile_avx2<KvType::Int8>,
+       attend_tile_avx2<KvType::Int8Fp8>, attend_tile_avx2<KvType::Int4Fp8>}};
   return &k;
 }
 

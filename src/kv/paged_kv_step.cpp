@@ -133,7 +133,6 @@ const uint8_t* PagedKvImpl::slice_ptr(const Block& b, int layer) const {
 
 void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int group,
                          const float* q, int64_t q_stride, float* out, int64_t out_stride) const {
-  constexpr int kMaxRows = 8;  // rows whose state stays on the stack while blocks stream past
   const Seq& s = seqs[size_t(id)];
   const int hd = L.head_dim, B = L.block_tokens;
   if (!s.error.empty()) {
@@ -141,6 +140,11 @@ void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int 
       std::memset(out + t * out_stride, 0, sizeof(float) * size_t(group * hd));
     return;
   }
+  if (const AttendTileFn tile = kern->tile_for_type(L.type)) {
+    attend_tiled(tile, s, layer, kvh, pos0, n_tok, group, q, q_stride, out, out_stride);
+    return;
+  }
+  constexpr int kMaxRows = 8;  // rows whose state stays on the stack while blocks stream past
   const AttendBlockFn fn = kern->for_type(L.type);
   const AttendRowsFn rows_fn = kern->rows_for_type(L.type);
   float m[kMaxRows], l[kMaxRows];
@@ -182,6 +186,51 @@ void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int 
     for (int r = 0; r < nr; ++r) {
       const int t = (r0 + r) / group, g = (r0 + r) % group;
       attend_finish(hd, l[r], acc + r * hd, out + t * out_stride + g * hd);
+    }
+  }
+}
+
+// Up to kMaxTileRows rows (whole tokens' groups when they fit) go through each
+// block together: the block is decoded once for all of them, each row seeing
+// the positions up to its own token (the causal mask, per row), blocks past
+// the last row's position never read.
+void PagedKvImpl::attend_tiled(AttendTileFn tile, const Seq& s, int layer, int kvh, int pos0,
+                               int n_tok, int group, const float* q, int64_t q_stride, float* out,
+                               int64_t out_stride) const {
+  struct State {
+    std::vector<float> m, l, acc, rq;
+  };
+  thread_local State st;
+  const int hd = L.head_dim, B = L.block_tokens;
+  if (st.acc.size() < size_t(kMaxTileRows * hd)) {
+    st.m.resize(kMaxTileRows);
+    st.l.resize(kMaxTileRows);
+    st.acc.resize(size_t(kMaxTileRows * hd));
+    st.rq.resize(size_t(kMaxTileRows * hd));
+  }
+  float *m = st.m.data(), *l = st.l.data(), *acc = st.acc.data(), *rq = st.rq.data();
+  const int rows = n_tok * group;
+  const int chunk = group <= kMaxTileRows ? kMaxTileRows / group * group : kMaxTileRows;
+  const float* qrow[kMaxTileRows];
+  int ctx[kMaxTileRows], n[kMaxTileRows];
+  for (int r0 = 0; r0 < rows; r0 += chunk) {
+    const int nr = std::min(chunk, rows - r0);
+    for (int r = 0; r < nr; ++r) {
+      attend_start(hd, &m[r], &l[r], acc + size_t(r) * hd);
+      const int t = (r0 + r) / group, g = (r0 + r) % group;
+      ctx[r] = pos0 + t + 1;
+      qrow[r] = q + t * q_stride + g * hd;
+      if (L.rotated) rotate(qrow[r], hd, rq + size_t(r) * hd), qrow[r] = rq + size_t(r) * hd;
+    }
+    const int ctx_max = ctx[nr - 1];
+    for (int blk = 0; blk * B < ctx_max; ++blk) {
+      const Block& b = blocks[size_t(s.table[size_t(blk)])];
+      for (int r = 0; r < nr; ++r) n[r] = std::clamp(ctx[r] - blk * B, 0, B);
+      tile(L, head_block(L, slice_ptr(b, layer), kvh), nr, n, qrow, m, l, acc);
+    }
+    for (int r = 0; r < nr; ++r) {
+      const int t = (r0 + r) / group, g = (r0 + r) % group;
+      attend_finish(hd, l[r], acc + size_t(r) * hd, out + t * out_stride + g * hd);
     }
   }
 }

@@ -30,12 +30,24 @@ using AttendBlockFn = void (*)(const KvLayout& L, const HeadBlock& hb, int n_tok
 using AttendRowsFn = void (*)(const KvLayout& L, const HeadBlock& hb, int n_tok, int nr,
                               const float* const* q, float* m, float* l, float* acc);
 
+// A tile: nr query rows against one block, row r seeing its first n_tok[r]
+// tokens (0: the row is left alone), e.g. the rows of several consecutive
+// prompt tokens under the causal mask. The block's keys and values are
+// decoded once for all rows; each row's result is bit-identical to running it
+// alone (nr = 1), so batching, chunking and decode-vs-prefill never change a
+// sequence's numbers. At most kMaxTileRows rows per call.
+using AttendTileFn = void (*)(const KvLayout& L, const HeadBlock& hb, int nr, const int* n_tok,
+                              const float* const* q, float* m, float* l, float* acc);
+inline constexpr int kMaxTileRows = 64;
+
 struct AttendKernels {
   const char* isa;
   AttendBlockFn block[kNumKvTypes];     // indexed by KvType
   AttendRowsFn rows[kNumKvTypes] = {};  // optional (null: one row at a time)
+  AttendTileFn tile[kNumKvTypes] = {};  // optional (null: rows / one row at a time)
   AttendBlockFn for_type(KvType t) const { return block[int(t)]; }
   AttendRowsFn rows_for_type(KvType t) const { return rows[int(t)]; }
+  AttendTileFn tile_for_type(KvType t) const { return tile[int(t)]; }
 };
 
 const AttendKernels& scalar_attend_kernels();

@@ -319,3 +319,69 @@ TEST(KvAttend, EmptyBlockLeavesStateAlone) {
 
 }  // namespace
 }  // namespace tern::kv
+
+namespace tern::kv {
+namespace {
+
+// A tile (rows of consecutive prompt tokens, each seeing its own number of
+// the block's tokens under the causal mask) gives every row bit-identically
+// what that row gets alone — so how a prompt is chunked, batched or decoded
+// never changes its numbers — and matches the one-row kernels of the scalar
+// table within rounding.
+TEST(KvAttend, TileRowsAreBitIdenticalToRowsAlone) {
+  for (const AttendKernels* K : all_kernels()) {
+    for (KvType t : kTypes) {
+      const AttendTileFn tile = K->tile_for_type(t);
+      if (!tile) continue;
+      for (int hd : {64, 40, 18, 128}) {
+        const Blocks b(t, hd, 32, 90, 7 + hd);
+        for (int nr : {1, 3, 17, kMaxTileRows}) {
+          std::mt19937 rng(uint32_t(nr * 31 + hd));
+          std::vector<std::vector<float>> qs;
+          std::vector<const float*> qp;
+          std::vector<int> ctx;
+          for (int r = 0; r < nr; ++r) {
+            qs.push_back(random_q(hd, 300 + uint32_t(r)));
+            ctx.push_back(1 + int(rng() % 90));
+          }
+          for (auto& q : qs) qp.push_back(q.data() + 1);
+          const size_t n = size_t(nr);
+          std::vector<float> m1(n), l1(n), a1(n * size_t(hd)), m2(n), l2(n), a2(n * size_t(hd));
+          for (int r = 0; r < nr; ++r) {
+            attend_start(hd, &m1[size_t(r)], &l1[size_t(r)], &a1[size_t(r * hd)]);
+            attend_start(hd, &m2[size_t(r)], &l2[size_t(r)], &a2[size_t(r * hd)]);
+          }
+          for (int blk = 0; blk * 32 < b.n_ctx; ++blk) {
+            std::vector<int> cnt(n);
+            for (int r = 0; r < nr; ++r)
+              cnt[size_t(r)] = std::clamp(ctx[size_t(r)] - blk * 32, 0, 32);
+            tile(b.L, b.head(blk, 0), nr, cnt.data(), qp.data(), m1.data(), l1.data(), a1.data());
+            for (int r = 0; r < nr; ++r)
+              tile(b.L, b.head(blk, 0), 1, &cnt[size_t(r)], &qp[size_t(r)], &m2[size_t(r)],
+                   &l2[size_t(r)], &a2[size_t(r * hd)]);
+          }
+          ASSERT_EQ(0, std::memcmp(a1.data(), a2.data(), a1.size() * 4))
+              << K->isa << " " << to_string(t) << " hd " << hd << " rows " << nr;
+          ASSERT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4));
+          // And against the scalar oracle run row by row.
+          for (int r = 0; r < nr; ++r) {
+            float m = 0, l = 0;
+            const size_t hn = static_cast<size_t>(hd);
+            std::vector<float> acc(hn), o1(hn), o2(hn);
+            attend_start(hd, &m, &l, acc.data());
+            for (int blk = 0; blk * 32 < ctx[size_t(r)]; ++blk)
+              scalar_attend_kernels().for_type(t)(b.L, b.head(blk, 0),
+                                                  std::min(32, ctx[size_t(r)] - blk * 32),
+                                                  qp[size_t(r)], &m, &l, acc.data());
+            attend_finish(hd, l, acc.data(), o1.data());
+            attend_finish(hd, l1[size_t(r)], &a1[size_t(r * hd)], o2.data());
+            for (int j = 0; j < hd; ++j) ASSERT_NEAR(o1[size_t(j)], o2[size_t(j)], 1e-4);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tern::kv
