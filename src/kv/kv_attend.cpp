@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "tern/core/half.h"
 #include "tern/core/log.h"
@@ -75,6 +76,22 @@ void attend_block_ref(const KvLayout& L, const HeadBlock& hb, int n_tok, const f
 }
 
 }  // namespace
+
+void attend_merge(int head_dim, float ms, float ls, const float* as, float* m, float* l,
+                  float* acc) {
+  if (ms == -std::numeric_limits<float>::infinity()) return;
+  if (*m == -std::numeric_limits<float>::infinity()) {
+    *m = ms;
+    *l = ls;
+    std::copy_n(as, head_dim, acc);
+    return;
+  }
+  const float mn = std::max(*m, ms);
+  const float cr = std::exp(*m - mn), cs = std::exp(ms - mn);
+  *l = *l * cr + ls * cs;
+  for (int j = 0; j < head_dim; ++j) acc[j] = acc[j] * cr + as[j] * cs;
+  *m = mn;
+}
 
 const AttendKernels& scalar_attend_kernels() {
   static const AttendKernels k{

@@ -310,6 +310,17 @@ void PagedKv::attend(SeqId seq, int layer, int kvh, int pos0, int n_tok, int gro
                      int64_t q_stride, float* out, int64_t out_stride) const {
   impl_->attend(seq, layer, kvh, pos0, n_tok, group, q, q_stride, out, out_stride);
 }
+bool PagedKv::can_split() const {
+  return impl_->kern->tile_for_type(impl_->L.type) != nullptr;
+}
+int PagedKv::attend_segment_tokens() const {
+  return impl_->segment_blocks() * impl_->L.block_tokens;
+}
+void PagedKv::attend_segment(SeqId seq, int layer, int kvh, int pos0, int n_tok, int group,
+                             const float* q, int64_t q_stride, int segment, float* m, float* l,
+                             float* acc) const {
+  impl_->attend_segment(seq, layer, kvh, pos0, n_tok, group, q, q_stride, segment, m, l, acc);
+}
 void PagedKv::commit(SeqId seq, std::span<const int32_t> tokens) {
   impl_->commit(seq, tokens);
 }

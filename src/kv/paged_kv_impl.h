@@ -10,6 +10,7 @@
 //   Lost     its only copy became unreadable; the sequences using it have failed
 // Unreferenced registered blocks sit in an LRU list: lru_dram (Dram/Loading)
 // or lru_flash (Flash). Everything else unreferenced is freed at once.
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -109,6 +110,13 @@ struct PagedKvImpl {
   void attend_tiled(AttendTileFn tile, const Seq& s, int layer, int kvh, int pos0, int n_tok,
                     int group, const float* q, int64_t q_stride, float* out,
                     int64_t out_stride) const;
+  void attend_segment(SeqId id, int layer, int kvh, int pos0, int n_tok, int group, const float* q,
+                      int64_t q_stride, int segment, float* m, float* l, float* acc) const;
+  // Rows' softmax states over blocks [b0, b1), from scratch.
+  void tile_blocks(AttendTileFn tile, const Seq& s, int layer, int kvh, int b0, int b1, int nr,
+                   const int* ctx, const float* const* q, float* m, float* l, float* acc) const;
+  // Split-K segments: 512 positions (whole blocks).
+  int segment_blocks() const { return std::max(1, 512 / L.block_tokens); }
   const uint8_t* slice_ptr(const Block& b, int layer) const;
 
   KvConfig cfg;

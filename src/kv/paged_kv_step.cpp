@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstring>
+#include <stdexcept>
 
 #include "paged_kv_impl.h"
 
@@ -190,49 +191,107 @@ void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int 
   }
 }
 
+// Rows' query pointers (rotated when keys are stored rotated) and context
+// lengths, for rows [r0, r0 + nr) of tokens pos0.. with `group` rows each.
+namespace {
+struct RowSet {
+  const float* q[kMaxTileRows];
+  int ctx[kMaxTileRows];
+};
+struct TileState {
+  std::vector<float> m, l, acc, sm, sl, sacc, rq;
+  void fit(int hd) {
+    const size_t n = size_t(kMaxTileRows) * size_t(hd);
+    if (acc.size() >= n) return;
+    m.resize(kMaxTileRows), l.resize(kMaxTileRows), sm.resize(kMaxTileRows);
+    sl.resize(kMaxTileRows), acc.resize(n), sacc.resize(n), rq.resize(n);
+  }
+};
+TileState& tile_state(int hd) {
+  thread_local TileState st;
+  st.fit(hd);
+  return st;
+}
+}  // namespace
+
+void PagedKvImpl::tile_blocks(AttendTileFn tile, const Seq& s, int layer, int kvh, int b0, int b1,
+                              int nr, const int* ctx, const float* const* q, float* m, float* l,
+                              float* acc) const {
+  const int hd = L.head_dim, B = L.block_tokens;
+  int ctx_max = 0, n[kMaxTileRows];
+  for (int r = 0; r < nr; ++r) {
+    attend_start(hd, &m[r], &l[r], acc + size_t(r) * hd);
+    ctx_max = std::max(ctx_max, ctx[r]);
+  }
+  for (int blk = b0; blk < b1 && blk * B < ctx_max; ++blk) {
+    const Block& b = blocks[size_t(s.table[size_t(blk)])];
+    for (int r = 0; r < nr; ++r) n[r] = std::clamp(ctx[r] - blk * B, 0, B);
+    tile(L, head_block(L, slice_ptr(b, layer), kvh), nr, n, q, m, l, acc);
+  }
+}
+
 // Up to kMaxTileRows rows (whole tokens' groups when they fit) go through each
 // block together: the block is decoded once for all of them, each row seeing
 // the positions up to its own token (the causal mask, per row), blocks past
-// the last row's position never read.
+// the last row's position never read. Segment by segment: each segment's
+// state is computed from scratch and merged into the running one in order,
+// exactly as the split-K decode (attend_segment) does.
 void PagedKvImpl::attend_tiled(AttendTileFn tile, const Seq& s, int layer, int kvh, int pos0,
                                int n_tok, int group, const float* q, int64_t q_stride, float* out,
                                int64_t out_stride) const {
-  struct State {
-    std::vector<float> m, l, acc, rq;
-  };
-  thread_local State st;
-  const int hd = L.head_dim, B = L.block_tokens;
-  if (st.acc.size() < size_t(kMaxTileRows * hd)) {
-    st.m.resize(kMaxTileRows);
-    st.l.resize(kMaxTileRows);
-    st.acc.resize(size_t(kMaxTileRows * hd));
-    st.rq.resize(size_t(kMaxTileRows * hd));
-  }
-  float *m = st.m.data(), *l = st.l.data(), *acc = st.acc.data(), *rq = st.rq.data();
+  const int hd = L.head_dim, SB = segment_blocks(), ST = SB * L.block_tokens;
+  TileState& st = tile_state(hd);
   const int rows = n_tok * group;
   const int chunk = group <= kMaxTileRows ? kMaxTileRows / group * group : kMaxTileRows;
-  const float* qrow[kMaxTileRows];
-  int ctx[kMaxTileRows], n[kMaxTileRows];
+  RowSet rs;
   for (int r0 = 0; r0 < rows; r0 += chunk) {
     const int nr = std::min(chunk, rows - r0);
     for (int r = 0; r < nr; ++r) {
-      attend_start(hd, &m[r], &l[r], acc + size_t(r) * hd);
       const int t = (r0 + r) / group, g = (r0 + r) % group;
-      ctx[r] = pos0 + t + 1;
-      qrow[r] = q + t * q_stride + g * hd;
-      if (L.rotated) rotate(qrow[r], hd, rq + size_t(r) * hd), qrow[r] = rq + size_t(r) * hd;
+      rs.ctx[r] = pos0 + t + 1;
+      rs.q[r] = q + t * q_stride + g * hd;
+      if (L.rotated)
+        rotate(rs.q[r], hd, st.rq.data() + size_t(r) * hd), rs.q[r] = st.rq.data() + size_t(r) * hd;
+      attend_start(hd, &st.m[size_t(r)], &st.l[size_t(r)], st.acc.data() + size_t(r) * hd);
     }
-    const int ctx_max = ctx[nr - 1];
-    for (int blk = 0; blk * B < ctx_max; ++blk) {
-      const Block& b = blocks[size_t(s.table[size_t(blk)])];
-      for (int r = 0; r < nr; ++r) n[r] = std::clamp(ctx[r] - blk * B, 0, B);
-      tile(L, head_block(L, slice_ptr(b, layer), kvh), nr, n, qrow, m, l, acc);
+    const int n_seg = (rs.ctx[nr - 1] + ST - 1) / ST;
+    for (int seg = 0; seg < n_seg; ++seg) {
+      tile_blocks(tile, s, layer, kvh, seg * SB, (seg + 1) * SB, nr, rs.ctx, rs.q, st.sm.data(),
+                  st.sl.data(), st.sacc.data());
+      for (int r = 0; r < nr; ++r)
+        attend_merge(hd, st.sm[size_t(r)], st.sl[size_t(r)], st.sacc.data() + size_t(r) * hd,
+                     &st.m[size_t(r)], &st.l[size_t(r)], st.acc.data() + size_t(r) * hd);
     }
     for (int r = 0; r < nr; ++r) {
       const int t = (r0 + r) / group, g = (r0 + r) % group;
-      attend_finish(hd, l[r], acc + size_t(r) * hd, out + t * out_stride + g * hd);
+      attend_finish(hd, st.l[size_t(r)], st.acc.data() + size_t(r) * hd,
+                    out + t * out_stride + g * hd);
     }
   }
+}
+
+void PagedKvImpl::attend_segment(SeqId id, int layer, int kvh, int pos0, int n_tok, int group,
+                                 const float* q, int64_t q_stride, int segment, float* m, float* l,
+                                 float* acc) const {
+  const Seq& s = seqs[size_t(id)];
+  const int hd = L.head_dim, rows = n_tok * group, SB = segment_blocks();
+  const AttendTileFn tile = kern->tile_for_type(L.type);
+  if (!tile) throw std::logic_error("attend_segment without tile kernels");
+  if (rows > kMaxTileRows) throw std::logic_error("attend_segment: too many rows");
+  if (!s.error.empty()) {  // a failed sequence attends nothing: zeros come out
+    for (int r = 0; r < rows; ++r) attend_start(hd, &m[r], &l[r], acc + size_t(r) * hd);
+    return;
+  }
+  TileState& st = tile_state(hd);
+  RowSet rs;
+  for (int r = 0; r < rows; ++r) {
+    const int t = r / group, g = r % group;
+    rs.ctx[r] = pos0 + t + 1;
+    rs.q[r] = q + t * q_stride + g * hd;
+    if (L.rotated)
+      rotate(rs.q[r], hd, st.rq.data() + size_t(r) * hd), rs.q[r] = st.rq.data() + size_t(r) * hd;
+  }
+  tile_blocks(tile, s, layer, kvh, segment * SB, (segment + 1) * SB, rows, rs.ctx, rs.q, m, l, acc);
 }
 
 }  // namespace tern::kv

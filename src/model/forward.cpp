@@ -123,29 +123,81 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
   // attn[t] = softmax(q_t . K[0..pos]) V[0..pos], per head; GQA maps query
   // head h to kv head h / group. A task is one kv head for a block of
   // consecutive tokens of one sequence: the block's group x tokens queries
-  // share each K/V row read. Blocks run latest (longest) first.
+  // share each K/V row read. Blocks run latest (longest) first. A decoding
+  // token (one per sequence) whose context spans several of the KV's
+  // segments is split instead (split-K): one task per kv head and segment,
+  // then a merge per kv head in segment order, which is what attend() does
+  // within one task, so the numbers are the same either way.
   const int group = c.n_heads / c.n_kv_heads;
   const int tok_block = std::max(1, 32 / group);
-  int n_blocks = 0;
-  for (const BatchEntry& e : batch.entries) {
-    n_blocks += (int(e.tokens.size()) + tok_block - 1) / tok_block;
-  }
-  pool.run(int64_t(n_blocks) * c.n_kv_heads, [&](int64_t task, int) {
-    const int kvh = int(task % c.n_kv_heads);
-    int b = n_blocks - 1 - int(task / c.n_kv_heads), t = 0;
-    size_t ei = 0;
-    for (;; ++ei) {  // the entry holding block b, and its first token t
+  const bool split_ok = kv.can_split() && group <= kv::kMaxTileRows;
+  const int seg_tok = kv.attend_segment_tokens();
+  const size_t part_stride = size_t(group) * size_t(hd + 2);  // one (kvh, segment): m, l, acc
+  w.attn_blocks.clear();
+  w.attn_splits.clear();
+  size_t part = 0;
+  {
+    int t = 0;
+    for (size_t ei = 0; ei < batch.entries.size(); ++ei) {
       const int n = int(batch.entries[ei].tokens.size());
-      if (b < (n + tok_block - 1) / tok_block) break;
-      b -= (n + tok_block - 1) / tok_block;
+      const int ctx = w.tok_pos[size_t(t)] + n;
+      if (split_ok && n == 1 && ctx > seg_tok) {
+        const int n_seg = (ctx + seg_tok - 1) / seg_tok;
+        w.attn_splits.push_back({int(ei), t, n_seg, part});
+        part += size_t(n_seg) * size_t(c.n_kv_heads) * part_stride;
+      } else {
+        for (int b = 0; b * tok_block < n; ++b)
+          w.attn_blocks.push_back(
+              {int(ei), t + b * tok_block, std::min(tok_block, n - b * tok_block)});
+      }
       t += n;
     }
-    const int n = int(batch.entries[ei].tokens.size());
-    const int t0 = t + b * tok_block, n_tok = std::min(tok_block, n - b * tok_block);
-    const size_t at = size_t(t0) * qd + size_t(kvh) * group * hd;
-    kv.attend(batch.entries[ei].seq, l, kvh, w.tok_pos[size_t(t0)], n_tok, group, w.q.data() + at,
-              qd, w.attn.data() + at, qd);
+  }
+  if (w.attn_part.size() < part) w.attn_part.resize(part);
+  const int64_t n_block_tasks = int64_t(w.attn_blocks.size()) * c.n_kv_heads;
+  int64_t n_split_tasks = 0;
+  for (const auto& sp : w.attn_splits) n_split_tasks += int64_t(sp.n_seg) * c.n_kv_heads;
+  pool.run(n_block_tasks + n_split_tasks, [&](int64_t task, int) {
+    if (task < n_block_tasks) {
+      const int kvh = int(task % c.n_kv_heads);
+      const auto& bt = w.attn_blocks[w.attn_blocks.size() - 1 - size_t(task / c.n_kv_heads)];
+      const size_t at = size_t(bt.t0) * qd + size_t(kvh) * group * hd;
+      kv.attend(batch.entries[size_t(bt.entry)].seq, l, kvh, w.tok_pos[size_t(bt.t0)], bt.n_tok,
+                group, w.q.data() + at, qd, w.attn.data() + at, qd);
+      return;
+    }
+    int64_t k = task - n_block_tasks;
+    size_t si = 0;
+    while (k >= int64_t(w.attn_splits[si].n_seg) * c.n_kv_heads) {
+      k -= int64_t(w.attn_splits[si].n_seg) * c.n_kv_heads;
+      ++si;
+    }
+    const auto& sp = w.attn_splits[si];
+    const int kvh = int(k / sp.n_seg), seg = int(k % sp.n_seg);
+    float* st = w.attn_part.data() + sp.off + (size_t(kvh) * sp.n_seg + size_t(seg)) * part_stride;
+    const size_t at = size_t(sp.t0) * qd + size_t(kvh) * group * hd;
+    kv.attend_segment(batch.entries[size_t(sp.entry)].seq, l, kvh, w.tok_pos[size_t(sp.t0)], 1,
+                      group, w.q.data() + at, qd, seg, st, st + group, st + 2 * group);
   });
+  if (!w.attn_splits.empty()) {
+    pool.run(int64_t(w.attn_splits.size()) * c.n_kv_heads, [&](int64_t task, int) {
+      const auto& sp = w.attn_splits[size_t(task / c.n_kv_heads)];
+      const int kvh = int(task % c.n_kv_heads);
+      float* out = w.attn.data() + size_t(sp.t0) * qd + size_t(kvh) * group * hd;
+      float acc[512];  // head_dim <= 512 (the KV layout's limit)
+      for (int g = 0; g < group; ++g) {
+        float m = 0, lsum = 0;
+        kv::attend_start(hd, &m, &lsum, acc);
+        for (int seg = 0; seg < sp.n_seg; ++seg) {
+          const float* st =
+              w.attn_part.data() + sp.off + (size_t(kvh) * sp.n_seg + size_t(seg)) * part_stride;
+          kv::attend_merge(hd, st[g], st[group + g], st + 2 * group + size_t(g) * hd, &m, &lsum,
+                           acc);
+        }
+        kv::attend_finish(hd, lsum, acc, out + size_t(g) * hd);
+      }
+    });
+  }
 
   // x += attn @ Wo
   kernels::quantize_activations(w.attn.data(), T, qd, w.qa, pool);

@@ -63,6 +63,13 @@ inline void attend_start(int head_dim, float* m, float* l, float* acc) {
   for (int j = 0; j < head_dim; ++j) acc[j] = 0.0f;
 }
 
+// Folds the state of a later stretch of the context (ms, ls, as) into a
+// running state (m, l, acc): the split-K merge. An empty stretch (ms = -inf)
+// changes nothing; merging into an empty state copies. One definition, so
+// every caller merges with the same floating-point operations.
+void attend_merge(int head_dim, float ms, float ls, const float* as, float* m, float* l,
+                  float* acc);
+
 // out (head_dim) = acc / l (zeros when nothing was attended).
 inline void attend_finish(int head_dim, float l, const float* acc, float* out) {
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;

@@ -118,6 +118,17 @@ class PagedKv {
   // written. A failed sequence gets zeros. Allocates nothing.
   void attend(SeqId seq, int layer, int kvh, int pos0, int n_tok, int group, const float* q,
               int64_t q_stride, float* out, int64_t out_stride) const;
+  // Split-K: the context is cut into segments of attend_segment_tokens()
+  // positions; attend() computes each segment's softmax state and merges
+  // them in order (attend_merge). attend_segment() computes one segment's
+  // state alone (rows as for attend(), at most kMaxTileRows of them; m, l:
+  // one per row, acc: head_dim per row), so a long context's decode can
+  // spread its segments over workers and merge them in the same order, with
+  // bit-identical results. Available when can_split() (the tile kernels).
+  bool can_split() const;
+  int attend_segment_tokens() const;
+  void attend_segment(SeqId seq, int layer, int kvh, int pos0, int n_tok, int group, const float* q,
+                      int64_t q_stride, int segment, float* m, float* l, float* acc) const;
   // One token attending [0, n_ctx): n_q query heads, rows of head_dim, contiguous.
   void attend(SeqId seq, int layer, int kvh, int n_ctx, const float* q, int n_q, float* out) const {
     attend(seq, layer, kvh, n_ctx - 1, 1, n_q, q, 0, out, 0);

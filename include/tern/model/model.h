@@ -48,6 +48,18 @@ struct Workspace {
   kernels::QuantizedActs qa;
   std::vector<int> tok_entry, tok_pos;  // (T) which entry, which position
   std::vector<SeqId> seqs;              // the batch's sequences
+  // Attention tasks of a step: token blocks (entry, first token, count), and
+  // split-K decodes (entry, token, segments, offset of their partial states).
+  struct AttnBlock {
+    int entry, t0, n_tok;
+  };
+  struct AttnSplit {
+    int entry, t0, n_seg;
+    size_t off;
+  };
+  std::vector<AttnBlock> attn_blocks;
+  std::vector<AttnSplit> attn_splits;
+  std::vector<float> attn_part;  // the splits' per-segment softmax states
   void ensure(const ModelConfig& c, int tokens);
 };
 

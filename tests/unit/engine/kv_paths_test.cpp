@@ -415,3 +415,34 @@ TEST_F(KvPaths, FlashWriteFaultWhileSpillingFailsOneStepAndCorruptsNothing) {
 
 }  // namespace
 }  // namespace tern
+
+namespace tern {
+namespace {
+
+// Past one KV segment (512 positions) a decoding token's attention is split
+// across workers by segment and merged (split-K), while a prompt's tokens
+// attend segment by segment within one task. The two must agree to the bit:
+// a generation recomputed as a prompt (after preemption) or a prompt decoded
+// token by token gives the same logits as the other way.
+TEST_F(KvPaths, SplitDecodeMatchesPrefillBitForBit) {
+  Engine& e = plain(kv::KvType::Int8Fp8);
+  const kv::SeqKeys keys{{0x51, 0x17}, {}};
+  ASSERT_GT(700, e.kv().attend_segment_tokens());
+  // Decode: 690 prompt tokens, then 10 greedy tokens one step each (split).
+  Gen dec = greedy(e, text(0, 690), 128, false, keys, 10);
+  // Prefill: the same 690 + the first 9 generated tokens as one prompt, in
+  // chunks of 100 (rows of one task cross segment boundaries); its last row
+  // must equal the decode's last step.
+  std::vector<int32_t> all = text(0, 690);
+  all.insert(all.end(), dec.tokens.begin(), dec.tokens.end() - 1);
+  Gen pre = greedy(e, all, 100, false, keys, 1);
+  const int n_vocab = e.n_vocab();
+  ASSERT_EQ(pre.tokens[0], dec.tokens.back());
+  EXPECT_EQ(0, std::memcmp(pre.logits.data(), dec.logits.data() + 9 * size_t(n_vocab),
+                           sizeof(float) * size_t(n_vocab)));
+  e.free_sequence(dec.seq);
+  e.free_sequence(pre.seq);
+}
+
+}  // namespace
+}  // namespace tern
