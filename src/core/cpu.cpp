@@ -15,7 +15,7 @@ CpuFeatures detect() {
   if (f.logical_cores <= 0) f.logical_cores = 1;
   f.physical_cores = f.logical_cores;
 #if defined(__x86_64__) || defined(__i386__)
-  unsigned a, b, c, d;
+  unsigned a = 0, b = 0, c = 0, d = 0;
   if (__get_cpuid(1, &a, &b, &c, &d)) {
     const bool osxsave = c & (1u << 27);
     f.fma = c & (1u << 12);
@@ -32,8 +32,12 @@ CpuFeatures detect() {
       f.avx512f = zmm_ok && (b & (1u << 16));
       f.avx512bw = zmm_ok && (b & (1u << 30));
       f.avx512vnni = zmm_ok && (c & (1u << 11));
+      f.avx512vl = zmm_ok && (b & (1u << 31));
     }
-    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avxvnni = ymm_ok && (a & (1u << 4));
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) {
+      f.avxvnni = ymm_ok && (a & (1u << 4));
+      f.avx512bf16 = zmm_ok && (a & (1u << 5));
+    }
     if (!ymm_ok) f.fma = f.f16c = false;
   }
   unsigned max_ext = __get_cpuid_max(0x80000000, nullptr);

@@ -52,6 +52,11 @@ const char* kernel_isa() {
   return active_kernels().isa;
 }
 
+bool active_isa_is_avx512() {
+  const KernelTable* avx512 = avx512_kernels();
+  return avx512 && &active_kernels() == avx512;
+}
+
 IsaFamily active_isa_family() {
   return &active_kernels() == &scalar_kernels() ? IsaFamily::Scalar : IsaFamily::Avx2;
 }

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
+#include "tern/core/cpu.h"
 #include "tern/core/half.h"
 #include "tern/core/log.h"
 #include "tern/kernels/ops.h"
@@ -112,13 +115,34 @@ const AttendKernels* avx2_attend_kernels() {
   return nullptr;
 }
 
+#ifdef TERN_KV_HAVE_AVX512
+const AttendKernels* avx512_attend_table(const AttendKernels& avx2);  // kv_attend_avx512.cpp
+#endif
+
+const AttendKernels* avx512_attend_kernels() {
+#ifdef TERN_KV_HAVE_AVX512
+  const CpuFeatures& cpu = cpu_features();
+  const AttendKernels* avx2 = avx2_attend_kernels();
+  if (avx2 && cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512vnni && cpu.avx512bf16)
+    return avx512_attend_table(*avx2);
+#endif
+  return nullptr;
+}
+
 // The same family as the matmul and norm kernels: TERN_KERNELS=scalar (or a
 // CPU without AVX2) gives scalar attention too.
 const AttendKernels& active_attend_kernels() {
   static const AttendKernels& table = []() -> const AttendKernels& {
     const AttendKernels* pick = &scalar_attend_kernels();
+    // TERN_KV_ATTENTION=avx2 keeps the fp32 AVX2 attention under AVX-512
+    // matmuls (to measure what the AVX-512 attention changes).
+    const char* force = std::getenv("TERN_KV_ATTENTION");
+    const bool no_avx512 = force && std::string_view(force) == "avx2";
     if (kernels::active_isa_family() == kernels::IsaFamily::Avx2) {
       if (const AttendKernels* a = avx2_attend_kernels()) pick = a;
+      if (kernels::active_isa_is_avx512() && !no_avx512) {
+        if (const AttendKernels* a = avx512_attend_kernels()) pick = a;
+      }
     }
     log::get("kv")->debug("using {} KV attention kernels", pick->isa);
     return *pick;

@@ -11,6 +11,8 @@ struct CpuFeatures {
   bool avx512f = false;
   bool avx512bw = false;
   bool avx512vnni = false;
+  bool avx512vl = false;
+  bool avx512bf16 = false;
   bool avxvnni = false;
   int logical_cores = 1;
   int physical_cores = 1;

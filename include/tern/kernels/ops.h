@@ -78,5 +78,8 @@ IsaFamily active_isa_family();
 // Whether this CPU can run AVX2+FMA+F16C code at all, whatever was chosen
 // (for tests and benchmarks that compare every variant with the scalar one).
 bool cpu_runs_avx2();
+// Whether the active table is the AVX-512 VNNI one (TERN_KERNELS may force
+// another): attention then may use its AVX-512 kernels too.
+bool active_isa_is_avx512();
 
 }  // namespace tern::kernels

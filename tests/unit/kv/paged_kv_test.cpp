@@ -7,6 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <string>
+
 #include "kv_test_util.h"
 #include "tern/kv/block_hash.h"
 
@@ -43,10 +47,14 @@ TEST(PagedKv, ChunkingDoesNotChangeOutputsAndKernelsAgree) {
     run_conv(b, fm, cb, 13);
     run_conv(s, fm, cs, 90);
     EXPECT_TRUE(same_outputs(fm, ca, cb, 0, 90)) << to_string(t);
+    // The AVX-512 kernels round weights and values to bf16 (2^-9 relative to
+    // each term, so about 1e-2 absolute on sums of values of order 1).
+    const bool bf16 = std::string(a.kernel_isa()) == "avx512" && t != KvType::F16;
     for (int p = 0; p < 90; ++p) {
       for (int l = 0; l < fm.n_layers; ++l) {
         const auto x = ca.at(fm, p, l), y = cs.at(fm, p, l);
-        for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 1e-4f) << to_string(t);
+        for (size_t i = 0; i < x.size(); ++i)
+          ASSERT_NEAR(x[i], y[i], bf16 ? 1e-2f : 1e-4f) << to_string(t);
       }
     }
   }
