@@ -66,6 +66,12 @@ void add_serve_command(CLI::App& app) {
                   "tokens per forward pass (decode + prefill chunks; at least --max-batch)")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
+  cmd->add_option("--itl-slack", o->sched.itl_slack,
+                  "while streams decode, size each step's prefill share so the step takes at "
+                  "most this multiple of a decode-only step (their inter-token latency during a "
+                  "long prompt); 0: always the full --step-tokens")
+      ->check(CLI::Range(0.0, 100.0))
+      ->capture_default_str();
   cmd->add_option("--kv-tokens", o->sched.kv_tokens,
                   "admit while KV tokens in use fit this (0: no limit)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40))

@@ -139,7 +139,10 @@ void Scheduler::run_step() {
     budget -= 1;
   }
   // Prefill: each client's oldest prompt before anyone's second (fair between
-  // clients), oldest first within a rank.
+  // clients); within a rank, prompts shorter than one step first (a short
+  // request arriving during a long prefill gets its first token at once),
+  // then oldest first. Long prompts still progress every step: a short
+  // prompt only goes first, it never takes more than what is left.
   const size_t n_decode = plan_.size();
   for (auto& s : running_) {
     if (s->done || s->pending() <= 1) continue;
@@ -148,9 +151,19 @@ void Scheduler::run_step() {
       rank += plan_[i].first->req.client == s->req.client;
     plan_.push_back({s.get(), rank});
   }
-  std::sort(plan_.begin() + long(n_decode), plan_.end(), [](const auto& a, const auto& b) {
-    return a.second != b.second ? a.second < b.second : a.first->order < b.first->order;
+  const int quick = opts_.step_tokens;
+  std::sort(plan_.begin() + long(n_decode), plan_.end(), [quick](const auto& a, const auto& b) {
+    if (a.second != b.second) return a.second < b.second;
+    const bool qa = a.first->pending() <= quick, qb = b.first->pending() <= quick;
+    if (qa != qb) return qa;
+    return a.first->order < b.first->order;
   });
+  // With streams decoding, the prefill share keeps the step within
+  // itl_slack decode-only steps (from the measured costs).
+  if (n_decode > 0 && opts_.itl_slack > 0 && decode_step_ms_ > 0 && prefill_token_ms_ > 0) {
+    const double room = (opts_.itl_slack - 1.0) * decode_step_ms_ / prefill_token_ms_;
+    budget = std::clamp(int(room), std::min(budget, kMinPrefillChunk), budget);
+  }
   size_t kept = n_decode;
   for (size_t i = n_decode; i < plan_.size() && budget > 0; ++i) {
     const int n = std::min(budget, plan_[i].first->pending());
@@ -198,6 +211,27 @@ void Scheduler::run_step() {
   metrics_.steps += 1;
   metrics_.step_tokens += uint64_t(batch_.total_tokens());
   metrics_.step_duration.observe(seconds_between(t0, t1));
+  {
+    // The costs that size the next steps' prefill share.
+    constexpr double a = 0.3;
+    const double ms = seconds_between(t0, t1) * 1e3;
+    int decodes = 0, prefill = 0;
+    for (size_t i = 0; i < batch_.entries.size(); ++i) {
+      const int n = int(batch_.entries[i].tokens.size());
+      if (n == 1 && entry_seq_[i]->pending() == 1)
+        ++decodes;
+      else
+        prefill += n;
+    }
+    auto ewma = [](double& x, double v) { x = x > 0 ? x + a * (v - x) : v; };
+    if (prefill == 0) {
+      ewma(decode_step_ms_, ms);
+    } else if (decodes == 0) {
+      ewma(prefill_token_ms_, ms / prefill);
+    } else if (decode_step_ms_ > 0) {
+      ewma(prefill_token_ms_, std::max(ms - decode_step_ms_, 0.0) / prefill + 1e-3);
+    }
+  }
 
   for (size_t i = 0; i < batch_.entries.size(); ++i) {
     Sequence& s = *entry_seq_[i];

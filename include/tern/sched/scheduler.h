@@ -49,6 +49,9 @@ class Engine;
 
 namespace tern::sched {
 
+// The least a step prefills while streams decode (see itl_slack).
+inline constexpr int kMinPrefillChunk = 2;
+
 struct SchedulerOptions {
   int max_batch = 16;  // sequences decoding together (clamped to the engine's free sequences)
   int max_queue = 64;  // waiting requests beyond which submit() answers QueueFull
@@ -56,6 +59,12 @@ struct SchedulerOptions {
   // 64 measured best on a 2-core machine at 16 concurrent: vs 256, TTFT p50
   // 120 vs 178 ms and p99 inter-token latency 40 vs 65 ms at equal throughput.
   int step_tokens = 64;
+  // With streams decoding, a step's prefill share is sized from measured
+  // costs so the step takes at most this multiple of a decode-only step
+  // (their inter-token latency while a long prompt is prefilled); at least
+  // kMinPrefillChunk tokens a step, so prompts always progress. 0: off (the
+  // whole step_tokens budget every step).
+  double itl_slack = 2.0;
   int64_t kv_tokens = 0;  // admit only while KV tokens in use + new prompt fit; 0: no limit
 };
 
@@ -146,6 +155,9 @@ class Scheduler {
   StepOutput out_;
   std::vector<Sequence*> entry_seq_;                          // (batch entries) whose entry it is
   std::vector<std::pair<Sequence*, int>> plan_, plan_order_;  // this step's (sequence, tokens)
+  // Step costs (EWMA, ms): a decode-only step, and a prefill token on top of
+  // the decodes; they size the prefill share (SchedulerOptions::itl_slack).
+  double decode_step_ms_ = 0, prefill_token_ms_ = 0;
   std::vector<std::pair<std::string, int>> client_load_;  // (client, running): take_work's scratch
   std::thread thread_;
 

@@ -355,5 +355,62 @@ TEST_F(SchedulerTest, CancelWaitingAndRunning) {
   EXPECT_EQ(metrics_.running, 0);
 }
 
+// A short prompt that arrives behind a long one (another client, same rank)
+// is prefilled first: its first token comes before the long prompt's, not
+// after its whole prefill. The long one still gets the text it has alone.
+TEST_F(SchedulerTest, ShortPromptIsPrefilledBeforeALongOne) {
+  std::string long_text;
+  while (long_text.size() < 600) long_text += kPrompts[long_text.size() % kN];
+  std::string alone;
+  {
+    Scheduler s(*engine_, SchedulerOptions{1, 8, 16, 0}, metrics_);
+    s.start();
+    Collector c;
+    s.submit(request("alone", long_text, greedy(4), c));
+    ASSERT_NE(c.wait().reason, FinishReason::Error);
+    alone = c.text();
+  }
+  // The order in which the streams first hear from the engine (a stream's
+  // first notification is its first token).
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> order;
+  auto stream_for = [&](std::string who) {
+    return std::make_shared<Stream>([&, who] {
+      std::lock_guard lock(mu);
+      if (std::find(order.begin(), order.end(), who) == order.end()) order.push_back(who);
+      cv.notify_all();
+    });
+  };
+  Collector unused;
+  Request lr = request("long", long_text, greedy(4), unused);
+  lr.client = "a";
+  lr.stream = stream_for("long");
+  Request sr = request("short", "Hi there.", greedy(4), unused);
+  sr.client = "b";
+  sr.stream = stream_for("short");
+  auto long_stream = lr.stream;
+  Scheduler s(*engine_, SchedulerOptions{4, 8, 16, 0}, metrics_);
+  s.submit(std::move(lr));  // first: the older admission
+  s.submit(std::move(sr));
+  s.start();
+  std::string text;
+  for (bool done = false; !done;) {
+    auto c = long_stream->drain();
+    text += c.text;
+    if (c.finish) {
+      ASSERT_NE(c.finish->reason, FinishReason::Error);
+      done = true;
+    } else if (c.empty()) {
+      std::unique_lock lock(mu);
+      cv.wait_for(lock, std::chrono::milliseconds(5));
+    }
+  }
+  s.stop();
+  ASSERT_EQ(order.size(), 2u);
+  EXPECT_EQ(order[0], "short") << "the short prompt waited for the long prefill";
+  EXPECT_EQ(text, alone);
+}
+
 }  // namespace
 }  // namespace tern::sched
