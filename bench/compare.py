@@ -7,9 +7,10 @@ machine's limits (bench/roofline.cpp) and each phase's fraction of its bound.
 
 Runs, in order: the roofline probe; `tern bench --json` with TERN_KERNELS=avx2
 (the baseline every x86-64-v3 CPU has) and with the best kernels this CPU
-supports; llama.cpp (llama-cpp-python, bench/llama_peer.py) on the same file;
+supports; native llama.cpp (built by scripts/setup.sh --peer: llama-bench for
+prefill and decode, llama-batched-bench for batched decode) on the same file;
 then the same on a Q4_0 requantization of the model made with llama.cpp's own
-quantizer (created next to the model on first use). Prints a table and the
+llama-quantize (created next to the model on first use). Prints a table and the
 target checks; --json-out FILE also saves everything measured.
 
 Benchmarks on a shared machine are noisy: the script prints the load average
@@ -67,21 +68,30 @@ def roofline(threads, quick):
     return out
 
 
+PEER_BIN = os.environ.get("TERN_PEER_BIN", os.path.join(
+    os.path.expanduser("~"), ".cache", "tern-peer", "llama.cpp-11434.0.0", "build", "bin"))
+
+
+def peer(tool):
+    exe = os.path.join(PEER_BIN, tool)
+    if not os.path.exists(exe):
+        sys.exit(f"{exe} not found: build the native peer with scripts/setup.sh --peer")
+    return exe
+
+
+def peer_env():
+    return {**os.environ, "LD_LIBRARY_PATH": PEER_BIN}
+
+
 def q4_0_model(src):
-    """A Q4_0 requantization of src made by llama.cpp's quantizer (cached beside it)."""
+    """A Q4_0 requantization of src made by llama.cpp's llama-quantize (cached beside it)."""
     dst = re.sub(r"\.Q4_1\.gguf$", ".Q4_0.gguf", src)
     if dst == src:
         dst = src[:-5] + ".Q4_0.gguf"
     if not os.path.exists(dst):
-        import llama_cpp as L
-        p = L.llama_model_quantize_default_params()
-        p.ftype = L.LLAMA_FTYPE_MOSTLY_Q4_0
-        p.allow_requantize = True
-        p.nthread = 2
-        log(f"making {dst} with llama_model_quantize ...")
-        rc = L.llama_model_quantize(src.encode(), dst.encode(), p)
-        if rc != 0:
-            sys.exit(f"llama_model_quantize failed: {rc}")
+        log(f"making {dst} with llama-quantize ...")
+        subprocess.run([peer("llama-quantize"), "--allow-requantize", src, dst, "q4_0", "2"],
+                       check=True, capture_output=True, env=peer_env())
     return dst
 
 
@@ -97,11 +107,34 @@ def tern_bench(a, model, isa):
 
 
 def llama_bench(a, model):
-    cmd = [sys.executable, os.path.join(ROOT, "bench", "llama_peer.py"), "-m", model,
-           "-t", str(a.threads), "--pp", str(a.pp), "--tg", str(a.tg), "--batch", a.batch,
-           "-r", str(a.reps)]
-    out, rss = run_json(cmd)
-    out["max_rss_mib"] = rss
+    """Native llama.cpp: llama-bench for prefill (pp) and batch-1 decode (tg),
+    llama-batched-bench for the larger batches (32-token prompts, --tg tokens
+    per sequence, its S_TG: generated tokens / decode time)."""
+    cmd = [peer("llama-bench"), "-m", model, "-t", str(a.threads), "-p", str(a.pp),
+           "-n", str(a.tg), "-r", str(a.reps), "-o", "json"]
+    full = ["/usr/bin/time", "-v"] + cmd if os.path.exists("/usr/bin/time") else cmd
+    p = subprocess.run(full, capture_output=True, text=True, env=peer_env())
+    if p.returncode != 0:
+        sys.exit(f"llama-bench failed: {p.stderr[-2000:]}")
+    m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr)
+    rows = json.loads(p.stdout)
+    out = {"prefill": {"tokens_per_s": next(r["avg_ts"] for r in rows if r["n_prompt"] > 0)},
+           "decode": [{"batch": 1,
+                       "tokens_per_s": next(r["avg_ts"] for r in rows if r["n_gen"] > 0)}],
+           "max_rss_mib": int(m.group(1)) / 1024 if m else None}
+    batches = [int(x) for x in a.batch.split(",") if x and int(x) > 1]
+    if batches:
+        ctx = max(batches) * (32 + a.tg) + 64
+        cmd = [peer("llama-batched-bench"), "-m", model, "-t", str(a.threads), "-c", str(ctx),
+               "-b", "2048", "-ub", "512", "-npp", "32", "-ntg", str(a.tg),
+               "-npl", ",".join(map(str, batches)), "--output-format", "jsonl"]
+        p = subprocess.run(cmd, capture_output=True, text=True, env=peer_env())
+        if p.returncode != 0:
+            sys.exit(f"llama-batched-bench failed: {p.stderr[-2000:]}")
+        for line in p.stdout.splitlines():
+            if line.startswith("{"):
+                r = json.loads(line)
+                out["decode"].append({"batch": r["pl"], "tokens_per_s": r["speed_tg"]})
     return out
 
 

