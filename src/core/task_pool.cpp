@@ -17,8 +17,12 @@ namespace tern {
 namespace {
 // How long an idle worker polls before it sleeps: long enough to catch the
 // next kernel of the same forward pass (a few microseconds apart), short
-// enough that an idle server burns no CPU.
+// enough that an idle server burns no CPU. Past the first kPausePolls polls
+// it yields the core between polls: the engine thread's serial work between
+// steps (sampling, detokenizing) or the reactor thread writing the tokens,
+// or another process, may be waiting for that core.
 constexpr auto kSpinTime = std::chrono::microseconds(200);
+constexpr int kPausePolls = 2048;
 // The caller polls for its last tasks this many times before it starts
 // yielding the core (a descheduled worker may be holding one of them).
 constexpr int kJoinSpins = 4000;
@@ -97,7 +101,11 @@ void TaskPool::worker_loop(int worker) {
     if (g == seen) {
       const auto until = std::chrono::steady_clock::now() + kSpinTime;
       for (int i = 1; (g = generation_of(claim_.load(std::memory_order_acquire))) == seen; ++i) {
-        TERN_PAUSE();
+        if (i < kPausePolls) {
+          TERN_PAUSE();
+        } else {
+          std::this_thread::yield();
+        }
         if (i % 64 == 0 && std::chrono::steady_clock::now() > until) break;
       }
     }
