@@ -20,6 +20,7 @@
 #include "tern/kv/flash_store.h"
 #include "tern/kv/kv_attend.h"
 #include "tern/kv/kv_layout.h"
+#include "tern/kv/paged_kv.h"
 #include "tern/kv/prefix_index.h"
 
 namespace tern::kv {
@@ -97,6 +98,11 @@ struct PagedKvImpl {
     return arena.data() + size_t(frame) * L.block_bytes;
   }
   void wait_timed(IoGroup& g);  // flash->wait, counting a stall when it blocks
+
+  // paged_kv_persist.cpp
+  int64_t export_cached(const PagedKv::BlockVisitor& fn);
+  bool import_cached(const BlockHash& hash, std::span<const uint8_t> bytes);
+  void lru_push_front(int32_t id, InLru which);
 
   // paged_kv_step.cpp
   void begin_step(std::span<const SeqId> seqs);
