@@ -153,6 +153,11 @@ struct PagedKvImpl {
   std::vector<SeqId> step_seqs;
 
   KvStats st;
+  KvEventSink* events = nullptr;  // prefix-index events (kv_events.h)
+  void emit_removed(const Block& b) {
+    if (events && b.hashed)
+      events->on_event({KvEventKind::Removed, b.where == Where::Flash, b.hash, {}, {}});
+  }
   std::unique_ptr<FlashStore> flash;
 };
 

@@ -99,6 +99,7 @@ bool PagedKvImpl::import_cached(const BlockHash& hash, std::span<const uint8_t> 
     std::memcpy(frame_ptr(b.frame), bytes.data(), L.block_bytes);
   }
   index.insert(hash, id);
+  if (events) events->on_event({KvEventKind::Stored, b.where == Where::Flash, hash, {}, {}});
   lru_push_front(id, b.where == Where::Flash ? InLru::Flash : InLru::Dram);
   return true;
 }

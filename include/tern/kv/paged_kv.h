@@ -54,6 +54,7 @@
 
 #include "tern/kv/flash_store.h"
 #include "tern/kv/kv_attend.h"
+#include "tern/kv/kv_events.h"
 #include "tern/kv/kv_layout.h"
 #include "tern/kv/kv_types.h"
 
@@ -147,6 +148,9 @@ class PagedKv {
   bool import_cached(const BlockHash& hash, std::span<const uint8_t> bytes);
 
   // --- Observability and tests ------------------------------------------
+  // Prefix-index events (kv_events.h) go to sink (null: none); it must
+  // outlive the cache or be reset first.
+  void set_event_sink(KvEventSink* sink);
   KvStats stats() const;
   const char* kernel_isa() const;
   // Test hook: run attention with these kernels (default: active_attend_kernels()).
