@@ -20,7 +20,7 @@ import requests
 
 from tern_server import TernServer, model_path, tern_bin
 
-ARGS = ("--ctx", "4096", "--step-tokens", "256", "--persist-interval", "0")
+ARGS = ("--ctx", "4096", "--step-tokens", "256")
 
 
 def system_prompt(nonce: str) -> str:
@@ -46,8 +46,9 @@ def three_turns(url: str, nonce: str) -> list[dict]:
 
 
 def server(cache: Path, *extra: str) -> TernServer:
-    return TernServer(*ARGS, "--cache-dir", str(cache), "--kv-flash-dir", str(cache / "spill"),
-                      *extra)
+    periodic = () if "--persist-interval" in extra else ("--persist-interval", "0")
+    return TernServer(*ARGS, *periodic, "--cache-dir", str(cache), "--kv-flash-dir",
+                      str(cache / "spill"), *extra)
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +117,26 @@ def test_another_kv_layout_ignores_the_file(saved, tmp_path):
         assert "written for another KV layout" in srv.log(), srv.log()[-3000:]
         r = chat(srv.url, messages)
     assert r["timings"]["cache_n"] == 0
+
+
+def test_periodic_snapshot_survives_a_kill(tmp_path):
+    """A crash loses at most --persist-interval of cache, never the file."""
+    import signal
+    import time
+
+    cache = tmp_path / "killed"
+    messages = [{"role": "system", "content": system_prompt(uuid.uuid4().hex)},
+                {"role": "user", "content": "Name a colour."}]
+    srv = server(cache, "--persist-interval", "0.5").start()
+    try:
+        first = chat(srv.url, messages)
+        deadline = time.monotonic() + 30
+        while not re.search(r"periodic snapshot: saved [1-9]\d* ", srv.log()):
+            assert time.monotonic() < deadline, srv.log()[-3000:]
+            time.sleep(0.1)
+    finally:
+        srv.stop(signal.SIGKILL)
+    with server(cache) as again:  # the dead process's lock is gone with it
+        r = chat(again.url, messages)
+    assert r["timings"]["cache_flash_n"] > 0, r["timings"]
+    assert r["choices"][0]["message"]["content"] == first["choices"][0]["message"]["content"]
