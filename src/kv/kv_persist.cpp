@@ -131,6 +131,8 @@ PersistStats save_prefix_cache(PagedKv& kv, const std::string& dir, size_t max_b
   PersistStats r;
   const std::string path = cache_file_path(dir);
   const std::string tmp = path + ".tmp";
+  std::error_code ec;
+  fs::create_directories(dir, ec);  // normally there already (CacheDirLock)
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     r.failed = true;
