@@ -67,7 +67,7 @@ bool PagedKvImpl::import_cached(const BlockHash& hash, std::span<const uint8_t> 
   if (bytes.size() != L.block_bytes)
     throw InvalidArgument("KV: import_cached() of a block of the wrong size");
   if (index.find(hash) >= 0 || free_ids.empty()) return false;
-  const int64_t slot = flash ? flash->alloc_slot() : -1;
+  int64_t slot = flash ? flash->alloc_slot() : -1;
   if (slot >= 0) {
     IoGroup g;
     int32_t status = 0;
@@ -75,14 +75,13 @@ bool PagedKvImpl::import_cached(const BlockHash& hash, std::span<const uint8_t> 
       flash->write(slot, l, bytes.data() + size_t(l) * L.slice_bytes, g, &status);
     flash->submit();
     flash->wait(g);
-    if (status != 0) {
+    if (status != 0) {  // a full or failing disk: DRAM may still take it
       flash->free_slot(slot);
+      slot = -1;
       st.write_errors += 1;
-      return false;
     }
-  } else if (free_frames.empty()) {
-    return false;
   }
+  if (slot < 0 && free_frames.empty()) return false;
   const int32_t id = new_block();
   Block& b = blocks[size_t(id)];
   b.full = true;

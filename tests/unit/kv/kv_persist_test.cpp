@@ -203,3 +203,37 @@ TEST(KvPersist, LockKeepsASecondServerOut) {
 
 }  // namespace
 }  // namespace tern::kv
+
+namespace tern::kv {
+namespace {
+
+// A snapshot that cannot be completed (here: a flash read fails while
+// exporting) leaves the previous file as it was; a flash tier that fails
+// writes while loading leaves the blocks in DRAM.
+TEST(KvPersist, FailedSaveKeepsThePreviousFileAndFlashFaultsFallBackToDram) {
+  const FakeModel fm;
+  TempDir cache("persist-fault"), spill("persist-fault-spill");
+  const KvConfig c = config(fm, spill.path);
+  const auto toks = tokens(10, kTokens);
+  ASSERT_FALSE(fill_and_save(c, toks, cache.path).failed);
+  const auto before = std::filesystem::file_size(cache_file_path(cache.path));
+  {
+    PagedKv kv(c);
+    load_prefix_cache(kv, cache.path);  // every block on flash now
+    kv.inject_flash_fault(IoKind::Read, 1, EIO, 3);
+    const PersistStats st = save_prefix_cache(kv, cache.path, size_t(1) << 30, later());
+    EXPECT_TRUE(st.failed);
+    EXPECT_NE(st.message.find("previous cache file"), std::string::npos) << st.message;
+  }
+  EXPECT_EQ(std::filesystem::file_size(cache_file_path(cache.path)), before);
+  EXPECT_FALSE(std::filesystem::exists(cache_file_path(cache.path) + ".tmp"));
+  PagedKv kv(c);
+  kv.inject_flash_fault(IoKind::Write, 1000, ENOSPC);
+  const PersistStats st = load_prefix_cache(kv, cache.path);
+  EXPECT_EQ(st.blocks, kTokens / kBlock) << st.message;
+  EXPECT_EQ(kv.stats().dram_cached, kTokens / kBlock);
+  kv.check_invariants();
+}
+
+}  // namespace
+}  // namespace tern::kv
