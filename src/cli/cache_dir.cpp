@@ -5,6 +5,7 @@
 
 #include "tern/core/log.h"
 #include "tern/engine/engine.h"
+#include "tern/kv/kv_events.h"
 #include "tern/kv/kv_persist.h"
 #include "tern/kv/paged_kv.h"
 #include "tern/sched/scheduler.h"
@@ -54,10 +55,21 @@ void PersistentCache::start_periodic(Engine& engine, sched::Scheduler& s) {
   if (opts_.interval_s <= 0) return;
   thread_ = std::thread([this, &engine, &s] {
     const auto every = std::chrono::duration<double>(opts_.interval_s);
+    uint64_t saved_seq = engine.kv_events().last_seq();
     std::unique_lock lock(mu_);
     while (!cv_.wait_for(lock, every, [&] { return stopping_; })) {
+      // Nothing stored or removed since the last snapshot: nothing to write.
+      const uint64_t seq = engine.kv_events().last_seq();
+      if (seq == saved_seq) continue;
       // The snapshot reads the KV cache, so it runs on the engine thread
-      // between two steps (the step it delays is the cost of a snapshot).
+      // between two steps and delays the next one by its write time: wait
+      // (up to one more interval) for a moment with no request running.
+      const auto give_up = std::chrono::steady_clock::now() + every;
+      while (!s.idle() && std::chrono::steady_clock::now() < give_up &&
+             !cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return stopping_; })) {
+      }
+      if (stopping_) break;
+      saved_seq = seq;
       s.post([this, &engine] { save(engine, opts_.persist_on_exit_ms, "periodic"); });
     }
   });

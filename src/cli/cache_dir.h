@@ -2,7 +2,8 @@
 // `tern serve --cache-dir DIR`: the prefix cache survives restarts. At start
 // the directory is locked (a second server refuses to start) and its file is
 // loaded into the KV cache before the scheduler runs; every --persist-interval
-// seconds a snapshot is written from the engine thread between two steps; at
+// seconds, if the prefix cache changed, a snapshot is written from the engine
+// thread between two steps (preferably while no request runs); at
 // exit (after the SIGTERM/SIGINT drain) a last one is written within
 // --persist-on-exit-ms. Format and failure handling: kv/kv_persist.h.
 #include <condition_variable>
