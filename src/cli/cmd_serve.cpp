@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 
+#include "cache_dir.h"
 #include "commands.h"
 #include "common.h"
 #include "tern/core/error.h"
@@ -24,6 +25,7 @@ void add_serve_command(CLI::App& app) {
     int max_seqs = 0;
     size_t body_limit_kib = 1024;
     size_t ws_outbox_kib = 1024;
+    CacheDirOptions cache;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -102,6 +104,21 @@ void add_serve_command(CLI::App& app) {
                   "concurrent generations per WebSocket")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();
+  cmd->add_option("--cache-dir", o->cache.dir,
+                  "keep the prefix cache in this directory across restarts (locked: one "
+                  "server per directory)");
+  cmd->add_option("--cache-dir-mb", o->cache.max_mb,
+                  "MiB of --cache-dir file: the most recently used blocks that fit")
+      ->check(CLI::Range(size_t(1), size_t(1) << 24))
+      ->capture_default_str();
+  cmd->add_option("--persist-on-exit-ms", o->cache.persist_on_exit_ms,
+                  "time bound of the --cache-dir snapshot written at exit (after the drain)")
+      ->check(CLI::Range(0, 3600 * 1000))
+      ->capture_default_str();
+  cmd->add_option("--persist-interval", o->cache.interval_s,
+                  "seconds between --cache-dir snapshots while serving (0: only at exit)")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   cmd->callback([o, cmd] {
     o->server.body_limit = o->body_limit_kib * 1024;
     o->server.ws_outbox_bytes = o->ws_outbox_kib * 1024;
@@ -111,16 +128,23 @@ void add_serve_command(CLI::App& app) {
     const std::string path = o->model.model.empty() ? default_model_path() : o->model.model;
     if (o->server.model_name.empty())
       o->server.model_name = std::filesystem::path(path).stem().string();
+    // Lock the cache directory before the (long) model load: a second server fails fast.
+    std::unique_ptr<PersistentCache> cache;
+    if (!o->cache.dir.empty()) cache = std::make_unique<PersistentCache>(o->cache);
     auto engine = load_engine(o->model, o->max_seqs > 0 ? o->max_seqs : o->sched.max_batch);
+    if (cache) cache->load(*engine);
     sched::Metrics metrics;
     sched::Scheduler scheduler(*engine, o->sched, metrics);
     {
       server::Server srv(*engine, scheduler, metrics, o->server);
       srv.listen();
       scheduler.start();
+      if (cache) cache->start_periodic(*engine, scheduler);
       srv.run();
+      if (cache) cache->stop_periodic();
       scheduler.stop();  // before the reactor goes: streams post to it
     }
+    if (cache) cache->save_at_exit(*engine);  // the engine thread is gone: nothing steps
   });
 }
 

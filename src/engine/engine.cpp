@@ -26,8 +26,10 @@ namespace {
 // SHA-256 over the file's size, its header (metadata and tensor table) and
 // the weight format: anything that changes the KV a token produces. Tensor
 // data is not hashed (a full read of the file); a file rewritten with new
-// weights but the same header and size is the one case this misses, and the
-// flash index is not kept across restarts, so it cannot outlive the process.
+// weights but the same header and size is the one case this misses; since
+// `serve --cache-dir` keeps the prefix cache across restarts under this
+// fingerprint, replace a model file by writing a new one (size or header
+// differ in practice), or start with an empty cache directory.
 std::string model_fingerprint(const gguf::GgufFile& f, const LoadOptions& load) {
   const auto bytes = f.file_bytes();
   std::string s = std::to_string(bytes.size()) + "/" +
@@ -116,6 +118,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts,
     kc.flash_bytes = 0;
     e->kv_ = std::make_unique<kv::PagedKv>(kc);
   }
+  e->events_ = std::make_unique<kv::KvEventLog>(8192, e->kv_->block_tokens());
+  e->kv_->set_event_sink(e->events_.get());
   if (const char* f = std::getenv("TERN_KV_FAULT")) inject_fault(*e->kv_, f);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -192,6 +196,9 @@ Engine::Reservation Engine::reserve(SeqId seq, int n) {
   }
 }
 
+kv::KvEventLog& Engine::kv_events() {
+  return *events_;
+}
 kv::PagedKv& Engine::kv() {
   return *kv_;
 }

@@ -221,14 +221,15 @@ void PagedKvImpl::commit(SeqId id, std::span<const int32_t> tokens) {
     count(b);
     size_t cursor = s.next_extra;
     const BlockHash h = hash_block(s, s.length - B, s.tail, cursor);
-    s.next_extra = cursor;
-    s.chain = h;
-    s.tail.clear();
     // A failed sequence's KV is incomplete: never share what it computed.
     if (s.error.empty() && index.insert(h, bid)) {
       b.hashed = true;
       b.hash = h;
+      if (events) events->on_event({KvEventKind::Stored, false, h, s.chain, s.tail});
     }
+    s.next_extra = cursor;
+    s.chain = h;
+    s.tail.clear();
   }
   st.tokens_computed += int64_t(tokens.size());
 }
@@ -335,6 +336,9 @@ const char* PagedKv::kernel_isa() const {
 }
 void PagedKv::set_kernels(const AttendKernels& k) {
   impl_->kern = &k;
+}
+void PagedKv::set_event_sink(KvEventSink* sink) {
+  impl_->events = sink;
 }
 void PagedKv::inject_flash_fault(IoKind kind, int count, int err, int after) {
   if (impl_->flash) impl_->flash->inject_fault(kind, count, err, after);

@@ -95,6 +95,7 @@ void PagedKvImpl::free_block(int32_t id) {
   if (b.frame >= 0) free_frames.push_back(b.frame);
   if (b.slot >= 0) flash->free_slot(b.slot);
   if (b.hashed) index.erase(b.hash);
+  emit_removed(b);
   b = Block{};
   free_ids.push_back(id);
 }
@@ -106,6 +107,7 @@ void PagedKvImpl::lose_block(int32_t id, const std::string& why) {
   uncount(b);
   lru_remove(id);
   if (b.hashed) index.erase(b.hash);
+  emit_removed(b);
   b.hashed = false;
   if (b.frame >= 0) free_frames.push_back(b.frame);
   if (b.slot >= 0) flash->free_slot(b.slot);

@@ -21,6 +21,7 @@
 #include "tern/kv/flash_store.h"
 #include "tern/kv/kv_attend.h"
 #include "tern/kv/kv_layout.h"
+#include "tern/kv/paged_kv.h"
 #include "tern/kv/prefix_index.h"
 
 namespace tern::kv {
@@ -99,6 +100,11 @@ struct PagedKvImpl {
   }
   void wait_timed(IoGroup& g);  // flash->wait, counting a stall when it blocks
 
+  // paged_kv_persist.cpp
+  int64_t export_cached(const PagedKv::BlockVisitor& fn);
+  bool import_cached(const BlockHash& hash, std::span<const uint8_t> bytes);
+  void lru_push_front(int32_t id, InLru which);
+
   // paged_kv_step.cpp
   void begin_step(std::span<const SeqId> seqs);
   void begin_layer(int layer);
@@ -158,6 +164,11 @@ struct PagedKvImpl {
   std::vector<SeqId> step_seqs;
 
   KvStats st;
+  KvEventSink* events = nullptr;  // prefix-index events (kv_events.h)
+  void emit_removed(const Block& b) {
+    if (events && b.hashed)
+      events->on_event({KvEventKind::Removed, b.where == Where::Flash, b.hash, {}, {}});
+  }
   std::unique_ptr<FlashStore> flash;
 };
 

@@ -156,6 +156,15 @@ bool Scheduler::idle() const {
   return queue_.empty() && n_running_ == 0;
 }
 
+void Scheduler::post(std::function<void()> task) {
+  {
+    std::lock_guard lock(mu_);
+    tasks_.push_back(std::move(task));
+    wake_ = true;
+  }
+  cv_.notify_one();
+}
+
 void Scheduler::set_idle_callback(std::function<void()> fn) {
   std::lock_guard lock(mu_);
   idle_callback_ = std::move(fn);
@@ -165,7 +174,14 @@ void Scheduler::loop() {
   logger()->debug("engine thread started: max_batch={} step_tokens={} n_ctx={}", opts_.max_batch,
                   opts_.step_tokens, n_ctx_);
   std::vector<Request> admitted;
+  std::vector<std::function<void()>> tasks;
   while (take_work(admitted)) {
+    {
+      std::lock_guard lock(mu_);
+      tasks.swap(tasks_);
+    }
+    for (auto& t : tasks) t();
+    tasks.clear();
     start_sequences(admitted);
     update_gauges();  // admitted sequences count as running before their first token
     retire_cancelled();

@@ -5,6 +5,7 @@
 #include <boost/beast/websocket/rfc6455.hpp>
 
 #include "api_exchange.h"
+#include "kv_events_route.h"
 #include "routes.h"
 #include "session.h"
 #include "tokenize_route.h"
@@ -172,6 +173,8 @@ awaitable<void> run_http_session(ServerContext& ctx, tcp::socket socket) {
       } else if (req.method() == http::verb::post &&
                  (path == "/tokenize" || path == "/detokenize")) {
         keep = co_await handle_tokenize(ctx, stream, req, rid);
+      } else if (req.method() == http::verb::get && path == "/v1/kv/events") {
+        keep = co_await handle_kv_events(ctx, stream, req, rid);
       } else {
         Response res = handle_simple(ctx, req, rid);
         add_cors_headers(ctx, req, res);

@@ -22,7 +22,8 @@ class TaskPool;
 class Model;
 namespace kv {
 class PagedKv;
-}
+class KvEventLog;
+}  // namespace kv
 
 struct EngineOptions {
   std::string model_path;  // GGUF file
@@ -94,6 +95,10 @@ class Engine {
   // Cache counters and gauges (for /metrics and per-request timings).
   kv::KvStats cache_stats() const;
 
+  // Prefix-cache events (block stored / removed) for GET /v1/kv/events.
+  // Thread-safe to read; filled on the engine thread.
+  kv::KvEventLog& kv_events();
+
   // The KV cache itself, for tests and benchmarks (fault injection, invariants).
   kv::PagedKv& kv();
   const kv::PagedKv& kv() const;
@@ -112,6 +117,7 @@ class Engine {
   struct Text;  // tokenizer + chat template
   std::unique_ptr<Text> text_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<kv::KvEventLog> events_;  // before kv_: outlives it
   std::unique_ptr<kv::PagedKv> kv_;
   std::unique_ptr<TaskPool> pool_;
   int n_ctx_ = 0;

@@ -47,12 +47,14 @@
 //   for s in S: commit(s, tokens(s))
 //   for s in S: if (!failure(s).empty()) fail that request only
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 
 #include "tern/kv/flash_store.h"
 #include "tern/kv/kv_attend.h"
+#include "tern/kv/kv_events.h"
 #include "tern/kv/kv_layout.h"
 #include "tern/kv/kv_types.h"
 
@@ -141,7 +143,25 @@ class PagedKv {
   // incomplete; finish the request with this message (or recompute it).
   const std::string& failure(SeqId seq) const;
 
+  // --- Persistence (kv_persist.h) ----------------------------------------
+  // Both run on the engine thread, outside a step.
+  // Calls fn(hash, block bytes) for every registered block, most recently
+  // used first (blocks of live sequences, then DRAM-cached, then flash-only);
+  // flash-only blocks are read back synchronously. fn returns false to stop.
+  // Returns the blocks visited, or -1 when a flash read failed (the blocks
+  // before it were visited).
+  using BlockVisitor = std::function<bool(const BlockHash& hash, std::span<const uint8_t> bytes)>;
+  int64_t export_cached(const BlockVisitor& fn);
+  // Registers one block (layout().block_bytes) under hash as an unreferenced
+  // cached block, less recently used than every block imported before it.
+  // Goes to a flash slot when the flash tier has one free, else to a free
+  // DRAM frame. Returns false when the hash is present or there is no room.
+  bool import_cached(const BlockHash& hash, std::span<const uint8_t> bytes);
+
   // --- Observability and tests ------------------------------------------
+  // Prefix-index events (kv_events.h) go to sink (null: none); it must
+  // outlive the cache or be reset first.
+  void set_event_sink(KvEventSink* sink);
   KvStats stats() const;
   const char* kernel_isa() const;
   // Test hook: run attention with these kernels (default: active_attend_kernels()).

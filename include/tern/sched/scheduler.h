@@ -101,6 +101,11 @@ class Scheduler {
 
   // No request waiting or running. Thread-safe.
   bool idle() const;
+  // Thread-safe: runs task on the engine thread at the next token boundary
+  // (between two steps), e.g. a snapshot of the KV cache. Tasks still queued
+  // when the engine thread ends are dropped.
+  void post(std::function<void()> task);
+
   // Called on the engine thread each time the scheduler becomes idle.
   void set_idle_callback(std::function<void()> fn);
 
@@ -143,6 +148,7 @@ class Scheduler {
   bool wake_ = false;      // a cancel arrived
   int64_t n_running_ = 0;  // mirror of running_.size() for idle()
   std::function<void()> idle_callback_;
+  std::vector<std::function<void()>> tasks_;  // post()ed, run by loop()
 
   // Engine-thread state.
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order
