@@ -1,0 +1,271 @@
+// The fast vision encoder: weights repacked once to int8 tiles (W8A8 GEMMs on
+// the task pool), attention products on the same int8 kernels (K and V^T
+// packed per head as "weights"), fp32 layer norms, softmax and GELU.
+#include "tern/vision/encoder.h"
+
+#include <cmath>
+
+#include "tern/core/error.h"
+#include "tern/core/task_pool.h"
+#include "tern/kernels/ops.h"
+#include "tern/kernels/packed.h"
+#include "vit_common.h"
+
+namespace tern::vision {
+namespace {
+
+using kernels::PackedMatrix;
+using kernels::QuantizedActs;
+using Floats = std::vector<float>;
+
+int round_up(int n, int to) {
+  return (n + to - 1) / to * to;
+}
+
+// Rows of n_in floats, zero-padded to a multiple of the quantization group,
+// repacked to int8 (n_out rows).
+PackedMatrix pack_rows(const float* x, int n_out, int n_in) {
+  const int padded = round_up(n_in, kernels::kGroup);
+  if (padded == n_in)
+    return kernels::pack_matrix(DType::F32, x, n_out, n_in, kernels::WeightFormat::Int8Sym);
+  Floats tmp(size_t(n_out) * padded, 0.0f);
+  for (int r = 0; r < n_out; ++r) std::copy_n(x + size_t(r) * n_in, n_in, &tmp[size_t(r) * padded]);
+  return kernels::pack_matrix(DType::F32, tmp.data(), n_out, padded,
+                              kernels::WeightFormat::Int8Sym);
+}
+
+// A GGUF matrix [n_in, n_out] (or conv kernel [P, P, 3, n_out]) as a packed
+// (n_out, n_in) weight. Sources whose rows fit the group are repacked
+// directly (Q8_0 exactly).
+PackedMatrix pack_tensor(Tensor t) {
+  const int n_out = int(t->dims.back());
+  const int n_in = int(t->n_elements() / n_out);
+  if (n_in % kernels::kGroup == 0)
+    return kernels::pack_matrix(t->type, t->data, n_out, n_in, kernels::WeightFormat::Int8Sym);
+  const Floats f = detail::to_floats(t);
+  return pack_rows(f.data(), n_out, n_in);
+}
+
+Floats floats_or_zeros(Tensor t, int n) {
+  return t ? detail::to_floats(t) : Floats(size_t(n), 0.0f);
+}
+
+struct Linear {
+  PackedMatrix w;  // (n_out, n_in padded)
+  Floats b;        // (n_out)
+};
+
+Linear make_linear(Tensor w, Tensor b) {
+  Linear l{pack_tensor(w), {}};
+  l.b = floats_or_zeros(b, l.w.n_out);
+  return l;
+}
+
+struct Norm {
+  Floats w, b;  // (D)
+};
+
+struct Layer {
+  Norm ln1, ln2;
+  Linear q, k, v, o, up, down;
+};
+
+}  // namespace
+
+struct VisionEncoder::Impl {
+  Mmproj mm;
+  VisionConfig c;
+  Linear patch;  // (D, 3 P^2 padded)
+  Floats pos;    // (N, D)
+  std::vector<Layer> layers;
+  Norm post_ln;  // empty when the file has none
+  Linear fc;     // idefics3: (d_out, D m^2)
+  Floats ones;   // (d_ff): GELU runs as geglu(x, 1)
+
+  explicit Impl(Mmproj m);
+  // x (T, n_in) -> y (T, n_out) = x W^T + b
+  void linear(const Linear& l, const float* x, int T, float* y, TaskPool& pool) const;
+  void layer_norm(const Norm& n, const float* x, float* y, int T, TaskPool& pool) const;
+  void attention(const float* q, const float* k, const float* v, float* out, int T,
+                 TaskPool& pool) const;
+};
+
+VisionEncoder::Impl::Impl(Mmproj m) : mm(std::move(m)), c(mm.config()) {
+  if (c.projector != ProjectorType::Idefics3)
+    throw InvalidArgument("vision encoder: projector type '" +
+                          std::string(projector_name(c.projector)) + "' is not implemented yet");
+  if (c.has_class_embd || c.has_pre_ln)
+    throw InvalidArgument("vision encoder: CLIP-style class token / pre-LN not implemented");
+  if (c.patches_per_side() % c.merge != 0)
+    throw InvalidArgument("vision encoder: patches per side not a multiple of the scale factor");
+  const VisionWeights& w = mm.weights();
+  patch = make_linear(w.patch_w, w.patch_b);
+  pos = detail::to_floats(w.pos_embd);
+  for (const VisionLayerWeights& L : w.layers)
+    layers.push_back(Layer{{detail::to_floats(L.ln1_w), detail::to_floats(L.ln1_b)},
+                           {detail::to_floats(L.ln2_w), detail::to_floats(L.ln2_b)},
+                           make_linear(L.q_w, L.q_b),
+                           make_linear(L.k_w, L.k_b),
+                           make_linear(L.v_w, L.v_b),
+                           make_linear(L.o_w, L.o_b),
+                           make_linear(L.up_w, L.up_b),
+                           make_linear(L.down_w, L.down_b)});
+  if (c.has_post_ln) post_ln = {detail::to_floats(w.post_ln_w), detail::to_floats(w.post_ln_b)};
+  fc = make_linear(w.fc_w, nullptr);
+  ones.assign(size_t(c.d_ff), 1.0f);
+}
+
+void VisionEncoder::Impl::linear(const Linear& l, const float* x, int T, float* y,
+                                 TaskPool& pool) const {
+  // x rows are l.w.n_in wide (extract_patches pads the patch rows itself).
+  QuantizedActs qa;
+  kernels::quantize_activations(x, T, l.w.n_in, qa, pool);
+  kernels::matmul(l.w, qa, y, pool);
+  const int n_out = l.w.n_out;
+  pool.parallel_for(T, 64, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t)
+      for (int o = 0; o < n_out; ++o) y[t * n_out + o] += l.b[size_t(o)];
+  });
+}
+
+void VisionEncoder::Impl::layer_norm(const Norm& n, const float* x, float* y, int T,
+                                     TaskPool& pool) const {
+  const int D = c.d_model;
+  pool.parallel_for(T, 32, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      const float* r = x + t * D;
+      float* o = y + t * D;
+      float mean = 0;
+      for (int i = 0; i < D; ++i) mean += r[i];
+      mean /= float(D);
+      float var = 0;
+      for (int i = 0; i < D; ++i) var += (r[i] - mean) * (r[i] - mean);
+      const float inv = 1.0f / std::sqrt(var / float(D) + c.ln_eps);
+      for (int i = 0; i < D; ++i) o[i] = (r[i] - mean) * inv * n.w[size_t(i)] + n.b[size_t(i)];
+    }
+  });
+}
+
+// q, k, v, out (T, D); per head: S = (q_h / sqrt(hd)) K_h^T (int8), softmax
+// in fp32, out_h = P V_h (int8, V_h^T packed as the weight).
+void VisionEncoder::Impl::attention(const float* q, const float* k, const float* v, float* out,
+                                    int T, TaskPool& pool) const {
+  const int D = c.d_model, H = c.n_heads, hd = c.head_dim();
+  const int hdp = round_up(hd, kernels::kGroup), Tp = round_up(T, kernels::kGroup);
+  const float scale = 1.0f / std::sqrt(float(hd));
+  Floats qh(size_t(T) * hdp, 0.0f), kh(size_t(T) * hd), vt(size_t(hd) * T);
+  Floats scores(size_t(T) * Tp, 0.0f), oh(size_t(T) * hd);
+  QuantizedActs qa;
+  for (int h = 0; h < H; ++h) {
+    for (int t = 0; t < T; ++t)
+      for (int d = 0; d < hd; ++d) {
+        qh[size_t(t) * hdp + d] = q[size_t(t) * D + h * hd + d] * scale;
+        kh[size_t(t) * hd + d] = k[size_t(t) * D + h * hd + d];
+        vt[size_t(d) * T + t] = v[size_t(t) * D + h * hd + d];
+      }
+    const PackedMatrix kw = pack_rows(kh.data(), T, hd);  // (T, hdp)
+    const PackedMatrix vw = pack_rows(vt.data(), hd, T);  // (hd, Tp)
+    kernels::quantize_activations(qh.data(), T, hdp, qa, pool);
+    // scores rows are Tp wide; matmul writes (T, T) densely, so spread after.
+    Floats s(size_t(T) * T);
+    kernels::matmul(kw, qa, s.data(), pool);
+    pool.parallel_for(T, 16, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) {
+        const float* si = &s[size_t(i) * T];
+        float* pi = &scores[size_t(i) * Tp];
+        float mx = si[0];
+        for (int j = 1; j < T; ++j) mx = std::max(mx, si[j]);
+        float sum = 0;
+        for (int j = 0; j < T; ++j) sum += (pi[j] = std::exp(si[j] - mx));
+        const float inv = 1.0f / sum;
+        for (int j = 0; j < T; ++j) pi[j] *= inv;
+      }
+    });
+    kernels::quantize_activations(scores.data(), T, Tp, qa, pool);
+    kernels::matmul(vw, qa, oh.data(), pool);
+    for (int t = 0; t < T; ++t) std::copy_n(&oh[size_t(t) * hd], hd, out + size_t(t) * D + h * hd);
+  }
+}
+
+VisionEncoder::VisionEncoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+VisionEncoder::~VisionEncoder() = default;
+VisionEncoder::VisionEncoder(VisionEncoder&&) noexcept = default;
+VisionEncoder& VisionEncoder::operator=(VisionEncoder&&) noexcept = default;
+
+VisionEncoder VisionEncoder::load(const std::string& path) {
+  return from_mmproj(Mmproj::open(path));
+}
+VisionEncoder VisionEncoder::from_mmproj(Mmproj mmproj) {
+  return VisionEncoder(std::make_unique<Impl>(std::move(mmproj)));
+}
+
+const VisionConfig& VisionEncoder::config() const {
+  return impl_->c;
+}
+int VisionEncoder::tokens_per_tile() const {
+  return impl_->c.n_output_tokens();
+}
+PreprocessedImage VisionEncoder::preprocess(const Image& img) const {
+  return vision::preprocess(impl_->c, img);
+}
+
+Embeddings VisionEncoder::encode_tile(const PixelTile& tile, TaskPool& pool) const {
+  const Impl& m = *impl_;
+  const VisionConfig& c = m.c;
+  if (tile.size != c.image_size || tile.pixels.size() != size_t(c.image_size) * c.image_size * 3)
+    throw InvalidArgument("tile size does not match the encoder's image_size");
+  const int N = c.n_patches(), D = c.d_model, F = c.d_ff, side = c.patches_per_side();
+
+  // Patch embedding + positions: x (N, D).
+  Floats patches(size_t(N) * m.patch.w.n_in);
+  detail::extract_patches(tile.pixels.data(), c.image_size, c.patch_size, m.patch.w.n_in,
+                          patches.data());
+  Floats x(size_t(N) * D), xn(x.size()), q(x.size()), k(x.size()), v(x.size()), a(x.size());
+  Floats f(size_t(N) * F);
+  m.linear(m.patch, patches.data(), N, x.data(), pool);
+  for (size_t i = 0; i < x.size(); ++i) x[i] += m.pos[i];
+
+  for (const Layer& L : m.layers) {
+    // x += o(attn(LN1(x)))
+    m.layer_norm(L.ln1, x.data(), xn.data(), N, pool);
+    m.linear(L.q, xn.data(), N, q.data(), pool);
+    m.linear(L.k, xn.data(), N, k.data(), pool);
+    m.linear(L.v, xn.data(), N, v.data(), pool);
+    m.attention(q.data(), k.data(), v.data(), a.data(), N, pool);
+    m.linear(L.o, a.data(), N, q.data(), pool);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += q[i];
+    // x += fc2(gelu(fc1(LN2(x))))
+    m.layer_norm(L.ln2, x.data(), xn.data(), N, pool);
+    m.linear(L.up, xn.data(), N, f.data(), pool);
+    pool.parallel_for(N, 16, [&](int64_t b, int64_t e, int) {
+      for (int64_t t = b; t < e; ++t)
+        kernels::geglu(&f[size_t(t) * F], m.ones.data(), &f[size_t(t) * F], F);
+    });
+    m.linear(L.down, f.data(), N, q.data(), pool);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += q[i];
+  }
+  if (c.has_post_ln) {
+    m.layer_norm(m.post_ln, x.data(), xn.data(), N, pool);
+    x.swap(xn);
+  }
+
+  const int mg = c.merge, T = N / (mg * mg);
+  Floats shuffled(size_t(N) * D);
+  detail::pixel_shuffle(x.data(), side, D, mg, shuffled.data());
+  Embeddings out{T, c.d_out, Floats(size_t(T) * c.d_out)};
+  m.linear(m.fc, shuffled.data(), T, out.data.data(), pool);
+  return out;
+}
+
+Embeddings VisionEncoder::encode(const Image& img, TaskPool& pool) const {
+  const PreprocessedImage pre = preprocess(img);
+  Embeddings all{0, impl_->c.d_out, {}};
+  for (const PixelTile& t : pre.tiles) {
+    Embeddings e = encode_tile(t, pool);
+    all.n_tokens += e.n_tokens;
+    all.data.insert(all.data.end(), e.data.begin(), e.data.end());
+  }
+  return all;
+}
+
+}  // namespace tern::vision

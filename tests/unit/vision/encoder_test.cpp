@@ -1,0 +1,107 @@
+#include "tern/vision/encoder.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "tern/core/task_pool.h"
+#include "tern/vision/mmproj_writer.h"
+
+namespace tern::vision {
+namespace {
+
+struct TinyFile {
+  std::vector<uint8_t> bytes;
+  Mmproj open(uint32_t seed = 7) {
+    MmprojSpec s = mmproj_preset(ProjectorType::Idefics3, MmprojShape::Tiny);
+    s.seed = seed;
+    bytes = build_mmproj(s).to_bytes();
+    return Mmproj::from_memory(bytes, "tiny.gguf");
+  }
+};
+
+PixelTile random_tile(int size, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  PixelTile t{size, std::vector<float>(size_t(size) * size * 3)};
+  for (float& v : t.pixels) v = u(rng);
+  return t;
+}
+
+double norm(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += double(x) * x;
+  return std::sqrt(s);
+}
+
+TEST(VisionEncoder, FastMatchesScalarReferenceOnTinyIdefics3) {
+  TinyFile f;
+  const Mmproj ref_file = f.open();
+  TinyFile g;
+  const VisionEncoder enc = VisionEncoder::from_mmproj(g.open());
+  TaskPool pool(2);
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    const PixelTile tile = random_tile(enc.config().image_size, seed);
+    const Embeddings want = reference_encode_tile(ref_file, tile);
+    const Embeddings got = enc.encode_tile(tile, pool);
+    ASSERT_EQ(got.n_tokens, enc.tokens_per_tile());
+    ASSERT_EQ(got.n_tokens, want.n_tokens);
+    ASSERT_EQ(got.n_embd, 64);
+    ASSERT_EQ(got.data.size(), want.data.size());
+    std::vector<float> diff(want.data.size());
+    for (size_t i = 0; i < diff.size(); ++i) diff[i] = got.data[i] - want.data[i];
+    // W8A8 through 2 layers: a few percent of the output's norm, never more.
+    EXPECT_LT(norm(diff), 0.05 * norm(want.data)) << "seed " << seed;
+  }
+}
+
+TEST(Preprocess, Idefics3SquareImageIsA2x2GridPlusGlobal) {
+  TinyFile f;
+  const VisionConfig c = f.open().config();
+  ASSERT_EQ(c.preproc_image_size, 64);
+  Image img{40, 40, std::vector<uint8_t>(40 * 40 * 3, 128)};
+  const PreprocessedImage p = preprocess(c, img);
+  EXPECT_EQ(p.grid_x, 2);
+  EXPECT_EQ(p.grid_y, 2);
+  ASSERT_EQ(p.tiles.size(), 5u);
+  const float want = (128.0f / 255.0f - 0.5f) / 0.5f;
+  for (const PixelTile& t : p.tiles) {
+    ASSERT_EQ(t.size, 32);
+    for (float v : t.pixels) ASSERT_NEAR(v, want, 1e-6f);  // a flat image stays flat
+  }
+  std::string text;
+  for (const ImagePiece& piece : p.layout)
+    text += piece.tile >= 0 ? "<T" + std::to_string(piece.tile) + ">" : piece.text;
+  EXPECT_EQ(text,
+            "<fake_token_around_image><row_1_col_1><T0><fake_token_around_image><row_1_col_2><T1>\n"
+            "<fake_token_around_image><row_2_col_1><T2><fake_token_around_image><row_2_col_2><T3>"
+            "\n\n<fake_token_around_image><global-img><T4><fake_token_around_image>");
+}
+
+TEST(Preprocess, Idefics3WideImageKeepsAspectInTheGrid) {
+  TinyFile f;
+  const VisionConfig c = f.open().config();
+  Image img{100, 30, std::vector<uint8_t>(100 * 30 * 3)};
+  for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = uint8_t(i * 7);
+  const PreprocessedImage p = preprocess(c, img);
+  // 64 x int(64 / (100/30)) = 64 x 19 -> 64 x 20 -> 2 x 1 tiles.
+  EXPECT_EQ(p.grid_x, 2);
+  EXPECT_EQ(p.grid_y, 1);
+  EXPECT_EQ(p.tiles.size(), 3u);
+}
+
+TEST(Preprocess, LanczosIdentityAndConstant) {
+  Image img{7, 5, std::vector<uint8_t>(7 * 5 * 3)};
+  for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = uint8_t(i * 13);
+  EXPECT_EQ(resize_lanczos(img, 7, 5).rgb, img.rgb);
+  Image flat{9, 4, std::vector<uint8_t>(9 * 4 * 3, 200)};
+  for (auto [w, h] : {std::pair{3, 3}, {20, 11}, {9, 1}}) {
+    const Image r = resize_lanczos(flat, w, h);
+    for (uint8_t v : r.rgb) ASSERT_EQ(v, 200);
+  }
+  EXPECT_THROW(resize_lanczos(flat, 0, 3), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace tern::vision
