@@ -3,6 +3,9 @@
 // Built by scripts/oracle/build_mtmd_embed.sh against the peer's libmtmd; not
 // part of tern's build.
 //
+// For timing only: TERN_ORACLE_MAX_TILES=n encodes the first n tiles of
+// each image (the output file is then incomplete).
+//
 //   mtmd_embed MMPROJ OUT.bin THREADS [IMAGE...]   (names from synthetic_images.h,
 //                                                   or WxH for a gradient of that size)
 //
@@ -89,6 +92,9 @@ int main(int argc, char** argv) {
     std::fwrite(name.data(), 1, name.size(), out);
     for (int32_t v : {po.grid_x, po.grid_y, int32_t(tiles.size()), S, n_tok, n_embd})
       put_i32(out, v);
+    const char* max_env = std::getenv("TERN_ORACLE_MAX_TILES");
+    if (max_env && std::atoi(max_env) > 0 && tiles.size() > size_t(std::atoi(max_env)))
+      tiles.resize(size_t(std::atoi(max_env)));
     for (const clip_image_f32* t : tiles) {
       const std::vector<float>& px = t->get_ro_buf();
       std::vector<uint8_t> back(px.size());

@@ -11,11 +11,12 @@ namespace tern::cli {
 // next to the binary's source tree, or $TERN_MODEL.
 std::string default_model_path();
 
-void add_run_command(CLI::App& app);         // cmd_run.cpp
-void add_chat_command(CLI::App& app);        // cmd_chat.cpp
-void add_perplexity_command(CLI::App& app);  // cmd_perplexity.cpp
-void add_bench_command(CLI::App& app);       // cmd_bench.cpp
-void add_serve_command(CLI::App& app);       // cmd_serve.cpp
-void add_gen_mmproj_command(CLI::App& app);  // cmd_gen_mmproj.cpp
+void add_run_command(CLI::App& app);           // cmd_run.cpp
+void add_chat_command(CLI::App& app);          // cmd_chat.cpp
+void add_perplexity_command(CLI::App& app);    // cmd_perplexity.cpp
+void add_bench_command(CLI::App& app);         // cmd_bench.cpp
+void add_serve_command(CLI::App& app);         // cmd_serve.cpp
+void add_gen_mmproj_command(CLI::App& app);    // cmd_gen_mmproj.cpp
+void add_encode_image_command(CLI::App& app);  // cmd_encode_image.cpp
 
 }  // namespace tern::cli

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   tern::cli::add_perplexity_command(app);
   tern::cli::add_bench_command(app);
   tern::cli::add_gen_mmproj_command(app);
+  tern::cli::add_encode_image_command(app);
 #ifdef TERN_HAVE_SERVER
   tern::cli::add_serve_command(app);
 #endif
