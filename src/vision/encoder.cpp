@@ -130,6 +130,9 @@ struct VisionEncoder::Impl {
   explicit Impl(Mmproj m);
   // x (T, n_in) -> y (T, n_out) = x W^T + b
   void linear(const Linear& l, const float* x, int T, float* y, TaskPool& pool) const;
+  // q, k, v (T, D) from xn (T, D)
+  void qkv(const Layer& L, const float* xn, int T, float* q, float* k, float* v,
+           TaskPool& pool) const;
   void layer_norm(const Norm& n, const float* x, float* y, int T, TaskPool& pool) const;
   void attention(const float* q, const float* k, const float* v, float* out, int T,
                  TaskPool& pool) const;
@@ -160,17 +163,33 @@ VisionEncoder::Impl::Impl(Mmproj m) : mm(std::move(m)), c(mm.config()) {
   ones.assign(size_t(c.d_ff), 1.0f);
 }
 
+// y (T, n_out) += b (n_out)
+static void add_bias(const Floats& b, float* y, int T, TaskPool& pool) {
+  const int n_out = int(b.size());
+  pool.parallel_for(T, 64, [&](int64_t lo, int64_t hi, int) {
+    for (int64_t t = lo; t < hi; ++t)
+      for (int o = 0; o < n_out; ++o) y[t * n_out + o] += b[size_t(o)];
+  });
+}
+
 void VisionEncoder::Impl::linear(const Linear& l, const float* x, int T, float* y,
                                  TaskPool& pool) const {
   // x rows are l.w.n_in wide (extract_patches pads the patch rows itself).
   QuantizedActs qa;
   kernels::quantize_activations(x, T, l.w.n_in, qa, pool);
   kernels::matmul(l.w, qa, y, pool);
-  const int n_out = l.w.n_out;
-  pool.parallel_for(T, 64, [&](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t)
-      for (int o = 0; o < n_out; ++o) y[t * n_out + o] += l.b[size_t(o)];
-  });
+  add_bias(l.b, y, T, pool);
+}
+
+void VisionEncoder::Impl::qkv(const Layer& L, const float* xn, int T, float* q, float* k, float* v,
+                              TaskPool& pool) const {
+  // One quantization of xn and one dispatch for the three products.
+  QuantizedActs qa;
+  kernels::quantize_activations(xn, T, L.q.w.n_in, qa, pool);
+  kernels::matmul({{&L.q.w, q}, {&L.k.w, k}, {&L.v.w, v}}, qa, pool);
+  add_bias(L.q.b, q, T, pool);
+  add_bias(L.k.b, k, T, pool);
+  add_bias(L.v.b, v, T, pool);
 }
 
 void VisionEncoder::Impl::layer_norm(const Norm& n, const float* x, float* y, int T,
@@ -276,9 +295,7 @@ Embeddings VisionEncoder::encode_tile(const PixelTile& tile, TaskPool& pool) con
   for (const Layer& L : m.layers) {
     // x += o(attn(LN1(x)))
     m.layer_norm(L.ln1, x.data(), xn.data(), N, pool);
-    m.linear(L.q, xn.data(), N, q.data(), pool);
-    m.linear(L.k, xn.data(), N, k.data(), pool);
-    m.linear(L.v, xn.data(), N, v.data(), pool);
+    m.qkv(L, xn.data(), N, q.data(), k.data(), v.data(), pool);
     m.attention(q.data(), k.data(), v.data(), a.data(), N, pool);
     m.linear(L.o, a.data(), N, q.data(), pool);
     for (size_t i = 0; i < x.size(); ++i) x[i] += q[i];
