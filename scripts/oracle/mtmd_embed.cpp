@@ -1,7 +1,7 @@
-// The vision oracle: llama.cpp's own preprocessing (mtmd's idefics3 tiling)
-// and CLIP encoder run on a projector file, for tern's tests to compare with.
-// Built by scripts/oracle/build_mtmd_embed.sh against the peer's libmtmd; not
-// part of tern's build.
+// The vision oracle: llama.cpp's own preprocessing (mtmd's idefics3 tiling,
+// gemma3's fixed-size resize) and CLIP encoder run on a projector file, for tern's tests to compare
+// with. Built by scripts/oracle/build_mtmd_embed.sh against the peer's libmtmd; not part of tern's
+// build.
 //
 // For timing only: TERN_ORACLE_MAX_TILES=n encodes the first n tiles of
 // each image (the output file is then incomplete).
@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -68,7 +69,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   const clip_hparams& hp = *clip_get_hparams(ctx);
-  mtmd_image_preprocessor_idefics3 pre(ctx);
+  // The preprocessor mtmd picks for the file's projector type.
+  std::unique_ptr<mtmd_image_preprocessor> pre;
+  if (clip_get_projector_type(ctx) == PROJECTOR_TYPE_IDEFICS3)
+    pre = std::make_unique<mtmd_image_preprocessor_idefics3>(ctx);
+  else if (clip_get_projector_type(ctx) == PROJECTOR_TYPE_GEMMA3)
+    pre = std::make_unique<mtmd_image_preprocessor_fixed_size>(ctx);
+  else {
+    std::fprintf(stderr, "projector type not handled by this harness\n");
+    return 1;
+  }
   FILE* out = std::fopen(argv[2], "wb");
   std::vector<std::string> names;
   for (int i = 4; i < argc; ++i) names.push_back(argv[i]);
@@ -80,7 +90,7 @@ int main(int argc, char** argv) {
     clip_image_u8 u8;
     u8.set_size({src.width, src.height}, false);
     u8.cpy_buf(src.rgb);
-    mtmd_image_preproc_out po = pre.preprocess(u8);
+    mtmd_image_preproc_out po = pre->preprocess(u8);
     std::vector<const clip_image_f32*> tiles;
     for (const clip_image_f32& e : po.entries) tiles.push_back(&e);
     if (po.has_overview()) tiles.push_back(&po.overview);  // idefics3: overview last

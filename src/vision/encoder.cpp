@@ -123,9 +123,10 @@ struct VisionEncoder::Impl {
   Linear patch;  // (D, 3 P^2 padded)
   Floats pos;    // (N, D)
   std::vector<Layer> layers;
-  Norm post_ln;  // empty when the file has none
-  Linear fc;     // idefics3: (d_out, D m^2)
-  Floats ones;   // (d_ff): GELU runs as geglu(x, 1)
+  Norm post_ln;      // empty when the file has none
+  Linear fc;         // idefics3: (d_out, D m^2); gemma3: (d_out, D)
+  Floats soft_norm;  // gemma3: (D)
+  Floats ones;       // (d_ff): GELU runs as geglu(x, 1)
 
   explicit Impl(Mmproj m);
   // x (T, n_in) -> y (T, n_out) = x W^T + b
@@ -139,7 +140,7 @@ struct VisionEncoder::Impl {
 };
 
 VisionEncoder::Impl::Impl(Mmproj m) : mm(std::move(m)), c(mm.config()) {
-  if (c.projector != ProjectorType::Idefics3)
+  if (c.projector == ProjectorType::Mlp)
     throw InvalidArgument("vision encoder: projector type '" +
                           std::string(projector_name(c.projector)) + "' is not implemented yet");
   if (c.has_class_embd || c.has_pre_ln)
@@ -159,7 +160,16 @@ VisionEncoder::Impl::Impl(Mmproj m) : mm(std::move(m)), c(mm.config()) {
                            make_linear(L.up_w, L.up_b),
                            make_linear(L.down_w, L.down_b)});
   if (c.has_post_ln) post_ln = {detail::to_floats(w.post_ln_w), detail::to_floats(w.post_ln_b)};
-  fc = make_linear(w.fc_w, nullptr);
+  if (c.projector == ProjectorType::Idefics3) {
+    fc = make_linear(w.fc_w, nullptr);
+  } else {  // gemma3: the projection is stored [d_out, D]; pack its transpose
+    const Floats p = detail::to_floats(w.input_proj_w);  // (D, d_out)
+    Floats t(p.size());
+    for (int d = 0; d < c.d_model; ++d)
+      for (int o = 0; o < c.d_out; ++o) t[size_t(o) * c.d_model + d] = p[size_t(d) * c.d_out + o];
+    fc = Linear{pack_rows(t.data(), c.d_out, c.d_model), Floats(size_t(c.d_out), 0.0f)};
+    soft_norm = detail::to_floats(w.soft_norm_w);
+  }
   ones.assign(size_t(c.d_ff), 1.0f);
 }
 
@@ -315,10 +325,16 @@ Embeddings VisionEncoder::encode_tile(const PixelTile& tile, TaskPool& pool) con
   }
 
   const int mg = c.merge, T = N / (mg * mg);
-  Floats shuffled(size_t(N) * D);
-  detail::pixel_shuffle(x.data(), side, D, mg, shuffled.data());
+  Floats merged(size_t(N) * D);
+  if (c.projector == ProjectorType::Idefics3) {
+    detail::pixel_shuffle(x.data(), side, D, mg, merged.data());  // (T, D m^2)
+  } else {
+    detail::avg_pool(x.data(), side, D, mg, merged.data());  // (T, D)
+    for (int t = 0; t < T; ++t)
+      detail::rms_norm(&merged[size_t(t) * D], m.soft_norm.data(), D, c.ln_eps);
+  }
   Embeddings out{T, c.d_out, Floats(size_t(T) * c.d_out)};
-  m.linear(m.fc, shuffled.data(), T, out.data.data(), pool);
+  m.linear(m.fc, merged.data(), T, out.data.data(), pool);
   return out;
 }
 

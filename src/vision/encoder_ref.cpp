@@ -87,8 +87,8 @@ Rows attention(const Rows& q, const Rows& k, const Rows& v, int T, int D, int H)
 Embeddings reference_encode_tile(const Mmproj& mm, const PixelTile& tile) {
   const VisionConfig& c = mm.config();
   const VisionWeights& w = mm.weights();
-  if (c.projector != ProjectorType::Idefics3)
-    throw InvalidArgument("reference encoder: only idefics3 is implemented");
+  if (c.projector == ProjectorType::Mlp)
+    throw InvalidArgument("reference encoder: the mlp (LLaVA) projector is not implemented yet");
   if (c.has_class_embd || c.has_pre_ln)
     throw InvalidArgument("reference encoder: CLIP-style class token / pre-LN not implemented");
   const int S = c.image_size, P = c.patch_size, D = c.d_model, side = c.patches_per_side();
@@ -125,9 +125,27 @@ Embeddings reference_encode_tile(const Mmproj& mm, const PixelTile& tile) {
   if (c.has_post_ln) x = layer_norm(x, N, D, w.post_ln_w, w.post_ln_b, c.ln_eps);
 
   const int m = c.merge, T = N / (m * m);
-  Rows shuffled(size_t(N) * D);
-  detail::pixel_shuffle(x.data(), side, D, m, shuffled.data());
-  return Embeddings{T, c.d_out, linear(shuffled, T, w.fc_w, nullptr)};
+  if (c.projector == ProjectorType::Idefics3) {
+    Rows shuffled(size_t(N) * D);
+    detail::pixel_shuffle(x.data(), side, D, m, shuffled.data());
+    return Embeddings{T, c.d_out, linear(shuffled, T, w.fc_w, nullptr)};
+  }
+  // gemma3: average pool, RMS norm by the soft embedding weight, projection
+  // stored [d_out, D] (y = x P with P (D, d_out)).
+  Rows pooled(size_t(T) * D);
+  detail::avg_pool(x.data(), side, D, m, pooled.data());
+  const Rows norm_w = to_floats(w.soft_norm_w), proj = to_floats(w.input_proj_w);
+  Embeddings out{T, c.d_out, Rows(size_t(T) * c.d_out)};
+  for (int t = 0; t < T; ++t) {
+    float* r = &pooled[size_t(t) * D];
+    detail::rms_norm(r, norm_w.data(), D, c.ln_eps);
+    for (int o = 0; o < c.d_out; ++o) {
+      double s = 0;
+      for (int d = 0; d < D; ++d) s += double(r[d]) * proj[size_t(d) * c.d_out + o];
+      out.data[size_t(t) * c.d_out + o] = float(s);
+    }
+  }
+  return out;
 }
 
 }  // namespace tern::vision

@@ -22,6 +22,18 @@ double lanczos3(double x) {
   return (-3.0 <= x && x < 3.0) ? sinc(x) * sinc(x / 3.0) : 0.0;
 }
 
+double triangle(double x) {  // Pillow's BILINEAR
+  x = std::abs(x);
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+double filter_support(ResizeFilter f) {
+  return f == ResizeFilter::Lanczos ? kLanczosSupport : 1.0;
+}
+double filter_weight(ResizeFilter f, double x) {
+  return f == ResizeFilter::Lanczos ? lanczos3(x) : triangle(x);
+}
+
 // The taps of one axis: output i reads inputs [first[i], first[i] + count[i])
 // with fixed-point weights w[i * ksize + k].
 struct Taps {
@@ -30,10 +42,10 @@ struct Taps {
   std::vector<int32_t> w;
 };
 
-Taps make_taps(int in_size, int out_size) {
+Taps make_taps(int in_size, int out_size, ResizeFilter filter) {
   const double scale = double(in_size) / out_size;
   const double filter_scale = std::max(scale, 1.0);  // widen only when shrinking
-  const double support = kLanczosSupport * filter_scale;
+  const double support = filter_support(filter) * filter_scale;
   Taps t;
   t.ksize = int(std::ceil(support)) * 2 + 1;
   t.first.resize(out_size);
@@ -46,7 +58,7 @@ Taps make_taps(int in_size, int out_size) {
     const int hi = std::min(in_size, int(center + support + 0.5));
     double sum = 0.0;
     for (int k = 0; k < hi - lo; ++k) {
-      w[k] = lanczos3((k + lo - center + 0.5) / filter_scale);
+      w[k] = filter_weight(filter, (k + lo - center + 0.5) / filter_scale);
       sum += w[k];
     }
     for (int k = 0; k < hi - lo; ++k) {
@@ -66,8 +78,9 @@ uint8_t clip8(int32_t acc) {
 }
 
 // src (h, w_in, 3) -> (h, w_out, 3)
-std::vector<uint8_t> resize_rows(const std::vector<uint8_t>& src, int w_in, int h, int w_out) {
-  const Taps t = make_taps(w_in, w_out);
+std::vector<uint8_t> resize_rows(const std::vector<uint8_t>& src, int w_in, int h, int w_out,
+                                 ResizeFilter f) {
+  const Taps t = make_taps(w_in, w_out, f);
   std::vector<uint8_t> out(size_t(w_out) * h * 3);
   for (int y = 0; y < h; ++y) {
     const uint8_t* row = src.data() + size_t(y) * w_in * 3;
@@ -84,8 +97,9 @@ std::vector<uint8_t> resize_rows(const std::vector<uint8_t>& src, int w_in, int 
 }
 
 // src (h_in, w, 3) -> (h_out, w, 3)
-std::vector<uint8_t> resize_cols(const std::vector<uint8_t>& src, int w, int h_in, int h_out) {
-  const Taps t = make_taps(h_in, h_out);
+std::vector<uint8_t> resize_cols(const std::vector<uint8_t>& src, int w, int h_in, int h_out,
+                                 ResizeFilter f) {
+  const Taps t = make_taps(h_in, h_out, f);
   const size_t row = size_t(w) * 3;
   std::vector<uint8_t> out(row * h_out);
   std::vector<int32_t> acc(row);
@@ -156,16 +170,43 @@ PreprocessedImage preprocess_idefics3(const VisionConfig& c, const Image& img) {
   return out;
 }
 
+// gemma3, as llama.cpp's fixed-size preprocessor: Pillow bilinear resize
+// keeping the aspect ratio (sides rounded up), centred on black at
+// image_size x image_size; "<start_of_image>" rows "<end_of_image>".
+// (transformers' Gemma3ImageProcessor stretches to the square instead; the two
+// agree on square images. tern follows llama.cpp here so the pair matches
+// what users run; see tests/fixtures/vision/README.md.)
+PreprocessedImage preprocess_gemma3(const VisionConfig& c, const Image& img) {
+  const int S = c.image_size;
+  const float scale = std::min(float(S) / img.width, float(S) / img.height);
+  const int w = std::min(int(std::ceil(img.width * scale)), S);
+  const int h = std::min(int(std::ceil(img.height * scale)), S);
+  const Image r = resize_image(img, w, h, ResizeFilter::Bilinear);
+  Image canvas{S, S, std::vector<uint8_t>(size_t(S) * S * 3, 0)};
+  const int ox = (S - w) / 2, oy = (S - h) / 2;
+  for (int y = 0; y < h; ++y)
+    std::copy_n(&r.rgb[size_t(y) * w * 3], size_t(w) * 3,
+                &canvas.rgb[(size_t(oy + y) * S + ox) * 3]);
+  PreprocessedImage out;
+  out.tiles.push_back(normalize_tile(canvas, c.image_mean, c.image_std));
+  out.layout = {{"<start_of_image>", -1}, {"", 0}, {"<end_of_image>", -1}};
+  return out;
+}
+
 }  // namespace
 
 Image resize_lanczos(const Image& src, int width, int height) {
+  return resize_image(src, width, height, ResizeFilter::Lanczos);
+}
+
+Image resize_image(const Image& src, int width, int height, ResizeFilter f) {
   if (width <= 0 || height <= 0 || width > 65536 || height > 65536)
     throw InvalidArgument("resize target " + std::to_string(width) + "x" + std::to_string(height) +
                           " is out of range");
   if (width == src.width && height == src.height) return src;
   std::vector<uint8_t> px = src.rgb;
-  if (width != src.width) px = resize_rows(px, src.width, src.height, width);
-  if (height != src.height) px = resize_cols(px, width, src.height, height);
+  if (width != src.width) px = resize_rows(px, src.width, src.height, width, f);
+  if (height != src.height) px = resize_cols(px, width, src.height, height, f);
   return Image{width, height, std::move(px)};
 }
 
@@ -185,6 +226,8 @@ PreprocessedImage preprocess(const VisionConfig& c, const Image& img) {
   switch (c.projector) {
     case ProjectorType::Idefics3:
       return preprocess_idefics3(c, img);
+    case ProjectorType::Gemma3:
+      return preprocess_gemma3(c, img);
     default:
       throw InvalidArgument("preprocessing for projector type '" +
                             std::string(projector_name(c.projector)) + "' is not implemented yet");

@@ -1,6 +1,7 @@
 #include "vit_common.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "tern/kernels/dequant.h"
 
@@ -41,6 +42,29 @@ void pixel_shuffle(const float* x, int side, int D, int m, float* out) {
           std::copy_n(src, D, o + size_t(dx + m * dy) * D);
         }
     }
+}
+
+void avg_pool(const float* x, int side, int D, int m, float* out) {
+  const int out_side = side / m;
+  std::vector<double> acc(static_cast<size_t>(D));
+  for (int Y = 0; Y < out_side; ++Y)
+    for (int X = 0; X < out_side; ++X) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int dy = 0; dy < m; ++dy)
+        for (int dx = 0; dx < m; ++dx) {
+          const float* src = x + size_t((Y * m + dy) * side + X * m + dx) * D;
+          for (int i = 0; i < D; ++i) acc[size_t(i)] += src[i];
+        }
+      float* o = out + size_t(Y * out_side + X) * D;
+      for (int i = 0; i < D; ++i) o[i] = float(acc[size_t(i)] / (m * m));
+    }
+}
+
+void rms_norm(float* x, const float* w, int n, float eps) {
+  double ss = 0;
+  for (int i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  const float inv = float(1.0 / std::sqrt(ss / n + eps));
+  for (int i = 0; i < n; ++i) x[i] = x[i] * inv * w[i];
 }
 
 }  // namespace tern::vision::detail

@@ -21,4 +21,11 @@ void extract_patches(const float* tile, int S, int P, int row_len, float* out);
 // (X*m + dx, Y*m + dy) for dy, then dx: feature c + D*(dx + m*dy).
 void pixel_shuffle(const float* x, int side, int D, int m, float* out);
 
+// Average pooling m x m (gemma3): x (side*side, D) -> out ((side/m)^2, D),
+// output token (Y, X) the mean of patches (X*m + dx, Y*m + dy).
+void avg_pool(const float* x, int side, int D, int m, float* out);
+
+// In place: x (n) = x / rms(x) * w (n), rms with eps inside the root (fp64 sum).
+void rms_norm(float* x, const float* w, int n, float eps);
+
 }  // namespace tern::vision::detail

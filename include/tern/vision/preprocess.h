@@ -13,6 +13,9 @@
 //   3. the global image: step 2's image resized to image_size x image_size.
 //   All resizes are Pillow's Lanczos (a = 3) in 8-bit fixed point, so pixels
 //   match llama.cpp's (and HF's PIL path) exactly; then x / 255, (x - mean) / std.
+//
+// gemma3: one tile; bilinear resize keeping the aspect ratio, centred on
+// black (llama.cpp's fixed-size preprocessor with PAD_CEIL).
 #include <array>
 #include <string>
 #include <vector>
@@ -45,6 +48,13 @@ struct PreprocessedImage {
 // idefics3 file without preproc_image_size: llama.cpp's other path is not
 // implemented here yet).
 PreprocessedImage preprocess(const VisionConfig& c, const Image& img);
+
+enum class ResizeFilter { Lanczos, Bilinear };
+
+// Pillow-compatible resize (separable, fixed point with 22 fraction bits),
+// with Pillow's filter supports (3 for Lanczos, 1 for bilinear), widened by
+// the scale when shrinking.
+Image resize_image(const Image& src, int width, int height, ResizeFilter f);
 
 // Pillow-compatible resize (separable, fixed point with 22 fraction bits):
 // Lanczos with support 3, widened by the scale when shrinking.

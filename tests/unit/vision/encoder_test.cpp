@@ -13,8 +13,8 @@ namespace {
 
 struct TinyFile {
   std::vector<uint8_t> bytes;
-  Mmproj open(uint32_t seed = 7) {
-    MmprojSpec s = mmproj_preset(ProjectorType::Idefics3, MmprojShape::Tiny);
+  Mmproj open(uint32_t seed = 7, ProjectorType type = ProjectorType::Idefics3) {
+    MmprojSpec s = mmproj_preset(type, MmprojShape::Tiny);
     s.seed = seed;
     bytes = build_mmproj(s).to_bytes();
     return Mmproj::from_memory(bytes, "tiny.gguf");
@@ -35,11 +35,11 @@ double norm(const std::vector<float>& v) {
   return std::sqrt(s);
 }
 
-TEST(VisionEncoder, FastMatchesScalarReferenceOnTinyIdefics3) {
+void check_fast_against_reference(ProjectorType type) {
   TinyFile f;
-  const Mmproj ref_file = f.open();
+  const Mmproj ref_file = f.open(7, type);
   TinyFile g;
-  const VisionEncoder enc = VisionEncoder::from_mmproj(g.open());
+  const VisionEncoder enc = VisionEncoder::from_mmproj(g.open(7, type));
   TaskPool pool(2);
   for (uint32_t seed : {1u, 2u, 3u}) {
     const PixelTile tile = random_tile(enc.config().image_size, seed);
@@ -54,6 +54,32 @@ TEST(VisionEncoder, FastMatchesScalarReferenceOnTinyIdefics3) {
     // W8A8 through 2 layers: a few percent of the output's norm, never more.
     EXPECT_LT(norm(diff), 0.05 * norm(want.data)) << "seed " << seed;
   }
+}
+
+TEST(VisionEncoder, FastMatchesScalarReferenceOnTinyIdefics3) {
+  check_fast_against_reference(ProjectorType::Idefics3);
+}
+
+TEST(VisionEncoder, FastMatchesScalarReferenceOnTinyGemma3) {
+  check_fast_against_reference(ProjectorType::Gemma3);
+}
+
+TEST(Preprocess, Gemma3PadsToTheSquareKeepingTheAspect) {
+  TinyFile f;
+  const VisionConfig c = f.open(7, ProjectorType::Gemma3).config();
+  Image img{64, 32, std::vector<uint8_t>(64 * 32 * 3, 255)};
+  const PreprocessedImage p = preprocess(c, img);
+  ASSERT_EQ(p.tiles.size(), 1u);
+  EXPECT_EQ(p.grid_x, 0);
+  // 32 x 16 of white centred on black: rows 0-7 and 24-31 are padding.
+  const PixelTile& t = p.tiles[0];
+  EXPECT_FLOAT_EQ(t.pixels[0], -1.0f);
+  EXPECT_FLOAT_EQ(t.pixels[(size_t(16) * 32 + 5) * 3], 1.0f);
+  EXPECT_FLOAT_EQ(t.pixels[(size_t(30) * 32 + 5) * 3], -1.0f);
+  ASSERT_EQ(p.layout.size(), 3u);
+  EXPECT_EQ(p.layout[0].text, "<start_of_image>");
+  EXPECT_EQ(p.layout[1].tile, 0);
+  EXPECT_EQ(p.layout[2].text, "<end_of_image>");
 }
 
 TEST(Preprocess, Idefics3SquareImageIsA2x2GridPlusGlobal) {

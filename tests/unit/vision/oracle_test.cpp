@@ -69,17 +69,18 @@ double rel_err(const std::vector<float>& got, const std::vector<float>& want) {
   return std::sqrt(d / n);
 }
 
-TEST(VisionOracle, Idefics3TinyMatchesLlamaCpp) {
-  MmprojSpec spec = mmproj_preset(ProjectorType::Idefics3, MmprojShape::Tiny);
-  spec.seed = 42;  // as `tern gen-mmproj --type idefics3 --shape tiny --seed 42`
+// Checks every recorded image of `fixture` against tern on the tiny `type`
+// projector with seed 42 (as `tern gen-mmproj --type T --shape tiny --seed 42`).
+void check_against_oracle(ProjectorType type, const std::string& fixture) {
+  MmprojSpec spec = mmproj_preset(type, MmprojShape::Tiny);
+  spec.seed = 42;
   const std::vector<uint8_t> bytes = build_mmproj(spec).to_bytes();
   const Mmproj ref_file = Mmproj::from_memory(bytes, "tiny-42.gguf");
   const VisionEncoder enc = VisionEncoder::from_mmproj(Mmproj::from_memory(bytes, "tiny-42.gguf"));
   const VisionConfig& c = enc.config();
   TaskPool pool(2);
 
-  const std::vector<OracleImage> oracle =
-      read_oracle(test::fixture_path("vision/idefics3_tiny_seed42.bin"));
+  const std::vector<OracleImage> oracle = read_oracle(test::fixture_path(fixture));
   ASSERT_EQ(oracle.size(), 3u);
   for (const OracleImage& o : oracle) {
     SCOPED_TRACE(o.name);
@@ -106,12 +107,20 @@ TEST(VisionOracle, Idefics3TinyMatchesLlamaCpp) {
           rel_err(reference_encode_tile(ref_file, pre.tiles[t]).data, o.tiles[t].embd);
       const double fast = rel_err(enc.encode_tile(pre.tiles[t], pool).data, o.tiles[t].embd);
       std::printf(
-          "[oracle] %s tile %zu: pixels max diff %d, rel. error reference %.2e, fast %.2e\n",
-          o.name.c_str(), t, worst, ref, fast);
+          "[oracle] %s %s tile %zu: pixels max diff %d, rel. error reference %.2e, fast %.2e\n",
+          std::string(projector_name(type)).c_str(), o.name.c_str(), t, worst, ref, fast);
       EXPECT_LT(ref, 5e-3);
       EXPECT_LT(fast, 5e-2);
     }
   }
+}
+
+TEST(VisionOracle, Idefics3TinyMatchesLlamaCpp) {
+  check_against_oracle(ProjectorType::Idefics3, "vision/idefics3_tiny_seed42.bin");
+}
+
+TEST(VisionOracle, Gemma3TinyMatchesLlamaCpp) {
+  check_against_oracle(ProjectorType::Gemma3, "vision/gemma3_tiny_seed42.bin");
 }
 
 }  // namespace
