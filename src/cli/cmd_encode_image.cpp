@@ -29,6 +29,12 @@ vision::Image synthetic_image(int size) {  // a smooth gradient
   return img;
 }
 
+std::string escaped(const std::string& s) {  // newlines shown as \n
+  std::string out;
+  for (char ch : s) out += ch == '\n' ? std::string("\\n") : std::string(1, ch);
+  return out;
+}
+
 }  // namespace
 
 void add_encode_image_command(CLI::App& app) {
@@ -73,7 +79,7 @@ void add_encode_image_command(CLI::App& app) {
         if (p.tile >= 0)
           std::printf("  [tile %d: %d embeddings]\n", p.tile, enc.tokens_per_tile());
         else
-          std::printf("  %s\n", p.text.c_str());
+          std::printf("  \"%s\"\n", escaped(p.text).c_str());
       }
       tiles = std::move(pre.tiles);
     }
