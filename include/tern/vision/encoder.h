@@ -8,6 +8,15 @@
 //     -> post LN                                    (N, D)
 //     -> idefics3: pixel shuffle by m (row-major m x m blocks of patches,
 //        features concatenated dy-major) -> fc     (N / m^2, d_out)
+//     -> gemma3: average pool m x m -> RMS norm * soft_emb_norm
+//        -> input_projection                      (N / m^2, d_out)
+//   (mlp / LLaVA: class token, pre-LN, MLP head -- not implemented yet.)
+//
+// Splicing into the text model: PreprocessedImage::layout lists, in prompt
+// order, text pieces (special tokens spelled out, to tokenize with special
+// tokens enabled) and tile spans; a span of tile i takes tokens_per_tile()
+// consecutive rows of encode()'s output starting at row i * tokens_per_tile(),
+// each one batch position holding an embedding row instead of a token id.
 //
 // Two implementations with one interface: VisionEncoder (weights repacked to
 // int8 tiles, W8A8 GEMMs and int8 attention products on the task pool, fp32
