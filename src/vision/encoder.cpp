@@ -96,13 +96,16 @@ Floats floats_or_zeros(Tensor t, int n) {
 }
 
 struct Linear {
-  PackedMatrix w;  // (n_out, n_in padded)
+  PackedMatrix w;  // (n_out, n_in padded to the group)
   Floats b;        // (n_out)
+  int n_in = 0;    // the input rows' real width (Gemma 3's d_ff 4304 and 3*14*14 are not
+                   // multiples of 32: those rows are zero-padded before quantization)
 };
 
 Linear make_linear(Tensor w, Tensor b) {
-  Linear l{pack_tensor(w), {}};
+  Linear l{pack_tensor(w), {}, 0};
   l.b = floats_or_zeros(b, l.w.n_out);
+  l.n_in = int(w->n_elements() / w->dims.back());
   return l;
 }
 
@@ -145,6 +148,9 @@ VisionEncoder::Impl::Impl(Mmproj m) : mm(std::move(m)), c(mm.config()) {
                           std::string(projector_name(c.projector)) + "' is not implemented yet");
   if (c.has_class_embd || c.has_pre_ln)
     throw InvalidArgument("vision encoder: CLIP-style class token / pre-LN not implemented");
+  if (c.d_model % kernels::kGroup != 0)
+    throw InvalidArgument("vision encoder: embedding width " + std::to_string(c.d_model) +
+                          " is not a multiple of 32");
   if (c.patches_per_side() % c.merge != 0)
     throw InvalidArgument("vision encoder: patches per side not a multiple of the scale factor");
   const VisionWeights& w = mm.weights();
@@ -167,7 +173,7 @@ VisionEncoder::Impl::Impl(Mmproj m) : mm(std::move(m)), c(mm.config()) {
     Floats t(p.size());
     for (int d = 0; d < c.d_model; ++d)
       for (int o = 0; o < c.d_out; ++o) t[size_t(o) * c.d_model + d] = p[size_t(d) * c.d_out + o];
-    fc = Linear{pack_rows(t.data(), c.d_out, c.d_model), Floats(size_t(c.d_out), 0.0f)};
+    fc = Linear{pack_rows(t.data(), c.d_out, c.d_model), Floats(size_t(c.d_out), 0.0f), c.d_model};
     soft_norm = detail::to_floats(w.soft_norm_w);
   }
   ones.assign(size_t(c.d_ff), 1.0f);
@@ -184,7 +190,14 @@ static void add_bias(const Floats& b, float* y, int T, TaskPool& pool) {
 
 void VisionEncoder::Impl::linear(const Linear& l, const float* x, int T, float* y,
                                  TaskPool& pool) const {
-  // x rows are l.w.n_in wide (extract_patches pads the patch rows itself).
+  // x rows are l.n_in wide; padded to l.w.n_in when that differs.
+  Floats padded;
+  if (l.n_in != l.w.n_in) {
+    padded.assign(size_t(T) * l.w.n_in, 0.0f);
+    for (int t = 0; t < T; ++t)
+      std::copy_n(x + size_t(t) * l.n_in, l.n_in, &padded[size_t(t) * l.w.n_in]);
+    x = padded.data();
+  }
   QuantizedActs qa;
   kernels::quantize_activations(x, T, l.w.n_in, qa, pool);
   kernels::matmul(l.w, qa, y, pool);
@@ -294,8 +307,8 @@ Embeddings VisionEncoder::encode_tile(const PixelTile& tile, TaskPool& pool) con
   const int N = c.n_patches(), D = c.d_model, F = c.d_ff, side = c.patches_per_side();
 
   // Patch embedding + positions: x (N, D).
-  Floats patches(size_t(N) * m.patch.w.n_in);
-  detail::extract_patches(tile.pixels.data(), c.image_size, c.patch_size, m.patch.w.n_in,
+  Floats patches(size_t(N) * m.patch.n_in);
+  detail::extract_patches(tile.pixels.data(), c.image_size, c.patch_size, m.patch.n_in,
                           patches.data());
   Floats x(size_t(N) * D), xn(x.size()), q(x.size()), k(x.size()), v(x.size()), a(x.size());
   Floats f(size_t(N) * F);

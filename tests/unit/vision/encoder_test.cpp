@@ -13,8 +13,14 @@ namespace {
 
 struct TinyFile {
   std::vector<uint8_t> bytes;
-  Mmproj open(uint32_t seed = 7, ProjectorType type = ProjectorType::Idefics3) {
+  Mmproj open(uint32_t seed = 7, ProjectorType type = ProjectorType::Idefics3,
+              bool odd_widths = false) {
     MmprojSpec s = mmproj_preset(type, MmprojShape::Tiny);
+    if (odd_widths) {  // rows that are not multiples of 32, as Gemma 3's (4304, 3*14*14)
+      s.config.image_size = 28;
+      s.config.patch_size = 7;
+      s.config.d_ff = 72;
+    }
     s.seed = seed;
     bytes = build_mmproj(s).to_bytes();
     return Mmproj::from_memory(bytes, "tiny.gguf");
@@ -35,11 +41,11 @@ double norm(const std::vector<float>& v) {
   return std::sqrt(s);
 }
 
-void check_fast_against_reference(ProjectorType type) {
+void check_fast_against_reference(ProjectorType type, bool odd_widths = false) {
   TinyFile f;
-  const Mmproj ref_file = f.open(7, type);
+  const Mmproj ref_file = f.open(7, type, odd_widths);
   TinyFile g;
-  const VisionEncoder enc = VisionEncoder::from_mmproj(g.open(7, type));
+  const VisionEncoder enc = VisionEncoder::from_mmproj(g.open(7, type, odd_widths));
   TaskPool pool(2);
   for (uint32_t seed : {1u, 2u, 3u}) {
     const PixelTile tile = random_tile(enc.config().image_size, seed);
@@ -62,6 +68,11 @@ TEST(VisionEncoder, FastMatchesScalarReferenceOnTinyIdefics3) {
 
 TEST(VisionEncoder, FastMatchesScalarReferenceOnTinyGemma3) {
   check_fast_against_reference(ProjectorType::Gemma3);
+}
+
+TEST(VisionEncoder, FastMatchesScalarReferenceWithUnalignedWidths) {
+  check_fast_against_reference(ProjectorType::Gemma3, true);
+  check_fast_against_reference(ProjectorType::Idefics3, true);
 }
 
 TEST(Preprocess, Gemma3PadsToTheSquareKeepingTheAspect) {
