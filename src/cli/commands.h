@@ -18,5 +18,6 @@ void add_bench_command(CLI::App& app);         // cmd_bench.cpp
 void add_serve_command(CLI::App& app);         // cmd_serve.cpp
 void add_gen_mmproj_command(CLI::App& app);    // cmd_gen_mmproj.cpp
 void add_gen_scripted_command(CLI::App& app);  // cmd_gen_scripted.cpp
+void add_encode_image_command(CLI::App& app);  // cmd_encode_image.cpp
 
 }  // namespace tern::cli

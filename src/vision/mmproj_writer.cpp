@@ -51,7 +51,10 @@ VisionConfig preset_config(const Preset& p, const PresetDims& d) {
                  .ln_eps = p.clip ? 1e-5f : 1e-6f,
                  .merge = d.merge,
                  .feature_layers = {},
-                 .preproc_image_size = 0,
+                 // SmolVLM's processor: longest edge 4 tiles (2048 for 512 tiles);
+                 // tiny files use 2 so a square image is a 2x2 grid.
+                 .preproc_image_size =
+                     p.type == ProjectorType::Idefics3 ? (d.image >= 256 ? 4 : 2) * d.image : 0,
                  .ffn = p.clip ? VisionFfn::GeluQuick : VisionFfn::Gelu,
                  .has_patch_bias = !p.clip,
                  .has_class_embd = p.clip,
@@ -82,6 +85,7 @@ void write_metadata(gguf::GgufWriter& w, const MmprojSpec& s) {
   w.set_f32_array(v + "image_mean", {c.image_mean.begin(), c.image_mean.end()});
   w.set_f32_array(v + "image_std", {c.image_std.begin(), c.image_std.end()});
   if (c.projector != ProjectorType::Mlp) w.set_u32(v + "projector.scale_factor", uint32_t(c.merge));
+  if (c.preproc_image_size > 0) w.set_u32(v + "preproc_image_size", uint32_t(c.preproc_image_size));
   if (!c.feature_layers.empty()) w.set_i32_array(v + "feature_layer", c.feature_layers);
 }
 

@@ -85,7 +85,7 @@ TEST(Mmproj, ConfigCarriesEachProjectorsData) {
   EXPECT_EQ(idefics.config().n_output_tokens(), 4);
   EXPECT_EQ(idefics.config().ffn, VisionFfn::Gelu);
   EXPECT_TRUE(idefics.config().has_post_ln && idefics.config().has_patch_bias);
-  EXPECT_EQ(idefics.config().preproc_image_size, 0);
+  EXPECT_EQ(idefics.config().preproc_image_size, 64);
   Loaded d;
   const Mmproj sized = d.load(tiny(ProjectorType::Idefics3),
                               [](auto& w) { w.set_u32("clip.vision.preproc_image_size", 2048); });

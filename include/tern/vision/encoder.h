@@ -1,0 +1,75 @@
+#pragma once
+// The vision encoder and projector of an mmproj file: preprocessed tiles in,
+// embedding rows of the text model's width out.
+//
+//   tile (S, S, 3) -> patch embedding (conv P x P stride P as a GEMM, + bias)
+//     + positions                                   x (N, D), N = (S/P)^2
+//     -> n_layers x { x += attn(LN1(x)); x += fc2(gelu(fc1(LN2(x)))) }
+//     -> post LN                                    (N, D)
+//     -> idefics3: pixel shuffle by m (row-major m x m blocks of patches,
+//        features concatenated dy-major) -> fc     (N / m^2, d_out)
+//     -> gemma3: average pool m x m -> RMS norm * soft_emb_norm
+//        -> input_projection                      (N / m^2, d_out)
+//   (mlp / LLaVA: class token, pre-LN, MLP head -- not implemented yet.)
+//
+// Splicing into the text model: PreprocessedImage::layout lists, in prompt
+// order, text pieces (special tokens spelled out, to tokenize with special
+// tokens enabled) and tile spans; a span of tile i takes tokens_per_tile()
+// consecutive rows of encode()'s output starting at row i * tokens_per_tile(),
+// each one batch position holding an embedding row instead of a token id.
+//
+// Two implementations with one interface: VisionEncoder (weights repacked to
+// int8 tiles, W8A8 GEMMs and int8 attention products on the task pool, fp32
+// layer norms / softmax / GELU) and reference_encode() (fp32 weights, plain
+// loops, fp64 accumulation): the oracle the fast path is tested against.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tern/vision/mmproj.h"
+#include "tern/vision/preprocess.h"
+
+namespace tern {
+class TaskPool;
+}
+
+namespace tern::vision {
+
+// Embedding rows of one tile (or of a whole image, tiles in layout order).
+struct Embeddings {
+  int n_tokens = 0;
+  int n_embd = 0;
+  std::vector<float> data;  // (n_tokens, n_embd)
+};
+
+class VisionEncoder {
+ public:
+  // Opens and validates the file, repacks the weights. Throws FormatError /
+  // IoError as Mmproj::open, InvalidArgument for a projector type the encoder
+  // does not run yet.
+  static VisionEncoder load(const std::string& path);
+  static VisionEncoder from_mmproj(Mmproj mmproj);
+  ~VisionEncoder();
+  VisionEncoder(VisionEncoder&&) noexcept;
+  VisionEncoder& operator=(VisionEncoder&&) noexcept;
+
+  const VisionConfig& config() const;
+  int tokens_per_tile() const;  // embedding rows per tile
+
+  // One tile (size = config().image_size).
+  Embeddings encode_tile(const PixelTile& tile, TaskPool& pool) const;
+  // Preprocess + every tile; rows in the order of the tiles (the layout's
+  // spans each take tokens_per_tile() rows).
+  Embeddings encode(const Image& img, TaskPool& pool) const;
+  PreprocessedImage preprocess(const Image& img) const;
+
+ private:
+  struct Impl;
+  explicit VisionEncoder(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The scalar fp32 twin of encode_tile.
+Embeddings reference_encode_tile(const Mmproj& mmproj, const PixelTile& tile);
+
+}  // namespace tern::vision

@@ -1,0 +1,151 @@
+// The scalar fp32 twin of the vision encoder: every weight dequantized to
+// fp32, plain loops with fp64 sums. Slow on purpose; it is the oracle.
+#include <cmath>
+
+#include "tern/core/error.h"
+#include "tern/vision/encoder.h"
+#include "vit_common.h"
+
+namespace tern::vision {
+namespace {
+
+using detail::to_floats;
+using Rows = std::vector<float>;
+
+// y (T, n_out) = x (T, n_in) @ W^T + b; W is GGUF [n_in, n_out].
+Rows linear(const Rows& x, int T, Tensor w, Tensor b) {
+  const int n_in = int(w->dims[0]), n_out = int(w->dims[1]);
+  const Rows W = to_floats(w);
+  const Rows B = b ? to_floats(b) : Rows(size_t(n_out), 0.0f);
+  Rows y(size_t(T) * n_out);
+  for (int t = 0; t < T; ++t)
+    for (int o = 0; o < n_out; ++o) {
+      double s = B[size_t(o)];
+      for (int i = 0; i < n_in; ++i) s += double(x[size_t(t) * n_in + i]) * W[size_t(o) * n_in + i];
+      y[size_t(t) * n_out + o] = float(s);
+    }
+  return y;
+}
+
+Rows layer_norm(const Rows& x, int T, int D, Tensor w, Tensor b, float eps) {
+  const Rows W = to_floats(w), B = to_floats(b);
+  Rows y(x.size());
+  for (int t = 0; t < T; ++t) {
+    const float* r = &x[size_t(t) * D];
+    double mean = 0, var = 0;
+    for (int i = 0; i < D; ++i) mean += r[i];
+    mean /= D;
+    for (int i = 0; i < D; ++i) var += (r[i] - mean) * (r[i] - mean);
+    const double inv = 1.0 / std::sqrt(var / D + eps);
+    for (int i = 0; i < D; ++i) y[size_t(t) * D + i] = float((r[i] - mean) * inv * W[i] + B[i]);
+  }
+  return y;
+}
+
+float activation(float x, VisionFfn f) {
+  const double v = x;
+  switch (f) {
+    case VisionFfn::Gelu:  // tanh approximation, as SigLIP (gelu_pytorch_tanh) and ggml_gelu
+      return float(0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
+    case VisionFfn::GeluQuick:
+      return float(v / (1 + std::exp(-1.702 * v)));
+    case VisionFfn::Silu:
+      return float(v / (1 + std::exp(-v)));
+  }
+  return x;
+}
+
+// Non-causal multi-head attention: q, k, v (T, D) -> (T, D).
+Rows attention(const Rows& q, const Rows& k, const Rows& v, int T, int D, int H) {
+  const int hd = D / H;
+  const double scale = 1.0 / std::sqrt(double(hd));
+  Rows out(size_t(T) * D);
+  std::vector<double> p(static_cast<size_t>(T));
+  for (int h = 0; h < H; ++h)
+    for (int i = 0; i < T; ++i) {
+      double mx = -1e300;
+      for (int j = 0; j < T; ++j) {
+        double s = 0;
+        for (int d = 0; d < hd; ++d)
+          s += double(q[size_t(i) * D + h * hd + d]) * k[size_t(j) * D + h * hd + d];
+        p[size_t(j)] = s * scale;
+        mx = std::max(mx, p[size_t(j)]);
+      }
+      double sum = 0;
+      for (int j = 0; j < T; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
+      for (int d = 0; d < hd; ++d) {
+        double o = 0;
+        for (int j = 0; j < T; ++j) o += p[size_t(j)] * v[size_t(j) * D + h * hd + d];
+        out[size_t(i) * D + h * hd + d] = float(o / sum);
+      }
+    }
+  return out;
+}
+
+}  // namespace
+
+Embeddings reference_encode_tile(const Mmproj& mm, const PixelTile& tile) {
+  const VisionConfig& c = mm.config();
+  const VisionWeights& w = mm.weights();
+  if (c.projector == ProjectorType::Mlp)
+    throw InvalidArgument("reference encoder: the mlp (LLaVA) projector is not implemented yet");
+  if (c.has_class_embd || c.has_pre_ln)
+    throw InvalidArgument("reference encoder: CLIP-style class token / pre-LN not implemented");
+  const int S = c.image_size, P = c.patch_size, D = c.d_model, side = c.patches_per_side();
+  const int N = c.n_patches(), K = 3 * P * P;
+  if (tile.size != S) throw InvalidArgument("tile size does not match the encoder");
+
+  // Patch embedding (conv as a matrix product) + positions: x (N, D).
+  Rows patches(size_t(N) * K);
+  detail::extract_patches(tile.pixels.data(), S, P, K, patches.data());
+  const Rows patch_w = to_floats(w.patch_w);  // (D, K)
+  const Rows patch_b = w.patch_b ? to_floats(w.patch_b) : Rows(size_t(D), 0.0f);
+  const Rows pos = to_floats(w.pos_embd);  // (N, D)
+  Rows x(size_t(N) * D);
+  for (int t = 0; t < N; ++t)
+    for (int o = 0; o < D; ++o) {
+      double s = patch_b[size_t(o)];
+      for (int i = 0; i < K; ++i)
+        s += double(patches[size_t(t) * K + i]) * patch_w[size_t(o) * K + i];
+      x[size_t(t) * D + o] = float(s + pos[size_t(t) * D + o]);
+    }
+
+  for (const VisionLayerWeights& L : w.layers) {
+    Rows xn = layer_norm(x, N, D, L.ln1_w, L.ln1_b, c.ln_eps);
+    const Rows a = attention(linear(xn, N, L.q_w, L.q_b), linear(xn, N, L.k_w, L.k_b),
+                             linear(xn, N, L.v_w, L.v_b), N, D, c.n_heads);
+    const Rows o = linear(a, N, L.o_w, L.o_b);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    xn = layer_norm(x, N, D, L.ln2_w, L.ln2_b, c.ln_eps);
+    Rows f = linear(xn, N, L.up_w, L.up_b);
+    for (float& v : f) v = activation(v, c.ffn);
+    const Rows d = linear(f, N, L.down_w, L.down_b);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
+  }
+  if (c.has_post_ln) x = layer_norm(x, N, D, w.post_ln_w, w.post_ln_b, c.ln_eps);
+
+  const int m = c.merge, T = N / (m * m);
+  if (c.projector == ProjectorType::Idefics3) {
+    Rows shuffled(size_t(N) * D);
+    detail::pixel_shuffle(x.data(), side, D, m, shuffled.data());
+    return Embeddings{T, c.d_out, linear(shuffled, T, w.fc_w, nullptr)};
+  }
+  // gemma3: average pool, RMS norm by the soft embedding weight, projection
+  // stored [d_out, D] (y = x P with P (D, d_out)).
+  Rows pooled(size_t(T) * D);
+  detail::avg_pool(x.data(), side, D, m, pooled.data());
+  const Rows norm_w = to_floats(w.soft_norm_w), proj = to_floats(w.input_proj_w);
+  Embeddings out{T, c.d_out, Rows(size_t(T) * c.d_out)};
+  for (int t = 0; t < T; ++t) {
+    float* r = &pooled[size_t(t) * D];
+    detail::rms_norm(r, norm_w.data(), D, c.ln_eps);
+    for (int o = 0; o < c.d_out; ++o) {
+      double s = 0;
+      for (int d = 0; d < D; ++d) s += double(r[d]) * proj[size_t(d) * c.d_out + o];
+      out.data[size_t(t) * c.d_out + o] = float(s);
+    }
+  }
+  return out;
+}
+
+}  // namespace tern::vision
