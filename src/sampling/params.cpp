@@ -60,6 +60,18 @@ void SamplingParams::validate() const {
              std::to_string(stop[i].size()) + " bytes at index " + std::to_string(i));
     }
   }
+  if (logprobs < -1 || logprobs > kMaxTopLogprobs) {
+    reject("logprobs", "in [-1, " + std::to_string(kMaxTopLogprobs) + "]",
+           std::to_string(logprobs));
+  }
+  if (logit_bias.size() > kMaxLogitBias) {
+    reject("logit_bias", "at most " + std::to_string(kMaxLogitBias) + " entries",
+           std::to_string(logit_bias.size()) + " entries");
+  }
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0) reject("logit_bias", "keyed by token ids >= 0", std::to_string(id));
+    check_range("logit_bias", bias, -kMaxLogitBiasValue, kMaxLogitBiasValue);
+  }
   if (response_format == ResponseFormat::JsonSchema) JsonGrammar::from_schema(json_schema);
 }
 

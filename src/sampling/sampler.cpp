@@ -67,6 +67,17 @@ Sampler::Sampler(const SamplingParams& p, int32_t n_vocab) : params_(p), n_vocab
   gen_tokens_.reserve(n);
   cand_.resize(n);
   prob_.resize(n);
+  for (const auto& [id, bias] : params_.logit_bias) {
+    if (id >= n_vocab) {
+      throw InvalidArgument("sampling: logit_bias token " + std::to_string(id) +
+                            " is outside the vocabulary [0, " + std::to_string(n_vocab) + ")");
+    }
+  }
+  if (params_.logprobs >= 0) {
+    raw_.resize(n);
+    heap_.reserve(size_t(params_.logprobs));
+    last_.top.reserve(size_t(params_.logprobs));
+  }
 }
 
 void Sampler::accept(int32_t token, bool generated) {
@@ -102,7 +113,15 @@ void Sampler::reset() {
   for (int32_t t : gen_tokens_) gen_count_[size_t(t)] = 0;
   gen_tokens_.clear();
   if (constraint_) constraint_->reset();
+  has_logprobs_ = false;
   rng_.seed(seed_);
+}
+
+void Sampler::apply_logit_bias(std::span<float> logits) const {
+  for (const auto& [id, bias] : params_.logit_bias) {
+    float& l = logits[size_t(id)];
+    l = bias <= -kMaxLogitBiasValue ? kNegInf : l + bias;
+  }
 }
 
 void Sampler::apply_penalties(std::span<float> logits) {
@@ -284,7 +303,21 @@ int32_t Sampler::sample(std::span<float> logits) {
     throw InvalidArgument("sampling: got " + std::to_string(logits.size()) +
                           " logits for a vocabulary of " + std::to_string(n_vocab_));
   }
+  if (params_.logprobs < 0) return pick(logits);
+  // Log probabilities come from the logits as the model gave them.
+  std::copy(logits.begin(), logits.end(), raw_.begin());
+  log_softmax_.compute(raw_);
+  const int32_t token = pick(logits);
+  last_.token = token;
+  last_.logprob = log_softmax_.logprob(raw_[size_t(token)]);
+  top_logprobs(raw_, log_softmax_, params_.logprobs, last_.top, heap_);
+  has_logprobs_ = true;
+  return token;
+}
+
+int32_t Sampler::pick(std::span<float> logits) {
   if (constraint_) constraint_->mask(logits);
+  if (!params_.logit_bias.empty()) apply_logit_bias(logits);
   apply_penalties(logits);
   if (params_.temperature <= 0.0f || params_.top_k == 1) return argmax(logits);
 

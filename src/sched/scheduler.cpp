@@ -91,6 +91,10 @@ SubmitStatus Scheduler::submit(Request r) {
   for (int32_t t : r.prompt)
     if (t < 0 || t >= n_vocab_)
       throw InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary");
+  for (const auto& [t, bias] : r.params.logit_bias)
+    if (t >= n_vocab_)
+      throw InvalidArgument("logit_bias: token id " + std::to_string(t) +
+                            " is outside the vocabulary");
   // A drain that ends a backlog makes its paused sequence runnable again.
   r.stream->set_drain_hook([line = wake_line_] {
     std::lock_guard lock(line->mu);
@@ -282,6 +286,7 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
         if (l < best_load) best_load = l, best_pre = it;
       }
       for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+        if (it->after && waits_for_sibling(*it, admitted)) continue;
         const int l = load(it->client);
         if (l < best_load) best_load = l, best_pre = preempted_.end(), best_new = it;
       }
@@ -336,6 +341,17 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
     r.stream->finish(std::move(f));
   }
   return true;
+}
+
+bool Scheduler::waits_for_sibling(const Request& r, const std::vector<Request>& admitted) const {
+  if (r.after->cancelled()) return false;
+  for (const auto& q : queue_)
+    if (q.stream == r.after) return true;
+  for (const auto& q : admitted)
+    if (q.stream == r.after) return true;
+  for (const auto& s : running_)
+    if (s->req.stream == r.after) return !s->done && s->in_kv < s->prompt_len();
+  return false;  // finished, preempted or never seen: no reason to wait
 }
 
 // Gives s a KV sequence and attaches the longest cached prefix of its tokens.

@@ -275,7 +275,7 @@ void Scheduler::emit_token(Sequence& s, int32_t token) {
     return;
   }
   const auto r = s.stop.push(s.decoder.push(token));
-  s.req.stream->push(r.emit, 1);
+  s.req.stream->push(r.emit, 1, s.sampler.last_logprobs());
   if (r.stopped) {
     finish(s, FinishReason::Stop);
   } else if (s.req.params.max_tokens > 0 && s.n_generated >= s.req.params.max_tokens) {

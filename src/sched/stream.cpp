@@ -23,10 +23,11 @@ void Stream::signal(std::unique_lock<std::mutex>& lock) {
   if (first && notify_) notify_();
 }
 
-void Stream::push(std::string_view text, int n_tokens) {
+void Stream::push(std::string_view text, int n_tokens, const TokenLogprob* lp) {
   std::unique_lock lock(mu_);
   if (finished_ || (text.empty() && n_tokens == 0)) return;
   text_.append(text);
+  if (lp) logprobs_.push_back(*lp);
   n_tokens_ += n_tokens;
   if (text_.size() >= backlog_bytes_) backlogged_.store(true, std::memory_order_release);
   signal(lock);
@@ -48,6 +49,7 @@ StreamChunk Stream::drain() {
     c.text.swap(text_);
     c.n_tokens = n_tokens_;
     n_tokens_ = 0;
+    c.logprobs.swap(logprobs_);
     c.finish = std::move(finish_);
     finish_.reset();
     signalled_ = false;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "context.h"
 #include "generation.h"
@@ -16,6 +17,13 @@
 #include "tern/server/openai_request.h"
 
 namespace tern::server {
+
+// What one choice produced, for the non-streaming body.
+struct ChoiceOutput {
+  std::string text;
+  std::vector<TokenLogprob> logprobs;  // empty unless asked for
+  sched::Finish finish;
+};
 
 class ApiExchange {
  public:
@@ -34,6 +42,22 @@ class ApiExchange {
   // Not streaming: the body of a finished generation (never an Error finish:
   // the route answers those with error_response).
   virtual nlohmann::json body(const std::string& text, const sched::Finish& f) = 0;
+
+  // The route drives every request through these three, one call per choice
+  // (Submission::streams). An API with several choices (n > 1) or log
+  // probabilities overrides them; the defaults render choice 0 with the
+  // single-choice methods above.
+  // Streaming: the events for what choice `index` produced since the last
+  // drain (its text, log probabilities, and its end unless an Error).
+  virtual std::string stream_choice(size_t index, const sched::StreamChunk& c) {
+    return index == 0 && !c.text.empty() ? stream_text(c.text) : std::string();
+  }
+  // Streaming, once every choice has ended without an error.
+  virtual std::string stream_done(const std::vector<sched::Finish>& f) { return stream_end(f[0]); }
+  // Not streaming: the body once every choice has ended without an error.
+  virtual nlohmann::json body_choices(const std::vector<ChoiceOutput>& c) {
+    return body(c[0].text, c[0].finish);
+  }
 };
 
 // POST /v1/chat/completions and /v1/completions.

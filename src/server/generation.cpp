@@ -47,6 +47,29 @@ std::vector<int32_t> prompt_tokens(ServerContext& ctx, const GenerationRequest& 
   }
 }
 
+// Submits one sequence. Throws ApiError: 400, 429 (queue full), 503 (shutting down).
+void submit_one(ServerContext& ctx, sched::Request r, const char* param) {
+  // The scheduler checks the prompt, once, against every limit.
+  sched::SubmitStatus status;
+  try {
+    status = ctx.scheduler.submit(std::move(r));
+  } catch (const sched::PromptTooLongError& e) {
+    throw ApiError::bad_request(e.what(), param, "context_length_exceeded");
+  } catch (const InvalidArgument& e) {
+    throw ApiError::bad_request(e.what(), param, "invalid_value");
+  }
+  switch (status) {
+    case sched::SubmitStatus::Accepted:
+      break;
+    case sched::SubmitStatus::QueueFull:
+      throw ApiError(429, "rate_limit_exceeded",
+                     "The server is overloaded: too many requests are waiting. Retry later.", {},
+                     "queue_full");
+    case sched::SubmitStatus::ShuttingDown:
+      throw ApiError(503, "server_error", "The server is shutting down.", {}, "shutting_down");
+  }
+}
+
 }  // namespace
 
 Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, const std::string& rid,
@@ -70,33 +93,26 @@ Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, con
       if (piece.find_first_not_of(" \t\r\n") != std::string::npos) break;
     }
   }
-  s.stream = std::make_shared<sched::Stream>(std::move(notify));
-
-  sched::Request r;
-  r.id = rid;
-  r.prompt = std::move(ids);
-  r.params = g.params;
-  r.stream = s.stream;
-  r.client = client;
-  // The scheduler checks the prompt, once, against every limit.
-  sched::SubmitStatus status;
-  try {
-    status = ctx.scheduler.submit(std::move(r));
-  } catch (const sched::PromptTooLongError& e) {
-    throw ApiError::bad_request(e.what(), param, "context_length_exceeded");
-  } catch (const InvalidArgument& e) {
-    throw ApiError::bad_request(e.what(), param, "invalid_value");
+  // Choice i samples with seed + i, so a seeded request replays every choice.
+  for (int i = 0; i < g.n; ++i) {
+    auto stream = std::make_shared<sched::Stream>(notify);
+    sched::Request r;
+    r.id = g.n == 1 ? rid : rid + "/" + std::to_string(i);
+    r.prompt = i + 1 < g.n ? ids : std::move(ids);
+    r.params = g.params;
+    if (g.params.seed != kRandomSeed) r.params.seed = g.params.seed + uint64_t(i);
+    r.stream = stream;
+    r.client = client;
+    if (i > 0) r.after = s.streams[0];
+    try {
+      submit_one(ctx, std::move(r), param);
+    } catch (...) {
+      for (const auto& earlier : s.streams) ctx.scheduler.cancel(earlier);
+      throw;
+    }
+    s.streams.push_back(std::move(stream));
   }
-  switch (status) {
-    case sched::SubmitStatus::Accepted:
-      break;
-    case sched::SubmitStatus::QueueFull:
-      throw ApiError(429, "rate_limit_exceeded",
-                     "The server is overloaded: too many requests are waiting. Retry later.", {},
-                     "queue_full");
-    case sched::SubmitStatus::ShuttingDown:
-      throw ApiError(503, "server_error", "The server is shutting down.", {}, "shutting_down");
-  }
+  s.stream = s.streams[0];
   ctx.log->debug("[{}] submitted: {} prompt tokens, max_tokens={}", rid, s.prompt_tokens,
                  g.params.max_tokens);
   return s;

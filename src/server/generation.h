@@ -4,6 +4,7 @@
 // submit it to the scheduler. Shared by the HTTP routes and the WebSocket.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "context.h"
 #include "net.h"
@@ -14,7 +15,10 @@
 namespace tern::server {
 
 struct Submission {
-  std::shared_ptr<sched::Stream> stream;
+  std::shared_ptr<sched::Stream> stream;  // choice 0 (== streams[0])
+  // One per choice (n > 1: each its own sequence; the others wait for the
+  // first's prompt to be in the KV cache and share it through the prefix cache).
+  std::vector<std::shared_ptr<sched::Stream>> streams;
   ResponseMeta meta;
   std::string echo;  // completions with echo: the prompt text to put first
   int prompt_tokens = 0;

@@ -41,6 +41,17 @@ awaitable<bool> write_chunk(Exchange& x, const std::string& data, bool chunked) 
   co_return !ec;
 }
 
+// The closing events once every choice has ended: the first error as the
+// API's in-stream error, else the API's end of stream.
+std::string end_of_stream(ApiExchange& api, const std::vector<std::optional<sched::Finish>>& e) {
+  std::vector<sched::Finish> f;
+  for (const auto& x : e) {
+    if (x->reason == sched::FinishReason::Error) return api.stream_end(*x);
+    f.push_back(*x);
+  }
+  return api.stream_done(f);
+}
+
 // Server-sent events in the wire format of the request's API.
 awaitable<bool> pump_sse(Exchange& x) {
   http::response<http::empty_body> res{http::status::ok, x.req.version()};
@@ -60,15 +71,24 @@ awaitable<bool> pump_sse(Exchange& x) {
     co_return false;
 
   std::string out = x.api.start(x.sub);
-  if (!x.sub.echo.empty()) out += x.api.stream_text(x.sub.echo);
+  const size_t n_choices = x.sub.streams.size();
+  if (!x.sub.echo.empty())
+    for (size_t i = 0; i < n_choices; ++i) out += x.api.stream_choice(i, {.text = x.sub.echo});
+  std::vector<std::optional<sched::Finish>> ended(n_choices);
   for (;;) {
-    auto c = x.sub.stream->drain();
-    if (!c.text.empty()) out += x.api.stream_text(c.text);
-    if (c.finish) out += x.api.stream_end(*c.finish);
+    bool all_ended = true;
+    for (size_t i = 0; i < n_choices; ++i) {
+      if (ended[i]) continue;
+      auto c = x.sub.streams[i]->drain();
+      if (c.finish) ended[i] = *c.finish;
+      if (!c.empty()) out += x.api.stream_choice(i, c);
+      all_ended = all_ended && ended[i];
+    }
+    if (all_ended) out += end_of_stream(x.api, ended);
     if (!out.empty()) {
       if (!co_await write_chunk(x, out, chunked)) co_return false;
       out.clear();
-      if (c.finish) break;
+      if (all_ended) break;
       continue;  // more may have arrived during the write: drain again before sleeping
     }
     if (!co_await x.waker.wait()) co_return false;
@@ -79,21 +99,34 @@ awaitable<bool> pump_sse(Exchange& x) {
   co_return !ec && res.keep_alive();
 }
 
-// One JSON body when the generation is complete.
+// One JSON body when every choice is complete.
 awaitable<bool> pump_whole(Exchange& x) {
   x.api.start(x.sub);
-  std::string text = x.sub.echo;
+  const size_t n = x.sub.streams.size();
+  std::vector<ChoiceOutput> out(n);
+  std::vector<bool> ended(n, false);
+  for (auto& o : out) o.text = x.sub.echo;
   for (;;) {
-    auto c = x.sub.stream->drain();
-    text += c.text;
-    if (c.finish) {
-      if (c.finish->reason == sched::FinishReason::Error) {
-        Response err = error_response(
-            x.req, ApiError(500, "server_error", "Generation failed: " + c.finish->error));
-        add_cors_headers(x.ctx, x.req, err);
-        co_return co_await write_response(x.ctx, x.stream, std::move(err), x.rid, "generation");
+    bool all_ended = true;
+    const sched::Finish* failed = nullptr;
+    for (size_t i = 0; i < n; ++i) {
+      if (!ended[i]) {
+        auto c = x.sub.streams[i]->drain();
+        out[i].text += c.text;
+        for (auto& lp : c.logprobs) out[i].logprobs.push_back(std::move(lp));
+        if (c.finish) ended[i] = true, out[i].finish = std::move(*c.finish);
       }
-      Response res = json_response(x.req, http::status::ok, dump(x.api.body(text, *c.finish)));
+      all_ended = all_ended && ended[i];
+      if (ended[i] && out[i].finish.reason == sched::FinishReason::Error) failed = &out[i].finish;
+    }
+    if (all_ended && failed) {
+      Response err = error_response(
+          x.req, ApiError(500, "server_error", "Generation failed: " + failed->error));
+      add_cors_headers(x.ctx, x.req, err);
+      co_return co_await write_response(x.ctx, x.stream, std::move(err), x.rid, "generation");
+    }
+    if (all_ended) {
+      Response res = json_response(x.req, http::status::ok, dump(x.api.body_choices(out)));
       res.set("X-Request-Id", x.rid);
       add_cors_headers(x.ctx, x.req, res);
       co_return co_await write_response(x.ctx, x.stream, std::move(res), x.rid, "generation");
@@ -142,10 +175,13 @@ awaitable<bool> handle_generation(ServerContext& ctx, beast::tcp_stream& stream,
   awaitable<bool> pump = g.stream ? pump_sse(x) : pump_whole(x);
   auto outcome = co_await (std::move(pump) || watch_peer(stream.socket()));
   if (outcome.index() == 0 && std::get<0>(outcome)) co_return true;  // answered, keep-alive
-  if (!sub.stream->finished()) {
+  bool cancelled = false;
+  for (const auto& s : sub.streams) {
+    if (s->finished()) continue;
     // The client hung up (or a write failed) before the end: free the slot now.
-    ctx.log->info("[{}] client went away; cancelling", rid);
-    ctx.scheduler.cancel(sub.stream);
+    if (!cancelled) ctx.log->info("[{}] client went away; cancelling", rid);
+    cancelled = true;
+    ctx.scheduler.cancel(s);
   }
   co_return false;
 }

@@ -1,10 +1,15 @@
 // OpenAI chat completions and completions as an ApiExchange: parsing in
-// openai_request.cpp, the bodies and chunks in openai_response.cpp.
+// openai_request.cpp, the bodies and chunks in openai_response.cpp (several
+// choices and log probabilities in openai_choices.cpp). A reasoning model's
+// thinking is split out for single-choice requests without logprobs.
 #include <optional>
 
 #include "api_exchange.h"
+#include "tern/engine/engine.h"
 #include "tern/sampling/reasoning_split.h"
+#include "tern/server/openai_choices.h"
 #include "tern/server/openai_response.h"
+#include "tern/tokenizer/tokenizer.h"
 
 namespace tern::server {
 namespace {
@@ -20,16 +25,49 @@ class OpenAiExchange final : public ApiExchange {
                               ? parse_chat_request(body, {}, ctx_.unknown_fields())
                               : parse_completion_request(body, {}, ctx_.unknown_fields());
     usage_ = g.include_usage;
+    n_ = g.n;
+    logprobs_ = g.params.logprobs >= 0;
     return g;
   }
 
   std::string start(const Submission& s) override {
     meta_ = s.meta;
-    if (s.split_reasoning) {
+    if (s.split_reasoning && !choices()) {
       split_.emplace(s.in_reasoning);
       in_reasoning_ = s.in_reasoning;
     }
-    return meta_.kind == GenerationRequest::Kind::Chat ? sse_event(chunk_role(meta_, usage_)) : "";
+    offsets_.assign(size_t(n_), s.echo.size());
+    if (meta_.kind != GenerationRequest::Kind::Chat) return "";
+    if (!choices()) return sse_event(chunk_role(meta_, usage_));
+    std::string out;
+    for (int i = 0; i < n_; ++i) out += sse_event(choice_role_chunk(meta_, i, usage_));
+    return out;
+  }
+
+  std::string stream_choice(size_t index, const sched::StreamChunk& c) override {
+    if (!choices()) return ApiExchange::stream_choice(index, c);
+    std::string out;
+    if (!c.text.empty() || !c.logprobs.empty())
+      out += sse_event(
+          choice_text_chunk(meta_, int(index), c.text, logprobs_json(index, c.logprobs), usage_));
+    if (c.finish && c.finish->reason != sched::FinishReason::Error)
+      out += sse_event(choice_finish_chunk(meta_, int(index), *c.finish, usage_));
+    return out;
+  }
+
+  std::string stream_done(const std::vector<sched::Finish>& f) override {
+    if (!choices()) return ApiExchange::stream_done(f);
+    std::string out;
+    if (usage_) out += sse_event(choices_usage_chunk(meta_, f));
+    return out += kSseDone;
+  }
+
+  json body_choices(const std::vector<ChoiceOutput>& c) override {
+    if (!choices()) return ApiExchange::body_choices(c);
+    std::vector<ChoiceResult> r;
+    for (size_t i = 0; i < c.size(); ++i)
+      r.push_back({c[i].text, logprobs_json(i, c[i].logprobs), c[i].finish});
+    return choices_body(meta_, r);
   }
 
   std::string stream_text(const std::string& text) override {
@@ -70,12 +108,29 @@ class OpenAiExchange final : public ApiExchange {
     return out;
   }
 
+  // Several choices or log probabilities: rendered by openai_choices.cpp.
+  bool choices() const { return n_ > 1 || logprobs_; }
+
+  // The request's logprobs shape for tokens of choice `index`, or null.
+  json logprobs_json(size_t index, std::span<const TokenLogprob> lps) {
+    if (!logprobs_) return nullptr;
+    const Tokenizer& tok = ctx_.engine.tokenizer();
+    const TokenText text = [&](int32_t id) {
+      return tok.token_to_piece(id, /*render_special=*/true);
+    };
+    if (meta_.kind == GenerationRequest::Kind::Chat) return chat_logprobs(lps, text);
+    return completion_logprobs(lps, text, offsets_[index]);
+  }
+
   ServerContext& ctx_;
   GenerationRequest::Kind kind_;
   bool usage_ = false;  // stream_options.include_usage
   ResponseMeta meta_;
   std::optional<ReasoningSplitter> split_;  // chat with --reasoning-format splitting
   bool in_reasoning_ = false;
+  int n_ = 1;
+  bool logprobs_ = false;
+  std::vector<size_t> offsets_;  // completions: text_offset of each choice's next token
 };
 
 }  // namespace

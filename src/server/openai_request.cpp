@@ -14,21 +14,9 @@ using namespace fields;
 
 // Fields both endpoints share that only make sense at their neutral value.
 void reject_unsupported_common(const json& body) {
-  int64_t n = 1;
-  if (get_int(body, "n", n) && n != 1) unsupported("n", "only n=1 is supported.");
   int64_t best_of = 1;
   if (get_int(body, "best_of", best_of) && best_of != 1)
     unsupported("best_of", "only best_of=1 is supported.");
-  if (const json* v = field(body, "logprobs")) {
-    if (!(v->is_boolean() && !v->get<bool>()))
-      unsupported("logprobs", "log probabilities are not supported.");
-  }
-  if (field(body, "top_logprobs"))
-    unsupported("top_logprobs", "log probabilities are not supported.");
-  if (const json* v = field(body, "logit_bias")) {
-    if (!v->is_object()) wrong_type("logit_bias", "an object", *v);
-    if (!v->empty()) unsupported("logit_bias", "logit bias is not supported.");
-  }
   if (const json* v = field(body, "suffix"))
     if (!(v->is_string() && v->get<std::string>().empty()))
       unsupported("suffix", "suffix is not supported.");
@@ -112,6 +100,61 @@ void parse_response_format(const json& body, SamplingParams& p) {
   }
 }
 
+// n: how many choices (each its own sequence, seeds seed, seed + 1, ...).
+void parse_n(const json& body, GenerationRequest& r) {
+  int64_t n = 1;
+  if (!get_int(body, "n", n)) return;
+  if (n < 1 || n > kMaxChoices)
+    bad_value("n", "must be between 1 and " + std::to_string(kMaxChoices) + ".");
+  r.n = int(n);
+}
+
+// logit_bias: {"<token id>": bias in [-100, 100]}.
+void parse_logit_bias(const json& body, SamplingParams& p) {
+  const json* v = field(body, "logit_bias");
+  if (!v) return;
+  if (!v->is_object()) wrong_type("logit_bias", "an object", *v);
+  if (v->size() > kMaxLogitBias)
+    bad_value("logit_bias", "at most " + std::to_string(kMaxLogitBias) + " entries are allowed.");
+  for (const auto& [key, bias] : v->items()) {
+    const std::string where = "logit_bias." + key;
+    int64_t id = -1;
+    size_t used = 0;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != key.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
+      bad_value("logit_bias", "keys must be token ids (non-negative integers), got '" + key + "'.");
+    if (!bias.is_number()) wrong_type(where, "a number", bias);
+    const double b = bias.get<double>();
+    check_range(where.c_str(), b, -kMaxLogitBiasValue, kMaxLogitBiasValue);
+    p.logit_bias.emplace_back(int32_t(id), float(b));
+  }
+}
+
+// Chat: logprobs (bool) + top_logprobs (0..20, needs logprobs: true).
+void parse_chat_logprobs(const json& body, SamplingParams& p) {
+  bool on = false;
+  get_bool(body, "logprobs", on);
+  int64_t k = 0;
+  if (get_int(body, "top_logprobs", k)) {
+    if (!on)
+      bad_value("top_logprobs", "'logprobs' must be set to true when 'top_logprobs' is used.");
+    check_range("top_logprobs", double(k), 0, kMaxTopLogprobs);
+  }
+  p.logprobs = on ? int(k) : -1;
+}
+
+// Completions: logprobs is the number of alternatives (0..20), null or absent: off.
+void parse_completion_logprobs(const json& body, SamplingParams& p) {
+  int64_t k = 0;
+  if (!get_int(body, "logprobs", k)) return;
+  check_range("logprobs", double(k), 0, kMaxTopLogprobs);
+  p.logprobs = int(k);
+}
+
 // Sampling settings and streaming flags, common to both endpoints.
 void parse_common(const json& body, GenerationRequest& r, UnknownFields policy) {
   if (const json* v = field(body, "model")) {
@@ -119,7 +162,9 @@ void parse_common(const json& body, GenerationRequest& r, UnknownFields policy) 
     r.model = v->get<std::string>();
   }
   reject_unsupported_common(body);
+  parse_n(body, r);
   SamplingParams& p = r.params;
+  parse_logit_bias(body, p);
   double d = 0;
   int64_t i = 0;
   parse_max_tokens(body, "max_tokens", r);
@@ -306,6 +351,7 @@ GenerationRequest parse_chat_request(const json& body, const std::vector<std::st
       unsupported("tool_choice", "tool calling is not supported.");
   parse_response_format(body, r.params);
   parse_common(body, r, policy);
+  parse_chat_logprobs(body, r.params);
   parse_max_tokens(body, "max_completion_tokens", r);
   return r;
 }
@@ -350,6 +396,9 @@ GenerationRequest parse_completion_request(const json& body, const std::vector<s
   parse_response_format(body, r.params);
   if (r.echo && !r.prompt_tokens.empty()) unsupported("echo", "echo needs a text prompt.");
   parse_common(body, r, policy);
+  parse_completion_logprobs(body, r.params);
+  if (r.echo && r.params.logprobs >= 0)
+    unsupported("echo", "echo with logprobs (the prompt's log probabilities) is not supported.");
   if (!r.max_tokens_given) r.params.max_tokens = kCompletionDefaultMaxTokens;
   return r;
 }

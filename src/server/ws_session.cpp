@@ -319,6 +319,18 @@ awaitable<void> WsSession::on_generate(const json& msg, const std::string& id, b
               : parse_chat_request(msg, own, ctx_.unknown_fields());
         },
         net::use_awaitable);
+    // One stream of deltas per generate: several choices or log probabilities
+    // are the HTTP API's (PROTOCOL.md).
+    if (g.n != 1)
+      throw ApiError::bad_request(
+          "Unsupported value: 'n': the WebSocket generates one choice; "
+          "send n separate generate messages.",
+          "n", "unsupported_value");
+    if (g.params.logprobs >= 0)
+      throw ApiError::bad_request(
+          "Unsupported parameter: 'logprobs' is not available over the WebSocket; use the HTTP "
+          "API.",
+          "logprobs", "unsupported_parameter");
     Submission sub = co_await prepare_generation(ctx_, g, request_id, client_, waker_->notifier());
     const auto cs = co_await net::this_coro::cancellation_state;
     if (cs.cancelled() != net::cancellation_type::none) {  // the session ended meanwhile

@@ -124,6 +124,8 @@ def test_closing_the_socket_cancels_its_generations(server, healthy):
      "invalid_value"),
     ('{"type": "generate", "id": "a", "messages": [{"role": "user", "content": "x"}], "n": 2}',
      "unsupported_value"),
+    ('{"type": "generate", "id": "a", "messages": [{"role": "user", "content": "x"}], '
+     '"logprobs": true}', "unsupported_parameter"),
     ('{"type": "cancel", "id": "nope"}', "not_found"),
 ])
 def test_bad_frames_get_errors_and_the_socket_lives(server, frame, code):

@@ -3,6 +3,7 @@
 // OpenAI request body). validate() is the single place their ranges live.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tern {
@@ -15,6 +16,9 @@ inline constexpr int kMaxRepeatLastN = 65536;  // tokens in the repeat-penalty w
 inline constexpr size_t kMaxStopStrings = 16;
 inline constexpr size_t kMaxStopBytes = 256;  // per stop string
 inline constexpr float kMaxTemperature = 100.0f;
+inline constexpr int kMaxTopLogprobs = 20;        // alternatives per token (OpenAI's bound)
+inline constexpr size_t kMaxLogitBias = 1024;     // entries in logit_bias
+inline constexpr float kMaxLogitBiasValue = 100;  // |bias|; -100 bans the token
 
 // What the output must be: free text, any JSON object, or JSON matching a
 // schema (see json_schema.h for the keywords enforced).
@@ -40,14 +44,24 @@ struct SamplingParams {
   bool ignore_eos = false;
   ResponseFormat response_format = ResponseFormat::Text;
   std::string json_schema;  // the schema as JSON text, for ResponseFormat::JsonSchema
+  // Added to a token's logit before the penalties; a bias of -100 bans the
+  // token (its logit becomes -inf). Ids are checked against the vocabulary by
+  // the Sampler.
+  std::vector<std::pair<int32_t, float>> logit_bias;
+  // -1: no log probabilities; k >= 0: report the sampled token's log
+  // probability and the k most likely alternatives (k <= kMaxTopLogprobs),
+  // from the model's raw logits (see logprobs.h).
+  int logprobs = -1;
 
   // Checks every range: temperature finite in [0, kMaxTemperature]; top_p in
   // (0, 1]; min_p in [0, 1]; repeat_penalty finite and > 0; repeat_last_n in
   // [-1, kMaxRepeatLastN]; frequency/presence penalties in [-2, 2];
-  // max_tokens >= -1; at most kMaxStopStrings stop strings, each non-empty and
-  // at most kMaxStopBytes bytes; a JsonSchema format's schema compiles. top_k
-  // and seed accept any value. Throws InvalidArgument whose message names the
-  // offending field (SchemaError, naming the keyword, for the schema).
+  // max_tokens >= -1; logprobs in [-1, kMaxTopLogprobs]; at most
+  // kMaxLogitBias logit_bias entries, ids >= 0, biases finite in
+  // [-kMaxLogitBiasValue, kMaxLogitBiasValue]; at most kMaxStopStrings stop strings, each non-empty
+  // and at most kMaxStopBytes bytes; a JsonSchema format's schema compiles. top_k and seed accept
+  // any value. Throws InvalidArgument whose message names the offending field (SchemaError, naming
+  // the keyword, for the schema).
   void validate() const;
 };
 

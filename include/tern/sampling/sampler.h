@@ -3,13 +3,17 @@
 //
 // Chain (llama.cpp's order of filters, but temperature applied before top-p
 // and min-p, as Hugging Face does, so it shapes the nucleus):
-//   [grammar mask] -> penalties -> top-k -> temperature -> softmax -> top-p -> min-p
+//   [grammar mask] -> logit_bias -> penalties -> top-k -> temperature -> softmax -> top-p -> min-p
 //   -> draw with a seeded std::mt19937_64.
 // temperature <= 0 (or top_k == 1) short-cuts to argmax after the penalties.
 // NaN logits count as -inf: never chosen. Ties go to the lowest id.
 //
 // A Sampler owns scratch buffers sized to the vocabulary, built once in the
 // constructor: sample() never allocates. Move-only (one per sequence).
+//
+// With params.logprobs >= 0, sample() also records the sampled token's log
+// probability and the top alternatives from the logits as they came in (see
+// logprobs.h); last_logprobs() reads them. Off (-1), it costs nothing.
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -17,6 +21,7 @@
 #include <vector>
 
 #include "tern/sampling/json_constraint.h"
+#include "tern/sampling/logprobs.h"
 #include "tern/sampling/params.h"
 
 namespace tern {
@@ -48,6 +53,10 @@ class Sampler {
   // share all the probability. Throws InvalidArgument if logits.size() != n_vocab.
   int32_t sample(std::span<float> logits);
 
+  // The log probabilities of the token the last sample() returned, or nullptr
+  // when params.logprobs is -1 or nothing was sampled yet.
+  const TokenLogprob* last_logprobs() const { return has_logprobs_ ? &last_ : nullptr; }
+
   // The seed in use: params.seed, or the random one drawn for kRandomSeed
   // (never kRandomSeed itself, so it can be sent back to replay the sequence).
   uint64_t seed() const { return seed_; }
@@ -60,6 +69,8 @@ class Sampler {
   int32_t n_vocab() const { return n_vocab_; }
 
  private:
+  int32_t pick(std::span<float> logits);  // the chain above, after the checks
+  void apply_logit_bias(std::span<float> logits) const;
   void apply_penalties(std::span<float> logits);
   int32_t argmax(std::span<const float> logits) const;
   // Fills cand_ with the ids left after top-k, returns how many; they come
@@ -102,6 +113,13 @@ class Sampler {
   std::vector<int32_t> cand_;                   // (n_vocab) candidate ids
   std::vector<float> prob_;                     // (n_vocab) unnormalized probability, by id
   std::unique_ptr<JsonConstraint> constraint_;  // grammar mask, or none
+
+  // Log probabilities (params.logprobs >= 0 only; empty otherwise).
+  std::vector<float> raw_;     // (n_vocab) the logits as sample() received them
+  std::vector<int32_t> heap_;  // (logprobs) scratch for the top alternatives
+  LogSoftmax log_softmax_;
+  TokenLogprob last_;
+  bool has_logprobs_ = false;
 };
 
 }  // namespace tern

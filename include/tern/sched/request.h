@@ -25,6 +25,12 @@ struct Request {
   // slots and admission are shared fairly between clients, so one client's
   // many generations cannot hold every slot. Empty: one anonymous client.
   std::string client;
+  // A sibling with the same prompt (the other choices of an n > 1 request):
+  // this request stays queued until that one's prompt is in the KV cache,
+  // then attaches it through the prefix cache, so the prompt is prefilled
+  // once, not n times. It stops waiting if the sibling is preempted,
+  // cancelled or finished. nullptr: no sibling.
+  std::shared_ptr<const Stream> after;
   Clock::time_point arrival = Clock::now();
 };
 

@@ -115,6 +115,9 @@ class Scheduler {
  private:
   void loop();
   bool take_work(std::vector<Request>& admitted);  // false: stop
+  // r names a sibling (Request::after) whose prompt is not in the KV yet
+  // (queued, admitted this round, or prefilling). Engine thread, under mu_.
+  bool waits_for_sibling(const Request& r, const std::vector<Request>& admitted) const;
   bool runnable() const;
   void start_sequences(std::vector<Request>& admitted);
   void attach(Sequence& s);

@@ -25,6 +25,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "tern/sampling/logprobs.h"
 
 namespace tern::sched {
 
@@ -74,6 +77,9 @@ struct Finish {
 struct StreamChunk {
   std::string text;
   int n_tokens = 0;  // tokens generated since the last drain
+  // One entry per generated token since the last drain, when the request
+  // asked for log probabilities (SamplingParams::logprobs >= 0).
+  std::vector<TokenLogprob> logprobs;
   std::optional<Finish> finish;
   bool empty() const { return text.empty() && n_tokens == 0 && !finish; }
 };
@@ -92,7 +98,8 @@ class Stream {
   Stream& operator=(const Stream&) = delete;
 
   // Producer side (engine thread).
-  void push(std::string_view text, int n_tokens);
+  // lp: the log probabilities of the token just generated, or nullptr.
+  void push(std::string_view text, int n_tokens, const TokenLogprob* lp = nullptr);
   void finish(Finish f);  // exactly once; later pushes are ignored
 
   // Consumer side (session): everything pending since the last drain.
@@ -117,6 +124,7 @@ class Stream {
   mutable std::mutex mu_;
   std::string text_;
   int n_tokens_ = 0;
+  std::vector<TokenLogprob> logprobs_;
   std::optional<Finish> finish_;
   bool finished_ = false;
   bool signalled_ = false;  // a notify is outstanding since the last drain

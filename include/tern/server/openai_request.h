@@ -28,6 +28,7 @@ struct GenerationRequest {
   bool echo = false;                   // Completion: prepend the prompt to the text
   SamplingParams params;               // validated
   bool max_tokens_given = false;       // false: params.max_tokens is the endpoint's default
+  int n = 1;                           // choices, 1..kMaxChoices
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
 };
@@ -36,7 +37,7 @@ struct GenerationRequest {
 // field is skipped and a warning is logged the first time the process sees
 // its name (clients and SDKs add new fields all the time). Refuse: a 400
 // naming it (`tern serve --strict-fields`). A field tern knows but cannot
-// honour with the given value (n: 2, tools, logprobs: true) is a 400 either way.
+// honour with the given value (best_of: 2, tools) is a 400 either way.
 enum class UnknownFields : uint8_t { Ignore, Refuse };
 
 // Records that an unknown field `name` was seen; true the first time for that
@@ -54,6 +55,9 @@ GenerationRequest parse_chat_request(const nlohmann::json& body,
 GenerationRequest parse_completion_request(const nlohmann::json& body,
                                            const std::vector<std::string>& extra_keys = {},
                                            UnknownFields unknown = UnknownFields::Ignore);
+
+// Most choices one request may ask for (n).
+inline constexpr int kMaxChoices = 16;
 
 // Default max_tokens of /v1/completions when the request gives none (OpenAI's).
 inline constexpr int kCompletionDefaultMaxTokens = 16;

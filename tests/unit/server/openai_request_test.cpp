@@ -167,8 +167,9 @@ TEST(OpenAiRequest, UnknownFieldsAreIgnoredUnlessStrict) {
 }
 
 TEST(OpenAiRequest, UnsupportedFields) {
-  EXPECT_EQ(chat_error(chat({{"n", 2}})).param(), "n");
-  EXPECT_EQ(chat_error(chat({{"logprobs", true}})).param(), "logprobs");
+  EXPECT_EQ(chat_error(chat({{"n", 0}})).param(), "n");
+  EXPECT_EQ(chat_error(chat({{"n", kMaxChoices + 1}})).param(), "n");
+  EXPECT_EQ(chat_error(chat({{"top_logprobs", 2}})).param(), "top_logprobs");
   EXPECT_EQ(chat_error(chat({{"tools", json::array({{{"type", "function"}}})}})).param(), "tools");
   EXPECT_EQ(chat_error(chat({{"response_format", {{"type", "xml"}}}})).param(),
             "response_format.type");
