@@ -135,7 +135,9 @@ def test_streamed_text_is_valid_utf8(server):
     pieces = [json.loads(line[6:])["choices"][0]["text"]
               for line in text.split("\n\n") if line.startswith("data: {")]
     joined = "".join(pieces)
-    assert "\ufffd" not in joined
+    # Only the very end may hold U+FFFD: max_tokens can stop generation in the
+    # middle of a character, whose incomplete bytes are then flushed as one.
+    assert "\ufffd" not in joined.rstrip("\ufffd")
     whole = requests.post(server.url + "/v1/completions", timeout=300,
                           json={"prompt": prompt, "max_tokens": 24, "temperature": 0}).json()
     assert joined == whole["choices"][0]["text"]
