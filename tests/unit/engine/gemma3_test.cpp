@@ -13,6 +13,7 @@
 
 #include "tern/engine/engine.h"
 #include "tern/model/config.h"
+#include "tern/tokenizer/chat_template.h"
 #include "tern/tokenizer/tokenizer.h"
 #include "testutil.h"
 
@@ -99,6 +100,18 @@ TEST_F(Gemma3, ConfigFromMetadata) {
     EXPECT_FLOAT_EQ(c.layer_rope_theta(l), global ? 1e6f : 1e4f) << l;
   }
   EXPECT_FLOAT_EQ(c.q_scale(), 1.0f / 16.0f);
+}
+
+// The base model's file has no tokenizer.chat_template: tern uses Gemma's
+// turns (whose markers are control tokens of its vocabulary), not ChatML.
+TEST_F(Gemma3, ChatTemplateIsGemmasTurns) {
+  const ChatTemplate& t = engine_->chat_template();
+  EXPECT_EQ(t.kind(), ChatTemplate::Kind::Gemma);
+  const std::vector<ChatMessage> msgs{{"system", "Be brief."}, {"user", "Hi"}};
+  EXPECT_EQ(t.apply(msgs, true),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  const auto ids = engine_->tokenizer().encode("<start_of_turn>", false, true);
+  ASSERT_EQ(ids.size(), 1u);  // one control token
 }
 
 TEST_F(Gemma3, TokenizationMatchesLlamaCpp) {
