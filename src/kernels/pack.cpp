@@ -50,6 +50,25 @@ void quant_group_int8(const float* x, uint16_t& d16, int* q) {
   for (int j = 0; j < kGroup; ++j) q[j] = int(std::clamp(std::lround(x[j] * id), -127L, 127L));
 }
 
+// Group g (0..7 within its super-block) of a Q4_K row as int4 asym: the 4-bit
+// codes are copied as they are; the group's scale d*sc and minimum -dmin*mn
+// (fp16 x 6-bit integer, up to 17 significant bits) are rounded to fp16. That
+// rounding (relative error <= 2^-11 on each) is the only precision lost.
+void q4_k_group(const block::Q4_K& sb, int g, uint16_t& d16, uint16_t& m16, int* q) {
+  uint16_t h;
+  std::memcpy(&h, sb.d, 2);
+  const float d = fp16_to_f32(h);
+  std::memcpy(&h, sb.dmin, 2);
+  const float dmin = fp16_to_f32(h);
+  uint8_t sc, mn;
+  block::k_scale_min(sb.scales, g, &sc, &mn);
+  d16 = f32_to_fp16(d * float(sc));
+  m16 = f32_to_fp16(-dmin * float(mn));
+  // Sub-block g: the low nibbles (g even) or high nibbles (g odd) of qs[32*(g/2) ..].
+  const uint8_t* qs = sb.qs + 32 * (g / 2);
+  for (int j = 0; j < kGroup; ++j) q[j] = g % 2 == 0 ? (qs[j] & 0x0F) : (qs[j] >> 4);
+}
+
 // Store the 32 codes of row i of a block in the interleaved layout (packed.h).
 void put_int4_row(Int4Block& b, int i, const int* q) {
   for (int k = 0; k < 16; ++k) b.q[k / 4][i][k % 4] = uint8_t(q[k] | (q[k + 16] << 4));
@@ -93,7 +112,8 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
     const bool exact4 =
         fmt == WeightFormat::Int4Asym && (src_type == DType::Q4_1 || src_type == DType::Q4_0);
     const bool exact8 = fmt == WeightFormat::Int8Sym && src_type == DType::Q8_0;
-    if (!exact4 && !exact8) dequantize_row(src_type, srow, row.data(), n_in);
+    const bool codes_q4k = fmt == WeightFormat::Int4Asym && src_type == DType::Q4_K;
+    if (!exact4 && !exact8 && !codes_q4k) dequantize_row(src_type, srow, row.data(), n_in);
     int q[kGroup];
     for (int g = 0; g < groups; ++g) {
       if (fmt == WeightFormat::Int4Asym) {
@@ -115,6 +135,10 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
           for (int c = 0; c < 4; ++c) std::memcpy(b.q[c][i], qs + 4 * c, 4);
           b.d[i] = d16;
           b.m[i] = m16;
+        } else if (codes_q4k) {
+          const auto* sb = reinterpret_cast<const block::Q4_K*>(srow) + g / 8;
+          q4_k_group(*sb, g % 8, b.d[i], b.m[i], q);
+          put_int4_row(b, i, q);
         } else {
           quant_group_int4(row.data() + g * kGroup, b.d[i], b.m[i], q);
           put_int4_row(b, i, q);

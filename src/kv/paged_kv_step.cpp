@@ -133,7 +133,9 @@ const uint8_t* PagedKvImpl::slice_ptr(const Block& b, int layer) const {
 }
 
 void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int group,
-                         const float* q, int64_t q_stride, float* out, int64_t out_stride) const {
+                         const float* q, int64_t q_stride, float* out, int64_t out_stride,
+                         int window) const {
+  constexpr int kMaxRows = 8;  // rows whose state stays on the stack while blocks stream past
   const Seq& s = seqs[size_t(id)];
   const int hd = L.head_dim, B = L.block_tokens;
   if (!s.error.empty()) {
@@ -141,17 +143,22 @@ void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int 
       std::memset(out + t * out_stride, 0, sizeof(float) * size_t(group * hd));
     return;
   }
-  if (const AttendTileFn tile = kern->tile_for_type(L.type)) {
+  // Without a window the tile kernels take every row of a block at once,
+  // segment by segment (split-K's order). A sliding window (gemma3's local
+  // layers) starts each token's scan at its own position: one token's rows
+  // at a time, through a view of the block shifted to that start.
+  if (const AttendTileFn tile = kern->tile_for_type(L.type); tile && window <= 0) {
     attend_tiled(tile, s, layer, kvh, pos0, n_tok, group, q, q_stride, out, out_stride);
     return;
   }
-  constexpr int kMaxRows = 8;  // rows whose state stays on the stack while blocks stream past
   const AttendBlockFn fn = kern->for_type(L.type);
   const AttendRowsFn rows_fn = kern->rows_for_type(L.type);
   float m[kMaxRows], l[kMaxRows];
   alignas(64) float acc[kMaxRows * 512];
   alignas(64) float rq[kMaxRows * 512];  // rotated queries, when keys are stored rotated
   const int rows = n_tok * group;
+  // Token t attends positions [lo(t), pos0 + t + 1): lo = 0 without a window.
+  auto first_pos = [&](int t) { return window > 0 ? std::max(0, pos0 + t + 1 - window) : 0; };
   // Whole tokens per chunk when a group fits, so a token's rows share block reads.
   const int chunk = group <= kMaxRows ? kMaxRows / group * group : kMaxRows;
   for (int r0 = 0; r0 < rows; r0 += chunk) {
@@ -164,17 +171,26 @@ void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int 
       if (L.rotated) rotate(qrow[r], hd, rq + r * hd), qrow[r] = rq + r * hd;
     }
     const int ctx_max = pos0 + (r0 + nr - 1) / group + 1;  // the chunk's last row sees the most
-    for (int blk = 0; blk * B < ctx_max; ++blk) {
+    const int blk_min = first_pos(r0 / group) / B;         // its first row starts the earliest
+    for (int blk = blk_min; blk * B < ctx_max; ++blk) {
       const Block& b = blocks[size_t(s.table[size_t(blk)])];
-      const HeadBlock hb = head_block(L, slice_ptr(b, layer), kvh);
+      const HeadBlock whole = head_block(L, slice_ptr(b, layer), kvh);
       for (int r = 0; r < nr;) {
         // Rows of one token (its group's query heads) see the same positions.
         const int t = (r0 + r) / group;
         int r_end = r + 1;
         while (r_end < nr && (r0 + r_end) / group == t) ++r_end;
+        // This block's part of [lo, n_ctx), as block-local tokens [i0, i1).
         const int n_ctx = pos0 + t + 1;
-        if (n_ctx > blk * B) {
-          const int n = std::min(B, n_ctx - blk * B);
+        const int i0 = std::max(0, first_pos(t) - blk * B);
+        const int i1 = std::min(B, n_ctx - blk * B);
+        if (i1 > i0) {
+          HeadBlock hb = whole;
+          if (i0 > 0) {  // rows are token-strided: start the view at token i0
+            hb.k += size_t(i0) * L.k_row, hb.v += size_t(i0) * L.v_row;
+            if (hb.ks) hb.ks += i0, hb.vs += i0;
+          }
+          const int n = i1 - i0;
           if (rows_fn) {
             rows_fn(L, hb, n, r_end - r, qrow + r, m + r, l + r, acc + r * hd);
           } else {

@@ -14,7 +14,21 @@ constexpr ArchSpec kQwen2{"qwen2", RopeStyle::NeoX, Activation::SiLU, true, fals
 // Qwen3: NeoX RoPE, no QKV bias, RMSNorm on Q and K per head.
 constexpr ArchSpec kQwen3{"qwen3", RopeStyle::NeoX, Activation::SiLU, false, true, false};
 
-constexpr std::array kArchs{&kLlama, &kQwen2, &kQwen3};
+// Gemma 3 (text): NeoX RoPE, QK-norm, GeGLU, embeddings scaled by
+// sqrt(d_model), RMSNorm before and after attention and FFN, five local
+// (sliding-window, RoPE base 10000) layers for each global one. llama.cpp's
+// converter stores Gemma's norm weights with the +1 already added, so they
+// are plain RMSNorm weights here.
+constexpr ArchSpec kGemma3{.name = "gemma3",
+                           .rope_style = RopeStyle::NeoX,
+                           .act = Activation::GeluTanh,
+                           .qk_norm = true,
+                           .scale_embeddings = true,
+                           .post_norms = true,
+                           .swa_pattern = 6,
+                           .rope_theta_swa = 10000.0f};
+
+constexpr std::array kArchs{&kLlama, &kQwen2, &kQwen3, &kGemma3};
 
 }  // namespace
 

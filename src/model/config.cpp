@@ -83,6 +83,25 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   c.qkv_bias = spec->qkv_bias;
   c.qk_norm = spec->qk_norm;
   if (spec->scale_embeddings) c.embed_scale = std::sqrt(float(c.d_model));
+  c.post_norms = spec->post_norms;
+  if (spec->swa_pattern > 0) {
+    c.swa_pattern = spec->swa_pattern;
+    c.rope_theta_swa = spec->rope_theta_swa;
+    c.sliding_window = int(f.get_int_or(p + "attention.sliding_window", 0));
+    c.swa_pattern = int(f.get_int_or(p + "attention.sliding_window_pattern", c.swa_pattern));
+    c.rope_theta_swa = f.get_f32_or(p + "rope.freq_base_swa", c.rope_theta_swa);
+    if (c.sliding_window < 0 || c.swa_pattern < 0 || !(c.rope_theta_swa > 0.0f)) {
+      throw FormatError(f.path() + ": invalid sliding_window, its pattern or rope.freq_base_swa");
+    }
+  }
+  // Gemma 3 scales Q by query_pre_attn_scalar^-1/2: head_dim for every size
+  // but 27B (62 layers), where it is d_model / n_heads (as llama.cpp does;
+  // the GGUF carries no key for it).
+  if (spec->name == "gemma3" && c.n_layers == 62) {
+    c.attn_scale = 1.0f / std::sqrt(float(c.d_model / c.n_heads));
+  }
+  c.final_softcap = f.get_f32_or(p + "final_logit_softcapping", 0.0f);
+  if (c.final_softcap < 0.0f) throw FormatError(f.path() + ": negative final_logit_softcapping");
 
   const auto& embd = f.tensor("token_embd.weight");
   if (embd.dims.size() != 2 || embd.dims[0] != c.d_model) {

@@ -30,16 +30,20 @@ void for_each_token(TaskPool& pool, int T, int width, F&& fn) {
   });
 }
 
-// x (T, d) += y (T, d)
-void add_rows(float* x, const float* y, int T, int d, TaskPool& pool) {
+}  // namespace
+
+// y (T, d) is a block's output (in the workspace's tmp); gemma normalises it
+// (in place) before the residual add.
+void Model::residual_add(const std::vector<float>& post_norm, float* y, int T, TaskPool& pool) {
+  const int d = cfg_.d_model;
+  float* x = ws_.x.data();
   for_each_token(pool, T, d, [&](int t) {
     float* xr = x + size_t(t) * d;
-    const float* yr = y + size_t(t) * d;
+    float* yr = y + size_t(t) * d;
+    if (!post_norm.empty()) kernels::rmsnorm(yr, post_norm.data(), yr, d, cfg_.norm_eps);
     for (int i = 0; i < d; ++i) xr[i] += yr[i];
   });
 }
-
-}  // namespace
 
 void Workspace::ensure(const ModelConfig& c, int tokens) {
   if (tokens <= capacity) return;
@@ -90,9 +94,11 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
   kernels::quantize_activations(w.xn.data(), T, d, w.qa, pool);
   kernels::matmul({{&L.wq, w.q.data()}, {&L.wk, w.k.data()}, {&L.wv, w.v.data()}}, w.qa, pool);
 
-  const kernels::RopeParams rope{hd, c.rope_dims, c.rope_theta, c.rope_style == RopeStyle::NeoX,
+  // Local (sliding-window) layers have their own RoPE base (gemma3).
+  const kernels::RopeParams rope{hd, c.rope_dims, c.layer_rope_theta(l),
+                                 c.rope_style == RopeStyle::NeoX,
                                  rope_freqs_.empty() ? nullptr : rope_freqs_.data()};
-  const float q_scale = 1.0f / std::sqrt(float(hd));
+  const float q_scale = c.q_scale();
   for_each_token(pool, T, 2 * (qd + kvd), [&](int t) {  // rope: cos/sin weigh in
     float* qt = w.q.data() + size_t(t) * qd;
     float* kt = w.k.data() + size_t(t) * kvd;
@@ -110,7 +116,7 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
       }
     }
     kernels::rope(qt, c.n_heads, kt, c.n_kv_heads, w.tok_pos[size_t(t)], rope);
-    for (int i = 0; i < qd; ++i) qt[i] *= q_scale;  // Q pre-scaled by 1/sqrt(head_dim)
+    for (int i = 0; i < qd; ++i) qt[i] *= q_scale;  // Q pre-scaled (1/sqrt(head_dim) by default)
   });
   // Append each token's K and V to its sequence's blocks (encoded in the
   // cache's KV type; distinct positions, so tokens encode in parallel).
@@ -120,7 +126,8 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
              w.v.data() + size_t(t) * kvd);
   });
 
-  // attn[t] = softmax(q_t . K[0..pos]) V[0..pos], per head; GQA maps query
+  // attn[t] = softmax(q_t . K[lo..pos]) V[lo..pos], per head (lo = 0, or
+  // pos - window + 1 on a local layer); GQA maps query
   // head h to kv head h / group. A task is one kv head for a block of
   // consecutive tokens of one sequence: the block's group x tokens queries
   // share each K/V row read. Blocks run latest (longest) first. A decoding
@@ -129,8 +136,10 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
   // then a merge per kv head in segment order, which is what attend() does
   // within one task, so the numbers are the same either way.
   const int group = c.n_heads / c.n_kv_heads;
+  const int window = c.layer_window(l);  // 0: attend the whole prefix
   const int tok_block = std::max(1, 32 / group);
-  const bool split_ok = kv.can_split() && group <= kv::kMaxTileRows;
+  // Local layers' tokens each start at their own position: never split.
+  const bool split_ok = kv.can_split() && group <= kv::kMaxTileRows && window <= 0;
   const int seg_tok = kv.attend_segment_tokens();
   const size_t part_stride = size_t(group) * size_t(hd + 2);  // one (kvh, segment): m, l, acc
   w.attn_blocks.clear();
@@ -163,7 +172,7 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
       const auto& bt = w.attn_blocks[w.attn_blocks.size() - 1 - size_t(task / c.n_kv_heads)];
       const size_t at = size_t(bt.t0) * qd + size_t(kvh) * group * hd;
       kv.attend(batch.entries[size_t(bt.entry)].seq, l, kvh, w.tok_pos[size_t(bt.t0)], bt.n_tok,
-                group, w.q.data() + at, qd, w.attn.data() + at, qd);
+                group, w.q.data() + at, qd, w.attn.data() + at, qd, window);
       return;
     }
     int64_t k = task - n_block_tasks;
@@ -202,7 +211,7 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
   // x += attn @ Wo
   kernels::quantize_activations(w.attn.data(), T, qd, w.qa, pool);
   kernels::matmul(L.wo, w.qa, w.tmp.data(), pool);
-  add_rows(w.x.data(), w.tmp.data(), T, d, pool);
+  residual_add(L.post_attn_norm, w.tmp.data(), T, pool);
 }
 
 void Model::ffn_block(int l, int T, TaskPool& pool) {
@@ -225,7 +234,7 @@ void Model::ffn_block(int l, int T, TaskPool& pool) {
   });
   kernels::quantize_activations(w.gate.data(), T, ff, w.qa, pool);
   kernels::matmul(L.w_down, w.qa, w.tmp.data(), pool);
-  add_rows(w.x.data(), w.tmp.data(), T, d, pool);
+  residual_add(L.post_ffn_norm, w.tmp.data(), T, pool);
 }
 
 void Model::logits(const Batch& batch, StepOutput& out, TaskPool& pool) {
@@ -254,6 +263,9 @@ void Model::logits(const Batch& batch, StepOutput& out, TaskPool& pool) {
   if (rows == 0) return;
   kernels::quantize_activations(w.xn.data(), rows, d, w.qa, pool);
   kernels::matmul(head_, w.qa, out.logits.data(), pool);
+  if (const float cap = cfg_.final_softcap; cap > 0.0f) {
+    for (float& z : out.logits) z = cap * std::tanh(z / cap);
+  }
 }
 
 void Model::forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPool& pool) {

@@ -91,6 +91,10 @@ std::unique_ptr<Model> Model::load(std::shared_ptr<const gguf::GgufFile> file,
         L.bk = load_vector(f, b + "attn_k.bias", kvd);
         L.bv = load_vector(f, b + "attn_v.bias", kvd);
       }
+      if (c.post_norms) {
+        L.post_attn_norm = load_vector(f, b + "post_attention_norm.weight", d);
+        L.post_ffn_norm = load_vector(f, b + "post_ffw_norm.weight", d);
+      }
       if (c.qk_norm) {
         L.q_norm = load_vector(f, b + "attn_q_norm.weight", c.head_dim);
         L.k_norm = load_vector(f, b + "attn_k_norm.weight", c.head_dim);

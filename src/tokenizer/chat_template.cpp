@@ -91,7 +91,14 @@ ChatTemplate ChatTemplate::from_string(std::string_view src) {
 }
 
 ChatTemplate ChatTemplate::from_gguf(const gguf::GgufFile& f) {
-  return from_string(f.get_string_or("tokenizer.chat_template", ""));
+  const std::string src = f.get_string_or("tokenizer.chat_template", "");
+  // Gemma base (pretrained) files ship no template but a vocabulary with the
+  // turn markers: use Gemma's own turns rather than ChatML, whose markers the
+  // vocabulary lacks.
+  if (src.empty() && f.get_string_or("general.architecture", "").starts_with("gemma")) {
+    return ChatTemplate(Kind::Gemma, {});
+  }
+  return from_string(src);
 }
 
 ChatTemplate ChatTemplate::of_kind(Kind kind, std::string default_system_prompt) {

@@ -48,8 +48,13 @@
 // fp16 scales keep the bytes a weight at Q4_1's 0.625 (int4) and Q8_0's 1.0625
 // (int8): decode reads every weight once per token, so bytes are time. The
 // conversions Q4_1 -> Int4Asym, Q4_0 -> Int4Asym (m = -8d, exact in fp16) and
-// Q8_0 -> Int8Sym are lossless; every other source is dequantized and
-// requantized (lossy).
+// Q8_0 -> Int8Sym are lossless. Q4_K -> Int4Asym keeps every 4-bit code and
+// only rounds each 32-group's scale d*sc and minimum dmin*mn to fp16 (relative
+// error <= 2^-11 each, ~0.05%). Every other source is dequantized and
+// requantized: Q5_0/Q5_1/Q5_K/Q6_K into Int8Sym (per-32 amax/127 scale; the
+// added error is at most half an int8 step, amax/254, against the source's own
+// step of about range/31 (5-bit) or range/63 (Q6_K), so a few percent of the
+// source's quantization noise), anything else likewise.
 #include <cstddef>
 #include <cstdint>
 
@@ -106,7 +111,8 @@ WeightFormat default_format_for(DType src);
 
 // Repack a GGUF tensor with rows of n_in elements (src: n_out rows of
 // dtype_row_bytes(src_type, n_in) bytes). Q4_1 / Q4_0 -> Int4Asym and
-// Q8_0 -> Int8Sym are exact; other conversions dequantize and requantize (lossy).
+// Q8_0 -> Int8Sym are exact, Q4_K -> Int4Asym exact up to fp16 scales; other
+// conversions dequantize and requantize (lossy).
 PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, WeightFormat fmt);
 
 // Read back row r as floats (n_in values): the exact values the kernels use.

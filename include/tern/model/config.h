@@ -2,6 +2,7 @@
 // Architecture hyper-parameters read from GGUF metadata. Differences between
 // architectures are data here (flags, norms, activation), not branches spread
 // through the forward pass.
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -53,6 +54,24 @@ struct ModelConfig {
   bool qk_norm = false;               // qwen3
   bool tied_embeddings = false;
   float embed_scale = 1.0f;  // gemma multiplies embeddings by sqrt(d_model)
+  bool post_norms = false;   // gemma: post_attention_norm and post_ffw_norm
+  // Sliding-window attention (gemma3): layer l is local unless
+  // (l + 1) % swa_pattern == 0; a local layer's token at position p attends
+  // positions (p - sliding_window, p] and rotates with rope_theta_swa.
+  int sliding_window = 0;  // 0: no local layers
+  int swa_pattern = 0;
+  float rope_theta_swa = 10000.0f;
+  float attn_scale = 0.0f;     // Q scale before Q.K; 0: 1/sqrt(head_dim)
+  float final_softcap = 0.0f;  // logits = c * tanh(logits / c) when > 0
+
+  bool is_local_layer(int l) const {
+    return sliding_window > 0 && swa_pattern > 0 && (l + 1) % swa_pattern != 0;
+  }
+  int layer_window(int l) const { return is_local_layer(l) ? sliding_window : 0; }
+  float layer_rope_theta(int l) const { return is_local_layer(l) ? rope_theta_swa : rope_theta; }
+  float q_scale() const {
+    return attn_scale > 0.0f ? attn_scale : 1.0f / std::sqrt(float(head_dim));
+  }
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }

@@ -32,7 +32,9 @@ struct LayerWeights {
   kernels::PackedMatrix wq, wk, wv, wo;        // (q_dim, d), (kv_dim, d), (kv_dim, d), (d, q_dim)
   std::vector<float> bq, bk, bv;               // qkv_bias: (q_dim), (kv_dim), (kv_dim)
   std::vector<float> q_norm, k_norm;           // qk_norm: (head_dim)
+  std::vector<float> post_attn_norm;           // post_norms: (d_model)
   std::vector<float> ffn_norm;                 // (d_model)
+  std::vector<float> post_ffn_norm;            // post_norms: (d_model)
   kernels::PackedMatrix w_gate, w_up, w_down;  // (d_ff, d), (d_ff, d), (d, d_ff)
 };
 
@@ -85,6 +87,8 @@ class Model {
   void embed(const Batch& batch, float* x) const;
   void attention_block(int layer, const Batch& batch, kv::PagedKv& kv, TaskPool& pool);
   void ffn_block(int layer, int T, TaskPool& pool);
+  // x (T, d) += post_norm ? rmsnorm(y) * post_norm : y
+  void residual_add(const std::vector<float>& post_norm, float* y, int T, TaskPool& pool);
   void logits(const Batch& batch, StepOutput& out, TaskPool& pool);
 
   ModelConfig cfg_;

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "tern/core/dtype.h"
+#include "tern/core/half.h"
 #include "tern/kernels/dequant.h"
 #include "tern/kernels/packed.h"
 
@@ -79,6 +81,94 @@ TEST(Pack, LossyConversionsStayWithinOneStep) {
         for (int k = 0; k < kGroup; ++k) {
           EXPECT_NEAR(got[size_t(g * kGroup + k)], xg[k], 0.51f * step + 2e-3f * amax)
               << "row " << r << " k " << g * kGroup + k;
+        }
+      }
+    }
+  }
+}
+
+// Random Q4_K super-blocks (n_out rows of n_in / 256 blocks): random codes,
+// 6-bit scales and minimums, and fp16 d / dmin of realistic size.
+std::vector<block::Q4_K> random_q4_k(int n_out, int n_in, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(1e-4f, 2e-3f);
+  std::vector<block::Q4_K> b(size_t(n_out) * size_t(n_in / 256));
+  for (auto& x : b) {
+    const uint16_t d = f32_to_fp16(scale(rng)), dmin = f32_to_fp16(scale(rng));
+    std::memcpy(x.d, &d, 2);
+    std::memcpy(x.dmin, &dmin, 2);
+    for (auto& s : x.scales) s = uint8_t(byte(rng));
+    for (auto& q : x.qs) q = uint8_t(byte(rng));
+  }
+  return b;
+}
+
+// Q4_K -> int4 keeps every code; only the per-32 scale d*sc and minimum
+// dmin*mn are rounded to fp16, so each weight is off by at most
+// 15 * |d*sc| * 2^-11 + |dmin*mn| * 2^-11, far below the half step
+// (d*sc / 2) that requantizing the dequantized values could cost.
+TEST(Pack, Q4_KToInt4KeepsCodesAndRoundsOnlyScales) {
+  for (const auto& [n_out, n_in] : {std::pair{1, 256}, {13, 512}, {24, 1024}}) {
+    const auto src = random_q4_k(n_out, n_in, uint32_t(n_out + n_in));
+    const PackedMatrix w =
+        pack_matrix(DType::Q4_K, src.data(), n_out, n_in, default_format_for(DType::Q4_K));
+    ASSERT_EQ(w.format, WeightFormat::Int4Asym);
+    std::vector<float> want(static_cast<size_t>(n_in)), got(static_cast<size_t>(n_in));
+    for (int r = 0; r < n_out; ++r) {
+      const block::Q4_K* row = src.data() + size_t(r) * (n_in / 256);
+      dequantize_row(DType::Q4_K, row, want.data(), n_in);
+      unpack_row(w, r, got.data());
+      for (int k = 0; k < n_in; ++k) {
+        const block::Q4_K& sb = row[k / 256];
+        uint8_t sc, mn;
+        block::k_scale_min(sb.scales, (k % 256) / 32, &sc, &mn);
+        uint16_t h;
+        std::memcpy(&h, sb.d, 2);
+        const float ds = fp16_to_f32(h) * sc;
+        std::memcpy(&h, sb.dmin, 2);
+        const float dm = fp16_to_f32(h) * mn;
+        const float bound = (15.0f * ds + dm) * 0x1.0p-11f * 1.01f + 1e-9f;
+        ASSERT_NEAR(got[size_t(k)], want[size_t(k)], bound) << "row " << r << " k " << k;
+      }
+    }
+  }
+}
+
+// Q5_K and Q6_K go to int8 (their 5- and 6-bit codes do not fit int4): the
+// per-32 requantization adds at most half an int8 step (amax / 254) per
+// weight, a small fraction of the sources' own steps.
+TEST(Pack, Q5_KAndQ6_KToInt8StayWithinHalfAStep) {
+  const int n_out = 5, n_in = 512;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (DType type : {DType::Q5_K, DType::Q6_K}) {
+    const size_t rb = dtype_row_bytes(type, size_t(n_in));
+    std::vector<uint8_t> src(rb * n_out);
+    for (auto& b : src) b = uint8_t(byte(rng));
+    // Sane fp16 super-block scales (random bytes could be inf / NaN).
+    const size_t bb = dtype_traits(type).block_bytes;
+    for (size_t off = 0; off < src.size(); off += bb) {
+      const uint16_t d = f32_to_fp16(1e-3f);
+      if (type == DType::Q6_K) {
+        std::memcpy(&src[off + 208], &d, 2);
+      } else {
+        std::memcpy(&src[off], &d, 2);
+        std::memcpy(&src[off + 2], &d, 2);
+      }
+    }
+    ASSERT_EQ(default_format_for(type), WeightFormat::Int8Sym);
+    const PackedMatrix w = pack_matrix(type, src.data(), n_out, n_in, WeightFormat::Int8Sym);
+    std::vector<float> want(static_cast<size_t>(n_in)), got(static_cast<size_t>(n_in));
+    for (int r = 0; r < n_out; ++r) {
+      dequantize_row(type, src.data() + rb * r, want.data(), n_in);
+      unpack_row(w, r, got.data());
+      for (int g = 0; g < n_in / kGroup; ++g) {
+        float amax = 0;
+        for (int k = 0; k < kGroup; ++k) amax = std::max(amax, std::fabs(want[g * kGroup + k]));
+        for (int k = 0; k < kGroup; ++k) {
+          ASSERT_NEAR(got[g * kGroup + k], want[g * kGroup + k], amax / 254 * 1.01f + 1e-3f * amax)
+              << dtype_name(type) << " row " << r << " k " << g * kGroup + k;
         }
       }
     }

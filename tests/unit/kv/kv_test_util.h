@@ -35,6 +35,7 @@ inline float unit(uint64_t seed) {
 
 struct FakeModel {
   int n_layers = 3, n_kv_heads = 2, head_dim = 16, group = 2;
+  int window = 0;  // > 0: every layer is a sliding-window layer of this width
   int n_q() const { return n_kv_heads * group; }
   int kv_dim() const { return n_kv_heads * head_dim; }
 
@@ -145,7 +146,7 @@ inline void run_step(PagedKv& kv, const FakeModel& fm, std::vector<Job> jobs) {
       for (int i = 0; i < j.n; ++i) fm.q(j.c->ph[size_t(j.c->pos + i)], l, q.data() + i * row);
       for (int h = 0; h < fm.n_kv_heads; ++h) {
         kv.attend(j.c->seq, l, h, j.c->pos, j.n, fm.group, q.data() + h * fm.group * hd, row,
-                  o.data() + h * fm.group * hd, row);
+                  o.data() + h * fm.group * hd, row, fm.window);
       }
       for (int i = 0; i < j.n; ++i) {
         const int p = j.c->pos + i;
@@ -202,8 +203,9 @@ inline void plain_f16_outputs(const FakeModel& fm, Conv& c) {
       fm.q(c.ph[size_t(p)], l, q.data());
       for (int h = 0; h < fm.n_q(); ++h) {
         const int kvh = h / fm.group;
-        attention_f16_contiguous(q.data() + h * hd, K.data() + kvh * hd, V.data() + kvh * hd, p + 1,
-                                 hd, kvd,
+        const int lo = fm.window > 0 ? std::max(0, p + 1 - fm.window) : 0;  // window start
+        attention_f16_contiguous(q.data() + h * hd, K.data() + size_t(lo) * kvd + kvh * hd,
+                                 V.data() + size_t(lo) * kvd + kvh * hd, p + 1 - lo, hd, kvd,
                                  c.out.data() + (size_t(p) * fm.n_layers + l) * row + h * hd);
       }
       c.have[size_t(p) * fm.n_layers + l] = 1;

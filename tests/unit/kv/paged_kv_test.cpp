@@ -36,6 +36,46 @@ TEST(PagedKv, F16PagedEqualsPlainPathBitExact) {
   }
 }
 
+// Sliding-window layers (gemma3): a token attends only its last `window`
+// positions; windows shorter than, equal to and longer than a block, and
+// starting inside a block, equal the plain path over that range bit for bit.
+TEST(PagedKv, SlidingWindowEqualsPlainPathBitExact) {
+  FakeModel fm;
+  for (int window : {1, 5, 8, 9, 40}) {
+    fm.window = window;
+    for (int chunk : {1, 7, 100}) {
+      for (int B : {1, 8}) {
+        PagedKv kv(small_config(fm, KvType::F16, B, 200));
+        kv.set_kernels(scalar_attend_kernels());
+        Conv paged(fm, tokens(1, 100)), plain(fm, tokens(1, 100));
+        run_conv(kv, fm, paged, chunk);
+        plain_f16_outputs(fm, plain);
+        EXPECT_TRUE(same_outputs(fm, paged, plain, 0, 100))
+            << "window " << window << " chunk " << chunk << " B " << B;
+      }
+    }
+  }
+}
+
+// The fast kernels honour the window like the scalar ones, for every type.
+TEST(PagedKv, SlidingWindowKernelsAgree) {
+  FakeModel fm;
+  fm.window = 11;
+  for (KvType t : kTypes) {
+    PagedKv a(small_config(fm, t, 8, 64)), s(small_config(fm, t, 8, 64));
+    s.set_kernels(scalar_attend_kernels());
+    Conv ca(fm, tokens(2, 90)), cs(fm, tokens(2, 90));
+    run_conv(a, fm, ca, 13);
+    run_conv(s, fm, cs, 90);
+    for (int p = 0; p < 90; ++p) {
+      for (int l = 0; l < fm.n_layers; ++l) {
+        const auto x = ca.at(fm, p, l), y = cs.at(fm, p, l);
+        for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 1e-4f) << to_string(t);
+      }
+    }
+  }
+}
+
 TEST(PagedKv, ChunkingDoesNotChangeOutputsAndKernelsAgree) {
   const FakeModel fm;
   for (KvType t : kTypes) {

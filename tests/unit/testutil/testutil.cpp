@@ -25,6 +25,11 @@ std::string default_model_path() {
   return source_dir() + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
+std::string gemma3_model_path() {
+  if (const char* s = std::getenv("TERN_GEMMA3_MODEL")) return s;
+  return source_dir() + "/models/gemma-3-270m-it-Q4_K_M.gguf";
+}
+
 bool file_exists(const std::string& path) {
   return std::filesystem::exists(path);
 }

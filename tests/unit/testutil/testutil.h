@@ -8,6 +8,7 @@ namespace tern::test {
 std::string source_dir();
 std::string fixture_path(const std::string& name);  // tests/fixtures/<name>
 std::string default_model_path();                   // models/SmolLM2-135M-Instruct.Q4_1.gguf
+std::string gemma3_model_path();  // models/gemma-3-270m-it-Q4_K_M.gguf ($TERN_GEMMA3_MODEL)
 bool file_exists(const std::string& path);
 std::string temp_path(const std::string& name);  // a fresh path in a per-process temp dir
 
