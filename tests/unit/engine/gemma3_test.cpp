@@ -134,17 +134,18 @@ TEST_F(Gemma3, TokenizationMatchesLlamaCpp) {
   EXPECT_GT(n, 100);
 }
 
-// Perplexity within 1% of llama.cpp's on the same chunks; at ctx 1024 the
-// local layers' window cuts the context of the scored half.
+// Perplexity within 1% of llama.cpp's over the whole fixture text (the
+// issue's criterion: one 512-token chunk alone moves by about 1% with the
+// rounding order of the attention kernels); at ctx 1024 the local layers'
+// window cuts the context of the scored half.
 TEST_F(Gemma3, PerplexityWithinOnePercentOfLlamaCpp) {
   for (const char* ctx : {"512", "1024"}) {
-    const auto& want = (*golden_)["perplexity"][ctx]["chunks"];
-    const auto got = perplexity(std::stoi(ctx), 1);
-    ASSERT_EQ(got.size(), 1u);
-    const double ref = want[0].get<double>();
-    EXPECT_NEAR(got[0], ref, 0.01 * ref) << "ctx " << ctx;
-    std::printf("gemma3 ppl ctx %s chunk 1: tern %.4f llama.cpp %.4f (%+.2f%%)\n", ctx, got[0], ref,
-                100.0 * (got[0] / ref - 1.0));
+    const double ref = (*golden_)["perplexity"][ctx]["final"].get<double>();
+    const auto got = perplexity(std::stoi(ctx), 1 << 20);
+    ASSERT_EQ(got.size(), (*golden_)["perplexity"][ctx]["chunks"].size());
+    EXPECT_NEAR(got.back(), ref, 0.01 * ref) << "ctx " << ctx;
+    std::printf("gemma3 ppl ctx %s, %zu chunks: tern %.4f llama.cpp %.4f (%+.2f%%)\n", ctx,
+                got.size(), got.back(), ref, 100.0 * (got.back() / ref - 1.0));
   }
 }
 

@@ -338,7 +338,7 @@ TEST(KvAttend, TileRowsAreBitIdenticalToRowsAlone) {
     for (KvType t : kTypes) {
       const AttendTileFn tile = K->tile_for_type(t);
       if (!tile) continue;
-      for (int hd : {64, 40, 18, 128}) {
+      for (int hd : {64, 40, 18, 128, 256}) {
         const Blocks b(t, hd, 32, 90, 7 + hd);
         for (int nr : {1, 3, 17, kMaxTileRows}) {
           std::mt19937 rng(uint32_t(nr * 31 + hd));

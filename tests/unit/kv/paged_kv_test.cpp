@@ -67,10 +67,12 @@ TEST(PagedKv, SlidingWindowKernelsAgree) {
     Conv ca(fm, tokens(2, 90)), cs(fm, tokens(2, 90));
     run_conv(a, fm, ca, 13);
     run_conv(s, fm, cs, 90);
+    const bool bf16 = std::string(a.kernel_isa()) == "avx512" && t != KvType::F16;  // see below
     for (int p = 0; p < 90; ++p) {
       for (int l = 0; l < fm.n_layers; ++l) {
         const auto x = ca.at(fm, p, l), y = cs.at(fm, p, l);
-        for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], 1e-4f) << to_string(t);
+        for (size_t i = 0; i < x.size(); ++i)
+          ASSERT_NEAR(x[i], y[i], bf16 ? 1e-2f : 1e-4f) << to_string(t);
       }
     }
   }
