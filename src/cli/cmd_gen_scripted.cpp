@@ -16,39 +16,12 @@
 #include "tern/core/error.h"
 #include "tern/gguf/gguf_writer.h"
 #include "tern/kernels/dequant.h"
+#include "tern/tokenizer/tokenizer.h"
 
 namespace tern::cli {
 namespace {
 
 constexpr int kDim = 64;  // n_embd: at most 63 script tokens besides the start
-
-bool gpt2_printable(int b) {
-  return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-}
-
-// GPT-2's byte-to-unicode map, as UTF-8.
-std::string byte_char(int b) {
-  int cp = b;
-  if (!gpt2_printable(b)) {
-    int n = 0;
-    for (int x = 0; x < b; ++x) n += !gpt2_printable(x);
-    cp = 256 + n;
-  }
-  std::string s;
-  if (cp < 0x80) {
-    s += char(cp);
-  } else {
-    s += char(0xc0 | (cp >> 6));
-    s += char(0x80 | (cp & 0x3f));
-  }
-  return s;
-}
-
-std::string byte_level(std::string_view text) {
-  std::string s;
-  for (unsigned char c : text) s += byte_char(c);
-  return s;
-}
 
 std::vector<std::string> split_script(const std::string& script) {
   std::vector<std::string> out;
@@ -81,20 +54,20 @@ void write_scripted_model(const std::string& script, const std::string& path) {
   std::vector<std::string> toks = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
   std::vector<int32_t> types = {3, 3, 3};
   for (int b = 0; b < 256; ++b) {
-    toks.push_back(byte_char(b));
+    toks.push_back(byte_level_spelling(std::string(1, char(b))));
     types.push_back(1);
   }
   auto find = [&](const std::string& t) {
     auto it = std::find(toks.begin(), toks.end(), t);
     return it == toks.end() ? -1 : int(it - toks.begin());
   };
-  const int start = find(byte_level("\n"));  // the generation prompt ends "assistant\n"
+  const int start = find(byte_level_spelling("\n"));  // the generation prompt ends "assistant\n"
   std::vector<int> chain = {start};
   for (const std::string& raw : split_script(script)) {
     const std::string t = unescape(raw);
     if (t.empty()) throw InvalidArgument("--script: empty token (two '|' in a row?)");
     const bool added = t.size() > 2 && t.front() == '<' && t.back() == '>';
-    const std::string spelled = added ? t : byte_level(t);
+    const std::string spelled = added ? t : byte_level_spelling(t);
     int id = find(spelled);
     if (id < 0) {
       id = int(toks.size());

@@ -124,13 +124,7 @@ void decode_block(const uint8_t* base, size_t row_bytes, int n, int n8, int hd, 
   for (int t = n; t < n8; ++t) std::fill_n(out + size_t(t) * size_t(hd8), hd8, 0.0f);
 }
 
-// Eight vectors -> one vector of their horizontal sums, in a fixed order.
-inline __m256 reduce8(const __m256* a) {
-  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
+#include "kv_tile_scores.inl"
 
 // acc[0, 8*S) (S strips of 8 dims; the last one may be partial: `last` dims)
 // = acc * corr + sum_t p[t] vf[t].
@@ -183,38 +177,14 @@ void attend_tile_avx2(const KvLayout& L, const HeadBlock& hb, int nr, const int*
     std::fill(ks + n_max, ks + n8, 1.0f);
   }
   const float v_unit = VT == KvType::Int8Fp8 ? 256.0f : 1.0f;  // fp8 rows decode as value / 256
-  const float inf = std::numeric_limits<float>::infinity();
   for (int r = 0; r < nr; ++r) {
     const int n = n_tok[r];
     if (n <= 0) continue;
     std::copy_n(q[r], hd, qp);
     std::fill(qp + hd, qp + hd8, 0.0f);
     const int np = (n + 7) & ~7;
-    __m256 mx = _mm256_set1_ps(-inf);
-    for (int k0 = 0; k0 < np; k0 += 8) {
-      __m256 a[8];
-      for (int i = 0; i < 8; ++i) a[i] = _mm256_setzero_ps();
-      const float* kr = kf + size_t(k0) * size_t(hd8);
-      for (int j = 0; j < hd8; j += 8) {
-        const __m256 qv = _mm256_loadu_ps(qp + j);
-        for (int i = 0; i < 8; ++i)
-          a[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + size_t(i) * size_t(hd8) + j), a[i]);
-      }
-      __m256 sv = reduce8(a);
-      if constexpr (T != KvType::F16) sv = _mm256_mul_ps(sv, _mm256_loadu_ps(ks + k0));
-      if (k0 + 8 > n) {  // the causal edge: keys the row may not see score -inf
-        const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(
-            _mm256_set1_epi32(n - k0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-        sv = _mm256_blendv_ps(_mm256_set1_ps(-inf), sv, keep);
-      }
-      mx = _mm256_max_ps(mx, sv);
-      _mm256_storeu_ps(s + k0, sv);
-    }
-    // Block max (exact in any order), rescale, exps.
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const float m_new = std::max(m_io[r], _mm_cvtss_f32(m4));
+    const float m_new =
+        std::max(m_io[r], tile_scores(qp, kf, T != KvType::F16 ? ks : nullptr, hd8, n, s));
     const float corr = std::exp(m_io[r] - m_new);
     const __m256 mv = _mm256_set1_ps(m_new);
     __m256 sum = _mm256_setzero_ps();

@@ -88,13 +88,7 @@ void stage_keys(const KvLayout& L, const HeadBlock& hb, int n, int n8, int hd, i
   }
 }
 
-// Eight vectors -> one vector of their horizontal sums, in a fixed order.
-inline __m256 reduce8(const __m256* a) {
-  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
-}
+#include "kv_tile_scores.inl"
 
 // 16 values of a row (dims j.., `mask` of them valid, the rest 0) as fp32.
 template <KvType T>
@@ -177,7 +171,6 @@ void attend_tile_avx512(const KvLayout& L, const HeadBlock& hb, int nr, const in
   Buffers& B = buffers(size_t(n8), size_t(hd));
   stage_keys<T>(L, hb, n_max, n8, hd, hd8, B);
   stage_values<T>(L, hb, n_max, n8, hd, hd16, B);
-  const float inf = std::numeric_limits<float>::infinity();
   float* s = B.s.data();
   for (int r = 0; r < nr; ++r) {
     const int n = n_tok[r];
@@ -185,29 +178,8 @@ void attend_tile_avx512(const KvLayout& L, const HeadBlock& hb, int nr, const in
     std::copy_n(q[r], hd, B.q.data());
     std::fill(B.q.begin() + hd, B.q.begin() + hd8, 0.0f);
     const int np = (n + 7) & ~7;
-    __m256 mx = _mm256_set1_ps(-inf);
-    for (int k0 = 0; k0 < np; k0 += 8) {
-      __m256 a[8];
-      for (int i = 0; i < 8; ++i) a[i] = _mm256_setzero_ps();
-      const float* kr = B.k.data() + size_t(k0) * size_t(hd8);
-      for (int j = 0; j < hd8; j += 8) {
-        const __m256 qv = _mm256_loadu_ps(B.q.data() + j);
-        for (int i = 0; i < 8; ++i)
-          a[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + size_t(i) * size_t(hd8) + j), a[i]);
-      }
-      __m256 sv = _mm256_mul_ps(reduce8(a), _mm256_loadu_ps(B.kscale.data() + k0));
-      if (k0 + 8 > n) {
-        const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(
-            _mm256_set1_epi32(n - k0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-        sv = _mm256_blendv_ps(_mm256_set1_ps(-inf), sv, keep);
-      }
-      mx = _mm256_max_ps(mx, sv);
-      _mm256_storeu_ps(s + k0, sv);
-    }
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const float m_new = std::max(m_io[r], _mm_cvtss_f32(m4));
+    const float m_new =
+        std::max(m_io[r], tile_scores(B.q.data(), B.k.data(), B.kscale.data(), hd8, n, s));
     const float corr = std::exp(m_io[r] - m_new);
     const __m256 mv = _mm256_set1_ps(m_new);
     for (int t = 0; t < np; t += 8)

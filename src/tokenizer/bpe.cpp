@@ -10,6 +10,7 @@
 #include <array>
 #include <queue>
 
+#include "tern/tokenizer/tokenizer.h"
 #include "tern/tokenizer/unicode.h"
 #include "vocab.h"
 
@@ -167,3 +168,13 @@ std::string bpe_decode_text(std::string_view token_text) {
 }
 
 }  // namespace tern::detail
+
+namespace tern {
+
+std::string byte_level_spelling(std::string_view bytes) {
+  std::string out;
+  for (unsigned char b : bytes) unicode::append_utf8(out, detail::kByteToCp[b]);
+  return out;
+}
+
+}  // namespace tern

@@ -59,6 +59,11 @@ enum class TokenType : int32_t {
   kByte = 6,
 };
 
+// How a byte-level BPE ("gpt2") vocabulary spells these bytes: GPT-2's
+// bytes_to_unicode map (printable Latin-1 as itself, other bytes from U+0100),
+// as UTF-8. For writing vocabularies (test and scripted models).
+std::string byte_level_spelling(std::string_view bytes);
+
 class Tokenizer {
  public:
   // Reads tokenizer.ggml.*; throws FormatError naming the file and what is

@@ -5,6 +5,7 @@
 
 #include "tern/gguf/gguf.h"
 #include "tern/kernels/dequant.h"
+#include "tern/tokenizer/tokenizer.h"
 #include "testutil.h"
 
 namespace tern::test {
@@ -15,27 +16,6 @@ std::vector<float> randn(std::mt19937& rng, size_t n, float scale) {
   std::vector<float> v(n);
   for (auto& x : v) x = dist(rng);
   return v;
-}
-
-// The GPT-2 byte-to-unicode map: printable bytes map to themselves, the rest
-// to code points from U+0100 up.
-std::string byte_token(int b) {
-  int cp = b;
-  if (!((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255))) {
-    int n = 0;
-    for (int x = 0; x < b; ++x) {
-      if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255))) ++n;
-    }
-    cp = 256 + n;
-  }
-  std::string s;
-  if (cp < 0x80) {
-    s += char(cp);
-  } else {
-    s += char(0xc0 | (cp >> 6));
-    s += char(0x80 | (cp & 0x3f));
-  }
-  return s;
 }
 
 }  // namespace
@@ -61,7 +41,7 @@ std::string write_tiny_model(const TinyModelSpec& s, const std::string& name) {
     std::vector<std::string> toks = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
     std::vector<int32_t> types = {3, 3, 3};
     for (int b = 0; int(toks.size()) < s.n_vocab && b < 256; ++b) {
-      toks.push_back(byte_token(b));
+      toks.push_back(byte_level_spelling(std::string(1, char(b))));
       types.push_back(1);
     }
     w.set_string("tokenizer.ggml.model", "gpt2");
