@@ -74,6 +74,13 @@ void add_serve_command(CLI::App& app) {
                   "long prompt); 0: always the full --step-tokens")
       ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
+  cmd->add_option("--session-ttl", o->sched.session_ttl_s,
+                  "seconds a session's last-turn KV stays pinned in DRAM after the request ends "
+                  "(session key: X-Session-Id header, the `user` field, or the WebSocket "
+                  "connection); pinned blocks are evicted only after every unpinned one, to "
+                  "flash first; 0: no pinning")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   cmd->add_option("--kv-tokens", o->sched.kv_tokens,
                   "admit while KV tokens in use fit this (0: no limit)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40))

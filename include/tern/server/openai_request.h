@@ -31,7 +31,13 @@ struct GenerationRequest {
   int n = 1;                           // choices, 1..kMaxChoices
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // Session key: the `user` field, or the X-Session-Id header (which wins).
+  // Non-empty: the request's KV stays pinned after it ends (--session-ttl).
+  std::string session;
 };
+
+// Longest session key accepted (X-Session-Id, `user`).
+inline constexpr size_t kMaxSessionKey = 256;
 
 // What a parser does with a field it does not know. Ignore (the default): the
 // field is skipped and a warning is logged the first time the process sees
