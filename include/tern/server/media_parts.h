@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tern/core/sha256.h"
+#include "tern/server/api_error.h"
 #include "tern/server/media_options.h"
 #include "tern/vision/embedding_cache.h"
 #include "tern/vision/media_source.h"
