@@ -20,5 +20,6 @@ void add_gen_mmproj_command(CLI::App& app);    // cmd_gen_mmproj.cpp
 void add_gen_scripted_command(CLI::App& app);  // cmd_gen_scripted.cpp
 void add_encode_image_command(CLI::App& app);  // cmd_encode_image.cpp
 void add_gen_arch_command(CLI::App& app);      // cmd_gen_arch.cpp
+void add_gen_lora_command(CLI::App& app);      // cmd_gen_arch.cpp
 
 }  // namespace tern::cli

@@ -106,10 +106,10 @@ std::vector<std::string> gen_arch_cases() {
   return v;
 }
 
-void copy_tokenizer_keys(const gguf::GgufFile& src, gguf::GgufWriter& w) {
+void copy_keys(const gguf::GgufFile& src, gguf::GgufWriter& w, std::string_view prefix) {
   using gguf::ValueType;
   for (const std::string& key : src.keys()) {
-    if (key.rfind("tokenizer.", 0) != 0) continue;
+    if (!key.starts_with(prefix) || key == "general.alignment") continue;
     const gguf::MetaValue& v = src.value(key);
     switch (v.type) {
       case ValueType::STRING:
@@ -142,7 +142,7 @@ void copy_tokenizer_keys(const gguf::GgufFile& src, gguf::GgufWriter& w) {
         }
         break;
       default:
-        throw FormatError(src.path() + ": cannot copy tokenizer key " + key);
+        throw FormatError(src.path() + ": cannot copy key " + key);
     }
   }
 }
@@ -179,7 +179,7 @@ GenArchResult generate_arch_model(const std::string& arch_case, uint64_t seed,
       throw InvalidArgument(tokenizer->path() + ": tokenizer has " + std::to_string(n) +
                             " tokens, the generator needs " + std::to_string(kGenArchVocab));
     }
-    copy_tokenizer_keys(*tokenizer, w);
+    copy_keys(*tokenizer, w, "tokenizer.");
   }
 
   // Linear weights and embeddings in Q8_0 (both engines read them exactly);

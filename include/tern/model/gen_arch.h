@@ -6,9 +6,11 @@
 // architecture means one entry in gen_arch.cpp's table.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tern/gguf/gguf_writer.h"
+#include "tern/model/lora.h"
 
 namespace tern {
 
@@ -38,8 +40,22 @@ std::vector<std::string> gen_arch_cases();
 GenArchResult generate_arch_model(const std::string& arch_case, uint64_t seed,
                                   const gguf::GgufFile* tokenizer);
 
-// Copies every tokenizer.* key of src into w (scalars, strings and arrays).
-void copy_tokenizer_keys(const gguf::GgufFile& src, gguf::GgufWriter& w);
+// Copies every key of src that starts with `prefix` into w (scalars, strings
+// and arrays; integers as u32 / i32).
+void copy_keys(const gguf::GgufFile& src, gguf::GgufWriter& w, std::string_view prefix);
+
+struct GenLoraOptions {
+  int rank = 16;
+  uint64_t seed = 1;
+  float alpha = 0;         // adapter.lora.alpha; 0: 2 * rank (scale 2)
+  float strength = 0.15f;  // RMS of the low-rank term relative to the base layer's output
+  std::vector<LoraSlot> slots = {LoraSlot::Q,    LoraSlot::K,  LoraSlot::V,   LoraSlot::O,
+                                 LoraSlot::Gate, LoraSlot::Up, LoraSlot::Down};
+};
+
+// A random LoRA adapter for every layer of `base` on o.slots, in llama.cpp's
+// adapter format (F32 A and B). weights_sha256 covers A and B.
+GenArchResult generate_lora(const gguf::GgufFile& base, const GenLoraOptions& o);
 
 // Deterministic N(0, 1) samples from a 64-bit seed (splitmix64 + Box-Muller).
 class SeededNormal {

@@ -1,0 +1,87 @@
+#pragma once
+// LoRA adapters in llama.cpp's GGUF adapter format, applied per batch row
+// beside the base weights (which are never copied or changed).
+//
+// File: general.type = "adapter", adapter.type = "lora", adapter.lora.alpha
+// (f32), general.architecture = the base's; for any of a layer's linear
+// weights <base name>.lora_a (ggml dims {n_in, rank}: rank rows of n_in) and
+// <base name>.lora_b ({rank, n_out}: n_out rows of rank). A layer's output
+// becomes y = W x + s B (A x) with s = scale * alpha / rank (scale * 1 when
+// alpha is 0), as llama.cpp computes it; A.B is never formed.
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tern/model/config.h"
+
+namespace tern {
+
+class TaskPool;
+constexpr int kMaxLoraRank = 512;
+
+// The linear layers an adapter may touch, in a layer's order.
+enum class LoraSlot : uint8_t { Q, K, V, O, Gate, Up, Down };
+constexpr int kLoraSlots = 7;
+const char* lora_slot_tensor(LoraSlot s);  // "attn_q", ... "ffn_down"
+
+struct LoraMatrix {
+  int rank = 0, n_in = 0, n_out = 0;
+  std::vector<float> a;  // (rank, n_in)
+  std::vector<float> b;  // (n_out, rank)
+  bool empty() const { return rank == 0; }
+};
+
+class LoraAdapter {
+ public:
+  // Reads and validates `path` against the base model's config. Throws
+  // FormatError naming the file and the offending tensor or key: not a LoRA
+  // adapter, another architecture, a tensor that is not a supported linear
+  // layer, a lone lora_a/lora_b, a shape that does not fit the base, or
+  // non-finite values.
+  static std::shared_ptr<const LoraAdapter> load(const std::string& path, const ModelConfig& base);
+
+  const std::string& path() const { return path_; }
+  float alpha() const { return alpha_; }
+  // SHA-256 of the file's bytes: the adapter's identity in the prefix cache.
+  const std::array<uint8_t, 32>& digest() const { return digest_; }
+  int n_matrices() const { return n_matrices_; }
+  int max_rank() const { return max_rank_; }
+  // nullptr when the adapter leaves that layer's weight alone.
+  const LoraMatrix* get(int layer, LoraSlot s) const {
+    const LoraMatrix& m = layers_[size_t(layer)][size_t(s)];
+    return m.empty() ? nullptr : &m;
+  }
+  float scale(const LoraMatrix& m, float user_scale) const {
+    return alpha_ != 0.0f ? user_scale * alpha_ / float(m.rank) : user_scale;
+  }
+
+ private:
+  std::string path_;
+  float alpha_ = 0;
+  std::array<uint8_t, 32> digest_{};
+  int n_matrices_ = 0, max_rank_ = 0;
+  std::vector<std::array<LoraMatrix, kLoraSlots>> layers_;  // (n_layers, slot)
+};
+
+// What a batch entry runs with: an adapter and its scale (no adapter: base).
+struct LoraSelection {
+  std::shared_ptr<const LoraAdapter> adapter;
+  float scale = 1.0f;
+  explicit operator bool() const { return adapter != nullptr && scale != 0.0f; }
+};
+
+// Rows t0..t0+n of a batch that run one adapter on one linear layer.
+struct LoraRun {
+  const LoraMatrix* m;
+  float scale;  // the adapter's scale for m (alpha / rank folded in)
+  int t0, n;
+};
+
+// For every run's rows t: y[t] (n_out) += scale * B (A x[t]), with x (T, n_in)
+// and y (T, n_out) the layer's input and base output. Runs share m's shape.
+void lora_add_rows(std::span<const LoraRun> runs, const float* x, float* y, TaskPool& pool);
+
+}  // namespace tern

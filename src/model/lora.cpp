@@ -1,0 +1,169 @@
+// Loading LoRA adapters (llama.cpp's GGUF adapter format) and adding their
+// low-rank terms to a batch's rows.
+#include "tern/model/lora.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "tern/core/error.h"
+#include "tern/core/sha256.h"
+#include "tern/core/task_pool.h"
+#include "tern/gguf/gguf.h"
+#include "tern/kernels/dequant.h"
+
+namespace tern {
+namespace {
+
+constexpr const char* kSlotTensor[kLoraSlots] = {"attn_q",   "attn_k", "attn_v",  "attn_output",
+                                                 "ffn_gate", "ffn_up", "ffn_down"};
+
+// (n_out, n_in) of a slot's base weight.
+std::pair<int, int> slot_shape(const ModelConfig& c, LoraSlot s) {
+  switch (s) {
+    case LoraSlot::Q:
+      return {c.q_dim(), c.d_model};
+    case LoraSlot::K:
+    case LoraSlot::V:
+      return {c.kv_dim(), c.d_model};
+    case LoraSlot::O:
+      return {c.d_model, c.q_dim()};
+    case LoraSlot::Gate:
+    case LoraSlot::Up:
+      return {c.d_ff, c.d_model};
+    case LoraSlot::Down:
+      return {c.d_model, c.d_ff};
+  }
+  return {0, 0};
+}
+
+// "blk.<layer>.<slot tensor>.weight" -> (layer, slot); false for anything else.
+bool parse_base_name(const std::string& name, int& layer, LoraSlot& slot) {
+  int l = -1, end = 0;
+  if (std::sscanf(name.c_str(), "blk.%d.%n", &l, &end) != 1 || end == 0 || l < 0) return false;
+  const std::string rest = name.substr(size_t(end));
+  for (int s = 0; s < kLoraSlots; ++s) {
+    if (rest == std::string(kSlotTensor[s]) + ".weight") {
+      layer = l;
+      slot = LoraSlot(s);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<float> read_f32(const gguf::TensorInfo& t, const std::string& path) {
+  if (!kernels::can_dequantize(t.type)) {
+    throw FormatError(path + ": tensor '" + t.name + "' has unsupported type " +
+                      std::string(dtype_name(t.type)));
+  }
+  std::vector<float> v(size_t(t.n_elements()));
+  kernels::dequantize_row(t.type, t.data, v.data(), t.n_elements());
+  for (float x : v) {
+    if (!std::isfinite(x)) throw FormatError(path + ": tensor '" + t.name + "' holds NaN or inf");
+  }
+  return v;
+}
+
+}  // namespace
+
+const char* lora_slot_tensor(LoraSlot s) {
+  return kSlotTensor[int(s)];
+}
+
+std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path,
+                                                     const ModelConfig& base) {
+  const gguf::GgufFile f = gguf::GgufFile::open(path);
+  auto fail = [&](const std::string& what) { return FormatError(path + ": " + what); };
+  if (f.get_string_or("general.type", "") != "adapter" ||
+      f.get_string_or("adapter.type", "") != "lora") {
+    throw fail("not a LoRA adapter (general.type must be 'adapter', adapter.type 'lora')");
+  }
+  const std::string arch = f.get_string_or("general.architecture", "");
+  if (arch != base.arch) {
+    throw fail("adapter is for architecture '" + arch + "', the model is '" + base.arch + "'");
+  }
+  auto ad = std::make_shared<LoraAdapter>();
+  ad->path_ = path;
+  ad->alpha_ = f.get_f32_or("adapter.lora.alpha", 0.0f);
+  if (!std::isfinite(ad->alpha_)) throw fail("adapter.lora.alpha is not finite");
+  ad->layers_.resize(size_t(base.n_layers));
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    const bool is_a = t.name.ends_with(".lora_a"), is_b = t.name.ends_with(".lora_b");
+    if (!is_a && !is_b) throw fail("tensor '" + t.name + "' is not a .lora_a or .lora_b tensor");
+    const std::string base_name = t.name.substr(0, t.name.size() - 7);
+    int layer = 0;
+    LoraSlot slot{};
+    if (!parse_base_name(base_name, layer, slot)) {
+      throw fail("tensor '" + t.name +
+                 "': adapters apply to a layer's attention and FFN weights "
+                 "(blk.N.attn_q/attn_k/attn_v/attn_output/ffn_gate/ffn_up/ffn_down.weight)");
+    }
+    if (layer >= base.n_layers) {
+      throw fail("tensor '" + t.name + "': the model has " + std::to_string(base.n_layers) +
+                 " layers");
+    }
+    if (!is_a) continue;  // read with its lora_a
+    const gguf::TensorInfo* tb = f.find_tensor(base_name + ".lora_b");
+    if (!tb) throw fail("tensor '" + t.name + "' has no matching '" + base_name + ".lora_b'");
+    const auto [n_out, n_in] = slot_shape(base, slot);
+    const int64_t rank = t.dims.size() == 2 ? t.dims[1] : 0;
+    if (t.dims.size() != 2 || t.dims[0] != n_in || rank < 1 || rank > kMaxLoraRank) {
+      throw fail("tensor '" + t.name + "' must have shape [" + std::to_string(n_in) +
+                 ", rank <= " + std::to_string(kMaxLoraRank) + "] for this model");
+    }
+    if (tb->dims != std::vector<int64_t>{rank, n_out}) {
+      throw fail("tensor '" + tb->name + "' must have shape [" + std::to_string(rank) + ", " +
+                 std::to_string(n_out) + "] for this model and its lora_a");
+    }
+    LoraMatrix& m = ad->layers_[size_t(layer)][size_t(slot)];
+    m = {int(rank), n_in, n_out, read_f32(t, path), read_f32(*tb, path)};
+    ++ad->n_matrices_;
+    ad->max_rank_ = std::max(ad->max_rank_, m.rank);
+  }
+  for (const gguf::TensorInfo& t : f.tensors()) {  // every lora_b has its lora_a
+    if (t.name.ends_with(".lora_b") &&
+        !f.find_tensor(t.name.substr(0, t.name.size() - 7) + ".lora_a")) {
+      throw fail("tensor '" + t.name + "' has no matching lora_a");
+    }
+  }
+  if (ad->n_matrices_ == 0) throw fail("adapter has no lora_a/lora_b tensors");
+  const auto bytes = f.file_bytes();
+  ad->digest_ = sha256(bytes.data(), bytes.size());
+  return ad;
+}
+
+void lora_add_rows(std::span<const LoraRun> runs, const float* x, float* y, TaskPool& pool) {
+  int64_t rows = 0;
+  for (const LoraRun& r : runs) rows += r.n;
+  if (rows == 0) return;
+  const LoraMatrix& m0 = *runs[0].m;
+  const int grain = std::max<int64_t>(1, 16384 / (int64_t(m0.rank) * (m0.n_in + m0.n_out)));
+  pool.parallel_for(rows, grain, [&](int64_t begin, int64_t end, int) {
+    size_t ri = 0;
+    int64_t first = 0;  // runs[ri]'s first row among all rows
+    for (int64_t k = begin; k < end; ++k) {
+      while (k >= first + runs[ri].n) first += runs[ri++].n;
+      const LoraRun& run = runs[ri];
+      const LoraMatrix& m = *run.m;
+      const int t = run.t0 + int(k - first);
+      const float* xr = x + size_t(t) * size_t(m.n_in);
+      float* yr = y + size_t(t) * size_t(m.n_out);
+      float u[kMaxLoraRank];  // u = A x (rank)
+      for (int r = 0; r < m.rank; ++r) {
+        const float* ar = m.a.data() + size_t(r) * size_t(m.n_in);
+        float s = 0;
+        for (int i = 0; i < m.n_in; ++i) s += ar[i] * xr[i];
+        u[r] = s * run.scale;
+      }
+      for (int o = 0; o < m.n_out; ++o) {  // y += B u
+        const float* br = m.b.data() + size_t(o) * size_t(m.rank);
+        float s = 0;
+        for (int r = 0; r < m.rank; ++r) s += br[r] * u[r];
+        yr[o] += s;
+      }
+    }
+  });
+}
+
+}  // namespace tern
