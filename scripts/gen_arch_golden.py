@@ -20,8 +20,10 @@ The test (tests/unit/engine/arch_oracle_test.cpp) regenerates each file from
 its seed, checks the weights' SHA-256, and holds tern's error against the
 fp64 logits to llama.cpp's.
 
-With --lora it also records, for the llama case, llama.cpp with `--lora` on
-an adapter from `tern gen-lora` (key "lora").
+With --lora it also records, for the LORA_CASES, llama.cpp with a LoRA adapter
+(llama_adapter_lora_init, as `--lora-scaled FILE 0.75` does) from
+`tern gen-lora --rank 16 --seed 7` on q/k/v/o/gate/up/down of every layer, and
+the fp64 reference with y = W x + scale * alpha / rank * B (A x) (key "lora").
 
 Usage: PYTHONPATH=$PEER/src/gguf-py .venv/bin/python scripts/gen_arch_golden.py
 """
@@ -43,6 +45,8 @@ PEER = os.environ.get("TERN_PEER_DIR",
                       os.path.expanduser("~/.cache/tern-peer/llama.cpp-11434.0.0"))
 CASES = ["llama", "llama3", "qwen2", "qwen3", "gemma3"]
 SEED = 1
+LORA_CASES = ("llama", "gemma3")  # --lora: adapter oracle on these cases
+LORA_SCALE = 0.75
 TEXT_PROMPTS = [
     "The capital of France is Paris, and the capital of Italy is",
     "def fibonacci(n):\n    if n < 2:\n        return n\n",
@@ -231,7 +235,7 @@ def record(model, lora_file, scale, prompts, tern, harness, tmp, lora=None):
     return recs
 
 
-def lora_tensors(path):
+def lora_tensors(path, scale):
     r = GGUFReader(path)
     f = {k: v.contents() for k, v in r.fields.items()}
     t = {x.name: x for x in r.tensors}
@@ -241,7 +245,7 @@ def lora_tensors(path):
             continue
         base = name[:-len(".weight.lora_a")]
         a, b = tensor_f64(t[name]), tensor_f64(t[base + ".weight.lora_b"])
-        out[base] = (a, b, float(f["adapter.lora.alpha"]) / a.shape[0])
+        out[base] = (a, b, scale * float(f["adapter.lora.alpha"]) / a.shape[0])
     return out
 
 
@@ -250,7 +254,7 @@ def main():
     ap.add_argument("--tern", default=os.path.join(ROOT, "build/tern"))
     ap.add_argument("--out", default=os.path.join(ROOT, "tests/fixtures/arch_golden.json"))
     ap.add_argument("--cases", default=",".join(CASES))
-    ap.add_argument("--lora", action="store_true", help="also record the LoRA oracle (llama case)")
+    ap.add_argument("--lora", action="store_true", help="also record the LoRA oracle (LORA_CASES)")
     args = ap.parse_args()
     harness = run([os.path.join(ROOT, "scripts/oracle/build_llama_logits.sh")]).strip().splitlines()[-1]
     peer_info = open(os.path.join(PEER, "build/bin/PEER_INFO")).read().strip() \
@@ -278,14 +282,14 @@ def main():
             ref = Fp64Model(model, case)
             entry = {"seed": SEED, "weights_sha256": sha,
                      "prompts": record(model, None, 0, prompts, ref, harness, tmp)}
-            if args.lora and case == "llama":
+            if args.lora and case in LORA_CASES:
                 lf = os.path.join(tmp, "lora.gguf")
                 lline = run([args.tern, "gen-lora", "--base", model, "--rank", "16", "--seed", "7",
                              "--out", lf])
                 lsha = lline.split("sha256 ")[1].split()[0]
-                entry["lora"] = {"rank": 16, "seed": 7, "scale": 1.0, "sha256": lsha,
-                                 "prompts": record(model, lf, 1.0, prompts, ref, harness, tmp,
-                                                   lora_tensors(lf))}
+                entry["lora"] = {"rank": 16, "seed": 7, "scale": LORA_SCALE, "sha256": lsha,
+                                 "prompts": record(model, lf, LORA_SCALE, prompts, ref, harness,
+                                                   tmp, lora_tensors(lf, LORA_SCALE))}
             out["cases"][case] = entry
             print(case, "done", flush=True)
     with open(args.out, "w") as f:

@@ -94,42 +94,85 @@ void compare(const nlohmann::json& prompt, const StepOutput& out, int entry, Err
 
 class ArchOracle : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(ArchOracle, LogitsMatchLlamaCppAndExactMath) {
-  const std::string arch = GetParam();
-  const auto& g = golden()["cases"][arch];
-  ASSERT_FALSE(g.is_null()) << arch << " is missing from arch_golden.json";
+// A generated case's file on disk, loaded, with a KV cache for it.
+struct Loaded {
+  std::shared_ptr<const gguf::GgufFile> file;
+  TaskPool pool{2};
+  std::unique_ptr<Model> model;
+  std::unique_ptr<kv::PagedKv> kv;
+};
+
+std::unique_ptr<Loaded> load_case(const std::string& arch, const nlohmann::json& g) {
   GenArchResult gen = generate_arch_model(arch, g["seed"].get<uint64_t>(), nullptr);
-  ASSERT_EQ(gen.weights_sha256, g["weights_sha256"].get<std::string>())
+  EXPECT_EQ(gen.weights_sha256, g["weights_sha256"].get<std::string>())
       << arch << ": the generator no longer makes the file llama.cpp ran on";
   const std::string path = test::temp_path("arch-" + arch + ".gguf");
   gen.writer.write(path);
-  auto file = std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(path));
-  TaskPool pool(2);
-  auto model = Model::load(file, {}, pool);
-  kv::PagedKv kv(kv_config(model->config()));
+  auto l = std::make_unique<Loaded>();
+  l->file = std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(path));
+  l->model = Model::load(l->file, {}, l->pool);
+  l->kv = std::make_unique<kv::PagedKv>(kv_config(l->model->config()));
+  return l;
+}
 
+// Runs every fixture prompt (all positions' logits) and holds tern's error
+// against the exact logits to llama.cpp's.
+void check_prompts(Loaded& l, const nlohmann::json& prompts, const LoraSelection& lora,
+                   const std::string& what) {
   Errors e;
-  for (const auto& p : g["prompts"]) {
+  for (const auto& p : prompts) {
     const auto ids = p["prompt_ids"].get<std::vector<int32_t>>();
-    const SeqId s = kv.create();
+    const SeqId s = l.kv->create();
     Batch b;
-    b.entries = {{s, ids, LogitsMode::All}};
+    b.entries = {{s, ids, LogitsMode::All, lora}};
     StepOutput out;
-    model->forward(b, kv, out, pool);
-    kv.release(s);
-    compare(p, out, 0, e, arch);
+    l.model->forward(b, *l.kv, out, l.pool);
+    l.kv->release(s);
+    compare(p, out, 0, e, what);
   }
   const double rms_tern = std::sqrt(e.se_tern / double(e.n));
   const double rms_llama = std::sqrt(e.se_llama / double(e.n));
   std::printf(
-      "%-7s vs fp64: RMS tern %.4f, llama.cpp %.4f; max |tern - exact| %.4f, "
+      "%-12s vs fp64: RMS tern %.4f, llama.cpp %.4f; max |tern - exact| %.4f, "
       "max |tern - llama.cpp| %.4f; argmax = exact at %d / %d positions\n",
-      arch.c_str(), rms_tern, rms_llama, e.max_tern_exact, e.max_tern_llama, e.argmax_agree,
+      what.c_str(), rms_tern, rms_llama, e.max_tern_exact, e.max_tern_llama, e.argmax_agree,
       e.positions);
-  EXPECT_LT(rms_tern, 1.5 * rms_llama + 0.01) << arch;
+  EXPECT_LT(rms_tern, 1.5 * rms_llama + 0.01) << what;
+}
+
+TEST_P(ArchOracle, LogitsMatchLlamaCppAndExactMath) {
+  const std::string arch = GetParam();
+  const auto& g = golden()["cases"][arch];
+  ASSERT_FALSE(g.is_null()) << arch << " is missing from arch_golden.json";
+  auto l = load_case(arch, g);
+  check_prompts(*l, g["prompts"], {}, arch);
+}
+
+// The llama and gemma3 files with a generated LoRA adapter (rank 16 on every linear
+// layer) against llama.cpp with that adapter and the exact math with it.
+class LoraOracle : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LoraOracle, LogitsMatchLlamaCppAndExactMath) {
+  const std::string arch = GetParam();
+  const auto& g = golden()["cases"][arch];
+  ASSERT_TRUE(g.contains("lora")) << "run scripts/gen_arch_golden.py --lora";
+  const auto& lg = g["lora"];
+  auto l = load_case(arch, g);
+  GenLoraOptions o;
+  o.rank = lg["rank"].get<int>();
+  o.seed = lg["seed"].get<uint64_t>();
+  GenArchResult gen = generate_lora(*l->file, o);
+  ASSERT_EQ(gen.weights_sha256, lg["sha256"].get<std::string>());
+  const std::string path = test::temp_path("arch-lora-" + arch + ".gguf");
+  gen.writer.write(path);
+  const LoraSelection lora{LoraAdapter::load(path, l->model->config()), lg["scale"].get<float>()};
+  check_prompts(*l, lg["prompts"], lora, arch + "+lora");
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ArchOracle, ::testing::ValuesIn(gen_arch_cases()),
+                         [](const auto& info) { return info.param; });
+// The cases scripts/gen_arch_golden.py records with an adapter (LORA_CASES).
+INSTANTIATE_TEST_SUITE_P(Cases, LoraOracle, ::testing::Values("llama", "gemma3"),
                          [](const auto& info) { return info.param; });
 
 // Every generator case has its fixture entry (adding an architecture means
