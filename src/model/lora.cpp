@@ -133,6 +133,49 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path,
   return ad;
 }
 
+std::array<uint8_t, 32> lora_salt(const LoraSelection& sel) {
+  if (!sel) return {};
+  Sha256 h;
+  h.update("lora").update(sel.adapter->digest().data(), 32).update(&sel.scale, sizeof(float));
+  return h.finish();
+}
+
+std::shared_ptr<const LoraAdapter> LoraRegistry::load(const std::string& name,
+                                                      const std::string& path,
+                                                      const ModelConfig& base) {
+  const bool ok_name = !name.empty() && name.size() <= 64 &&
+                       name.find_first_not_of(
+                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                           "0123456789-_.") == std::string::npos;
+  if (!ok_name) {
+    throw InvalidArgument("adapter name '" + name +
+                          "' must be 1..64 letters, digits, '-', '_' or '.'");
+  }
+  if (find(name)) throw InvalidArgument("an adapter named '" + name + "' is already loaded");
+  auto ad = LoraAdapter::load(path, base);  // outside the lock: reads the file
+  std::lock_guard lock(mu_);
+  if (!by_name_.emplace(name, ad).second) {
+    throw InvalidArgument("an adapter named '" + name + "' is already loaded");
+  }
+  return ad;
+}
+
+bool LoraRegistry::remove(const std::string& name) {
+  std::lock_guard lock(mu_);
+  return by_name_.erase(name) > 0;
+}
+
+std::shared_ptr<const LoraAdapter> LoraRegistry::find(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> LoraRegistry::list() const {
+  std::lock_guard lock(mu_);
+  return {by_name_.begin(), by_name_.end()};
+}
+
 void lora_add_rows(std::span<const LoraRun> runs, const float* x, float* y, TaskPool& pool) {
   int64_t rows = 0;
   for (const LoraRun& r : runs) rows += r.n;

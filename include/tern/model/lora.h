@@ -10,7 +10,9 @@
 // alpha is 0), as llama.cpp computes it; A.B is never formed.
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -71,6 +73,31 @@ struct LoraSelection {
   std::shared_ptr<const LoraAdapter> adapter;
   float scale = 1.0f;
   explicit operator bool() const { return adapter != nullptr && scale != 0.0f; }
+};
+
+// The prefix cache's salt for a sequence run with `sel` (the chain root's
+// key): all zeros for the base model, else SHA-256 of the adapter file's
+// digest and the scale, so KV computed under one adapter (or scale) is never
+// reused under another.
+std::array<uint8_t, 32> lora_salt(const LoraSelection& sel);
+
+// The adapters a server holds, by name; thread-safe. Unloading drops the
+// registry's reference only: requests running with the adapter keep theirs
+// and finish on it.
+class LoraRegistry {
+ public:
+  // Loads `path` against `base` as `name` (letters, digits, '-', '_', '.';
+  // 1..64 characters). Throws InvalidArgument for a bad or taken name,
+  // FormatError / IoError for a bad file.
+  std::shared_ptr<const LoraAdapter> load(const std::string& name, const std::string& path,
+                                          const ModelConfig& base);
+  bool remove(const std::string& name);  // false when there was none
+  std::shared_ptr<const LoraAdapter> find(const std::string& name) const;  // nullptr if none
+  std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> list() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const LoraAdapter>> by_name_;
 };
 
 // Rows t0..t0+n of a batch that run one adapter on one linear layer.

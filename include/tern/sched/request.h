@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tern/core/error.h"
+#include "tern/model/lora.h"
 #include "tern/sampling/params.h"
 #include "tern/sched/stream.h"
 
@@ -32,6 +33,10 @@ struct Request {
   // cancelled or finished. nullptr: no sibling.
   std::shared_ptr<const Stream> after;
   Clock::time_point arrival = Clock::now();
+  // The LoRA adapter the request runs with (none: the base model). Held for
+  // the request's life, so unloading the adapter does not affect it; its
+  // identity joins the prefix-cache chain root (lora_salt).
+  LoraSelection lora;
 };
 
 // The prompt can never run: it does not fit the context, or the KV budget
