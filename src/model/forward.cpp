@@ -256,7 +256,7 @@ void Model::add_lora(int layer, LoraSlot slot, const Batch& batch, const float* 
     if (m) runs.push_back({m, e.lora.adapter->scale(*m, e.lora.scale), t, n});
     t += n;
   }
-  if (!runs.empty()) lora_add_rows(runs, x, y, pool);
+  if (!runs.empty()) lora_add_rows(runs, x, y, pool, ws_.lora_u);
 }
 
 void Model::logits(const Batch& batch, StepOutput& out, TaskPool& pool) {

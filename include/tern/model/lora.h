@@ -31,8 +31,8 @@ const char* lora_slot_tensor(LoraSlot s);  // "attn_q", ... "ffn_down"
 
 struct LoraMatrix {
   int rank = 0, n_in = 0, n_out = 0;
-  std::vector<float> a;  // (rank, n_in)
-  std::vector<float> b;  // (n_out, rank)
+  std::vector<float> a;   // (rank, n_in)
+  std::vector<float> bt;  // (rank, n_out): B transposed, so B u is rank axpys over rows of bt
   bool empty() const { return rank == 0; }
 };
 
@@ -108,7 +108,10 @@ struct LoraRun {
 };
 
 // For every run's rows t: y[t] (n_out) += scale * B (A x[t]), with x (T, n_in)
-// and y (T, n_out) the layer's input and base output. Runs share m's shape.
-void lora_add_rows(std::span<const LoraRun> runs, const float* x, float* y, TaskPool& pool);
+// and y (T, n_out) the layer's input and base output. Runs share m's shape
+// (one layer's weight) and are reordered (grouped by adapter: each adapter's
+// A and B are read once for all its rows); u is scratch, grown as needed.
+void lora_add_rows(std::span<LoraRun> runs, const float* x, float* y, TaskPool& pool,
+                   std::vector<float>& u);
 
 }  // namespace tern

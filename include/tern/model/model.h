@@ -63,6 +63,7 @@ struct Workspace {
   std::vector<AttnSplit> attn_splits;
   std::vector<float> attn_part;    // the splits' per-segment softmax states
   std::vector<LoraRun> lora_runs;  // one linear layer's adapter rows (add_lora)
+  std::vector<float> lora_u;       // their A x: (rows, rank)
   void ensure(const ModelConfig& c, int tokens);
 };
 

@@ -75,7 +75,7 @@ std::string write_merged(const gguf::GgufFile& base, const LoraAdapter& ad, floa
       for (int i = 0; i < m->n_in; ++i) {
         double acc = 0;
         for (int r = 0; r < m->rank; ++r) {
-          acc += double(m->b[size_t(o) * m->rank + r]) * m->a[size_t(r) * m->n_in + i];
+          acc += double(m->bt[size_t(r) * m->n_out + o]) * m->a[size_t(r) * m->n_in + i];
         }
         v[size_t(o) * m->n_in + i] += float(s * acc);
       }
