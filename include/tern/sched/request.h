@@ -36,7 +36,7 @@ struct Request {
   // The LoRA adapter the request runs with (none: the base model). Held for
   // the request's life, so unloading the adapter does not affect it; its
   // identity joins the prefix-cache chain root (lora_salt).
-  LoraSelection lora;
+  LoraSelection lora{};
 };
 
 // The prompt can never run: it does not fit the context, or the KV budget
