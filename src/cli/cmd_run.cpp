@@ -18,6 +18,8 @@ void add_run_command(CLI::App& app) {
     bool chat = false;
     std::string system;
     bool stats = false;
+    std::string lora;
+    float lora_scale = 1.0f;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("run", "generate text from a prompt");
@@ -25,11 +27,16 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--chat", o->chat, "wrap the prompt as a user message in the chat template");
   cmd->add_option("--system", o->system, "system message (with --chat)");
   cmd->add_flag("--stats", o->stats, "print timings to stderr at the end");
+  cmd->add_option("--lora", o->lora, "LoRA adapter GGUF (llama.cpp's adapter format)");
+  cmd->add_option("--lora-scale", o->lora_scale, "scale of the adapter's term")
+      ->check(CLI::Range(-16.0, 16.0));
   o->model.add(*cmd);
   o->sampling.add(*cmd);
   cmd->callback([o] {
     const SamplingParams sp = o->sampling.params();
     auto engine = load_engine(o->model, 1);
+    LoraSelection lora;
+    if (!o->lora.empty()) lora = {LoraAdapter::load(o->lora, engine->config()), o->lora_scale};
     const Tokenizer& tok = engine->tokenizer();
     std::vector<int32_t> ids;
     if (o->chat) {
@@ -41,7 +48,7 @@ void add_run_command(CLI::App& app) {
       ids = tok.encode(o->prompt, /*add_bos=*/true, /*parse_special=*/false);
     }
     LocalGenerator gen(*engine);
-    const LocalResult r = gen.generate(std::move(ids), sp);
+    const LocalResult r = gen.generate(std::move(ids), sp, std::move(lora));
     std::fputc('\n', stdout);
     if (o->stats) print_stats(r);
     if (r.finish.reason == sched::FinishReason::Error) throw Error(r.finish.error);

@@ -16,6 +16,27 @@
 #include "tern/server/server.h"
 
 namespace tern::cli {
+namespace {
+
+// --lora NAME=FILE, each validated against the model: a bad one is logged
+// and skipped, so the server starts with the others.
+void load_adapters(Engine& engine, const std::vector<std::string>& specs) {
+  auto log = tern::log::get("server");
+  for (const std::string& spec : specs) {
+    const size_t eq = spec.find('=');
+    try {
+      if (eq == std::string::npos) throw InvalidArgument("expected NAME=FILE");
+      const auto a =
+          engine.adapters().load(spec.substr(0, eq), spec.substr(eq + 1), engine.config());
+      log->info("LoRA adapter '{}': {} matrices, rank <= {}, alpha {}", spec.substr(0, eq),
+                a->n_matrices(), a->max_rank(), a->alpha());
+    } catch (const Error& e) {
+      log->error("--lora {} refused: {}", spec, e.what());
+    }
+  }
+}
+
+}  // namespace
 
 namespace {
 
@@ -62,6 +83,7 @@ void add_serve_command(CLI::App& app) {
     CacheDirOptions cache;
     size_t media_mb = 20;
     size_t mm_cache_mb = 256;
+    std::vector<std::string> loras;  // --lora NAME=FILE
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -163,6 +185,9 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   add_media_flags(*cmd, o->server.media, o->media_mb, o->mm_cache_mb);
+  cmd->add_option("--lora", o->loras,
+                  "NAME=FILE: a LoRA adapter requests pick as model \"<model>:NAME\" or "
+                  "\"lora\": \"NAME\" (repeatable; a bad one is refused, the rest load)");
   cmd->callback([o, cmd] {
     o->server.body_limit = o->body_limit_kib * 1024;
     apply_media_flags(o->server.media, o->media_mb, o->mm_cache_mb);
@@ -178,6 +203,7 @@ void add_serve_command(CLI::App& app) {
     if (!o->cache.dir.empty()) cache = std::make_unique<PersistentCache>(o->cache);
     auto engine = load_engine(o->model, o->max_seqs > 0 ? o->max_seqs : o->sched.max_batch);
     if (cache) cache->load(*engine);
+    load_adapters(*engine, o->loras);
     sched::Metrics metrics;
     sched::Scheduler scheduler(*engine, o->sched, metrics);
     {

@@ -92,7 +92,8 @@ LocalGenerator::~LocalGenerator() {
   scheduler_.stop();
 }
 
-LocalResult LocalGenerator::generate(std::vector<int32_t> prompt, SamplingParams params) {
+LocalResult LocalGenerator::generate(std::vector<int32_t> prompt, SamplingParams params,
+                                     LoraSelection lora) {
   LocalResult r;
   if (params.seed == kRandomSeed) {  // drawn here so that --stats can print it
     std::random_device rd;
@@ -103,6 +104,7 @@ LocalResult LocalGenerator::generate(std::vector<int32_t> prompt, SamplingParams
   req.id = "cli-" + std::to_string(++n_requests_);
   req.prompt = std::move(prompt);
   req.params = std::move(params);
+  req.lora = std::move(lora);
   r.finish = client_.run(std::move(req), [&](std::string_view piece) {
     r.text.append(piece);
     return std::fwrite(piece.data(), 1, piece.size(), stdout) == piece.size() &&

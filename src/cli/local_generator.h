@@ -38,7 +38,8 @@ class LocalGenerator {
 
   // Generates a continuation of `prompt`, printing it to stdout; throws
   // InvalidArgument for a prompt the scheduler refuses.
-  LocalResult generate(std::vector<int32_t> prompt, SamplingParams params);
+  // lora: the adapter to run with (none: the base model).
+  LocalResult generate(std::vector<int32_t> prompt, SamplingParams params, LoraSelection lora = {});
 
  private:
   sched::Metrics metrics_;

@@ -93,6 +93,9 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
   });
   kernels::quantize_activations(w.xn.data(), T, d, w.qa, pool);
   kernels::matmul({{&L.wq, w.q.data()}, {&L.wk, w.k.data()}, {&L.wv, w.v.data()}}, w.qa, pool);
+  add_lora(l, LoraSlot::Q, batch, w.xn.data(), w.q.data(), pool);
+  add_lora(l, LoraSlot::K, batch, w.xn.data(), w.k.data(), pool);
+  add_lora(l, LoraSlot::V, batch, w.xn.data(), w.v.data(), pool);
 
   // Local (sliding-window) layers have their own RoPE base (gemma3).
   const kernels::RopeParams rope{hd, c.rope_dims, c.layer_rope_theta(l),
@@ -211,10 +214,12 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
   // x += attn @ Wo
   kernels::quantize_activations(w.attn.data(), T, qd, w.qa, pool);
   kernels::matmul(L.wo, w.qa, w.tmp.data(), pool);
+  add_lora(l, LoraSlot::O, batch, w.attn.data(), w.tmp.data(), pool);
   residual_add(L.post_attn_norm, w.tmp.data(), T, pool);
 }
 
-void Model::ffn_block(int l, int T, TaskPool& pool) {
+void Model::ffn_block(int l, const Batch& batch, TaskPool& pool) {
+  const int T = batch.total_tokens();
   const LayerWeights& L = layers_[size_t(l)];
   const ModelConfig& c = cfg_;
   const int d = c.d_model, ff = c.d_ff;
@@ -227,6 +232,8 @@ void Model::ffn_block(int l, int T, TaskPool& pool) {
   });
   kernels::quantize_activations(w.xn.data(), T, d, w.qa, pool);
   kernels::matmul({{&L.w_gate, w.gate.data()}, {&L.w_up, w.up.data()}}, w.qa, pool);
+  add_lora(l, LoraSlot::Gate, batch, w.xn.data(), w.gate.data(), pool);
+  add_lora(l, LoraSlot::Up, batch, w.xn.data(), w.up.data(), pool);
   const auto gated = c.act == Activation::GeluTanh ? kernels::geglu : kernels::swiglu;
   for_each_token(pool, T, 4 * ff, [&](int t) {  // an exp and a division a value
     const size_t o = size_t(t) * ff;
@@ -234,7 +241,22 @@ void Model::ffn_block(int l, int T, TaskPool& pool) {
   });
   kernels::quantize_activations(w.gate.data(), T, ff, w.qa, pool);
   kernels::matmul(L.w_down, w.qa, w.tmp.data(), pool);
+  add_lora(l, LoraSlot::Down, batch, w.gate.data(), w.tmp.data(), pool);
   residual_add(L.post_ffn_norm, w.tmp.data(), T, pool);
+}
+
+void Model::add_lora(int layer, LoraSlot slot, const Batch& batch, const float* x, float* y,
+                     TaskPool& pool) {
+  auto& runs = ws_.lora_runs;
+  runs.clear();
+  int t = 0;
+  for (const BatchEntry& e : batch.entries) {
+    const int n = int(e.tokens.size());
+    const LoraMatrix* m = e.lora && n > 0 ? e.lora.adapter->get(layer, slot) : nullptr;
+    if (m) runs.push_back({m, e.lora.adapter->scale(*m, e.lora.scale), t, n});
+    t += n;
+  }
+  if (!runs.empty()) lora_add_rows(runs, x, y, pool, ws_.lora_u);
 }
 
 void Model::logits(const Batch& batch, StepOutput& out, TaskPool& pool) {
@@ -310,7 +332,7 @@ void Model::forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPo
     for (int l = 0; l < cfg_.n_layers; ++l) {
       kv.begin_layer(l);
       attention_block(l, batch, kv, pool);
-      ffn_block(l, T, pool);
+      ffn_block(l, batch, pool);
     }
   }
   for (const BatchEntry& e : batch.entries) kv.commit(e.seq, e.tokens);

@@ -357,7 +357,9 @@ bool Scheduler::waits_for_sibling(const Request& r, const std::vector<Request>& 
 
 // Gives s a KV sequence and attaches the longest cached prefix of its tokens.
 void Scheduler::attach(Sequence& s) {
-  s.seq = engine_.new_sequence();
+  kv::SeqKeys keys;
+  keys.salt = lora_salt(s.req.lora);  // KV under one adapter is never reused under another
+  s.seq = engine_.new_sequence(keys);
   const kv::KvStats before = engine_.cache_stats();
   s.in_kv = engine_.attach_prefix(s.seq, s.tokens);
   const kv::KvStats after = engine_.cache_stats();

@@ -47,6 +47,34 @@ std::vector<int32_t> prompt_tokens(ServerContext& ctx, const GenerationRequest& 
   }
 }
 
+// The adapter a request runs with: "model": "<base>:<NAME>" or the "lora"
+// field (both may be given if they agree). Sets *name to the adapter's name.
+LoraSelection resolve_lora(ServerContext& ctx, const GenerationRequest& g, std::string* name) {
+  const std::string prefix = ctx.model_id + ":";
+  if (g.model.size() > prefix.size() && g.model.starts_with(prefix)) {
+    *name = g.model.substr(prefix.size());
+    if (!ctx.engine.adapters().find(*name)) {
+      throw ApiError(404, "invalid_request_error", "The model '" + g.model + "' does not exist.",
+                     "model", "model_not_found");
+    }
+  }
+  if (!g.lora.empty()) {
+    if (!name->empty() && *name != g.lora) {
+      throw ApiError::bad_request(
+          "'model' picks adapter '" + *name + "' but 'lora' names '" + g.lora + "'.", "lora",
+          "invalid_value");
+    }
+    *name = g.lora;
+  }
+  if (name->empty()) return {};
+  auto adapter = ctx.engine.adapters().find(*name);
+  if (!adapter) {
+    throw ApiError::bad_request("No LoRA adapter named '" + *name + "' is loaded.", "lora",
+                                "invalid_value");
+  }
+  return {std::move(adapter), g.lora_scale};
+}
+
 // Submits one sequence. Throws ApiError: 400, 429 (queue full), 503 (shutting down).
 void submit_one(ServerContext& ctx, sched::Request r, const char* param) {
   // The scheduler checks the prompt, once, against every limit.
@@ -74,11 +102,14 @@ void submit_one(ServerContext& ctx, sched::Request r, const char* param) {
 
 Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, const std::string& rid,
                              const std::string& client, sched::Stream::Notify notify) {
+  std::string lora_name;
+  const LoraSelection lora = resolve_lora(ctx, g, &lora_name);
   std::vector<int32_t> ids = prompt_tokens(ctx, g);
   const char* param = g.kind == GenerationRequest::Kind::Chat ? "messages" : "prompt";
   Submission s;
   s.prompt_tokens = int(ids.size());
-  s.meta = ResponseMeta{response_id(g.kind, rid), unix_now(), ctx.model_id, g.kind};
+  s.meta = ResponseMeta{response_id(g.kind, rid), unix_now(),
+                        lora_name.empty() ? ctx.model_id : ctx.model_id + ":" + lora_name, g.kind};
   if (g.echo) s.echo = g.prompt;
   if (g.kind == GenerationRequest::Kind::Chat && ctx.split_reasoning) {
     s.split_reasoning = true;
@@ -104,6 +135,7 @@ Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, con
     r.stream = stream;
     r.client = client;
     r.session = g.session;
+    r.lora = lora;
     if (i > 0) r.after = s.streams[0];
     try {
       submit_one(ctx, std::move(r), param);

@@ -155,6 +155,30 @@ void parse_completion_logprobs(const json& body, SamplingParams& p) {
   p.logprobs = int(k);
 }
 
+// "lora": "NAME" or {"name": "NAME", "scale": x}: the adapter to run with
+// (resolved against the loaded adapters when the request is submitted).
+void parse_lora(const json& body, GenerationRequest& r, UnknownFields policy) {
+  const json* v = field(body, "lora");
+  if (!v || v->is_null()) return;
+  if (v->is_string()) {
+    r.lora = v->get<std::string>();
+  } else if (v->is_object()) {
+    check_fields(*v, "lora.", {"name", "scale"}, policy);
+    if (!get_string(*v, "name", r.lora)) {
+      throw ApiError::bad_request("'lora.name' is required: the name of a loaded adapter.",
+                                  "lora.name", "invalid_value");
+    }
+    double d = 1.0;
+    if (get_number(*v, "scale", d)) check_range("lora.scale", d, -16.0, 16.0);
+    r.lora_scale = float(d);
+  } else {
+    wrong_type("lora", "a string or an object", *v);
+  }
+  if (r.lora.empty()) {
+    throw ApiError::bad_request("'lora' names no adapter.", "lora", "invalid_value");
+  }
+}
+
 // Sampling settings and streaming flags, common to both endpoints.
 void parse_common(const json& body, GenerationRequest& r, UnknownFields policy) {
   if (const json* v = field(body, "model")) {
@@ -167,6 +191,7 @@ void parse_common(const json& body, GenerationRequest& r, UnknownFields policy) 
     if (r.session.size() > kMaxSessionKey)
       bad_value("user", "must be at most " + std::to_string(kMaxSessionKey) + " bytes.");
   }
+  parse_lora(body, r, policy);
   reject_unsupported_common(body);
   parse_n(body, r);
   SamplingParams& p = r.params;
@@ -317,6 +342,7 @@ GenerationRequest parse_chat_request(const json& body, const std::vector<std::st
                                      UnknownFields policy) {
   check_fields(body, "",
                {"model",
+                "lora",
                 "messages",
                 "max_tokens",
                 "max_completion_tokens",
@@ -366,6 +392,7 @@ GenerationRequest parse_completion_request(const json& body, const std::vector<s
                                            UnknownFields policy) {
   check_fields(body, "",
                {"model",
+                "lora",
                 "prompt",
                 "max_tokens",
                 "temperature",

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "adapters_route.h"
 #include "tern/engine/engine.h"
 #include "tern/sched/scheduler.h"
 #include "tern/server/anthropic_messages.h"
@@ -44,13 +45,17 @@ json model_object(const ServerContext& ctx) {
 }
 
 Response models(ServerContext& ctx, const Request& req) {
-  return json_response(req, http::status::ok,
-                       dump(json{{"object", "list"}, {"data", json::array({model_object(ctx)})}}));
+  json data = json::array({model_object(ctx)});
+  for (auto& m : adapter_model_objects(ctx, model_object(ctx))) data.push_back(std::move(m));
+  return json_response(req, http::status::ok, dump(json{{"object", "list"}, {"data", data}}));
 }
 
 // GET /v1/models/{id}: the SDK's models.retrieve.
 Response model(ServerContext& ctx, const Request& req, std::string_view id) {
   if (id == ctx.model_id) return json_response(req, http::status::ok, dump(model_object(ctx)));
+  for (auto& m : adapter_model_objects(ctx, model_object(ctx))) {  // "<base>:<adapter>"
+    if (m["id"] == id) return json_response(req, http::status::ok, dump(m));
+  }
   return error_response(req, ApiError(404, "invalid_request_error",
                                       "The model '" + std::string(id) + "' does not exist.",
                                       "model", "model_not_found"));
@@ -185,6 +190,7 @@ Response handle_simple(ServerContext& ctx, const Request& req, const std::string
                                         {}, "method_not_allowed"));
   };
   if (path == "/health") return get ? health(ctx, req) : only_get();
+  if (auto res = handle_adapters(ctx, req, path)) return std::move(*res);
   if (path == "/v1/models") return get ? models(ctx, req) : only_get();
   if (path == "/metrics") {
     if (!get) return only_get();

@@ -101,6 +101,10 @@ class Engine {
   // Thread-safe to read; filled on the engine thread.
   kv::KvEventLog& kv_events();
 
+  // LoRA adapters loaded for this model (thread-safe; the server's
+  // --lora and /v1/adapters fill it). A batch entry names its own adapter.
+  LoraRegistry& adapters() { return adapters_; }
+
   // The KV cache itself, for tests and benchmarks (fault injection, invariants).
   kv::PagedKv& kv();
   const kv::PagedKv& kv() const;
@@ -123,6 +127,7 @@ class Engine {
   std::unique_ptr<kv::PagedKv> kv_;
   std::unique_ptr<TaskPool> pool_;
   int n_ctx_ = 0;
+  LoraRegistry adapters_;
 };
 
 }  // namespace tern

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tern/core/types.h"
+#include "tern/model/lora.h"
 
 namespace tern {
 
@@ -20,6 +21,7 @@ struct BatchEntry {
   SeqId seq = -1;
   std::span<const int32_t> tokens;  // new tokens, appended after the sequence's KV
   LogitsMode logits = LogitsMode::Last;
+  LoraSelection lora{};  // the adapter this entry's rows run with (none: the base model)
 };
 
 struct Batch {

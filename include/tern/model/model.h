@@ -61,7 +61,9 @@ struct Workspace {
   };
   std::vector<AttnBlock> attn_blocks;
   std::vector<AttnSplit> attn_splits;
-  std::vector<float> attn_part;  // the splits' per-segment softmax states
+  std::vector<float> attn_part;    // the splits' per-segment softmax states
+  std::vector<LoraRun> lora_runs;  // one linear layer's adapter rows (add_lora)
+  std::vector<float> lora_u;       // their A x: (rows, rank)
   void ensure(const ModelConfig& c, int tokens);
 };
 
@@ -86,10 +88,14 @@ class Model {
   Model() = default;
   void embed(const Batch& batch, float* x) const;
   void attention_block(int layer, const Batch& batch, kv::PagedKv& kv, TaskPool& pool);
-  void ffn_block(int layer, int T, TaskPool& pool);
+  void ffn_block(int layer, const Batch& batch, TaskPool& pool);
   // x (T, d) += post_norm ? rmsnorm(y) * post_norm : y
   void residual_add(const std::vector<float>& post_norm, float* y, int T, TaskPool& pool);
   void logits(const Batch& batch, StepOutput& out, TaskPool& pool);
+  // y (T, n_out) += each entry's adapter term on (layer, slot) for its rows;
+  // x (T, n_in) is the layer's input. A no-op when no entry has an adapter.
+  void add_lora(int layer, LoraSlot slot, const Batch& batch, const float* x, float* y,
+                TaskPool& pool);
 
   ModelConfig cfg_;
   std::shared_ptr<const gguf::GgufFile> file_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tern/core/error.h"
+#include "tern/model/lora.h"
 #include "tern/sampling/params.h"
 #include "tern/sched/stream.h"
 
@@ -36,6 +37,10 @@ struct Request {
   // when the request ends, its KV stays pinned in DRAM for the scheduler's
   // session_ttl_s, so the session's next turn finds it. Empty: no pin.
   std::string session;
+  // The LoRA adapter the request runs with (none: the base model). Held for
+  // the request's life, so unloading the adapter does not affect it; its
+  // identity joins the prefix-cache chain root (lora_salt).
+  LoraSelection lora{};
 };
 
 // The prompt can never run: it does not fit the context, or the KV budget

@@ -21,7 +21,9 @@ struct Message {
 struct GenerationRequest {
   enum class Kind : uint8_t { Chat, Completion };
   Kind kind = Kind::Chat;
-  std::string model;                   // as sent; any name is accepted
+  std::string model;                   // as sent; "<base>:<adapter>" picks a LoRA adapter
+  std::string lora;                    // "lora" field: an adapter's name (empty: none)
+  float lora_scale = 1.0f;             // "lora.scale"
   std::vector<Message> messages;       // Chat
   std::string prompt;                  // Completion given as text
   std::vector<int32_t> prompt_tokens;  // Completion given as token ids (then prompt is empty)

@@ -149,5 +149,46 @@ TEST_F(Gemma3, PerplexityWithinOnePercentOfLlamaCpp) {
   }
 }
 
+// Greedy agreement with llama.cpp on the real file, teacher-forced as for
+// SmolLM2 (golden_test.cpp): llama.cpp's own continuation
+// (tests/fixtures/gemma3_greedy.json, scripts/gen_gemma3_greedy.py) is fed in
+// one pass and tern's argmax compared at every position; a disagreement is
+// allowed only where llama.cpp's top-1/top-2 margin was a near-tie.
+TEST_F(Gemma3, TeacherForcedGreedyAgreesWithLlamaCpp) {
+  std::ifstream in(test::fixture_path("gemma3_greedy.json"));
+  const auto fixture = nlohmann::json::parse(in);
+  // tern's argmax after each of the n last tokens of `fed`, in one pass.
+  auto argmax_tail = [](const std::vector<int32_t>& fed, size_t n) {
+    StepOutput out;
+    Batch b;
+    b.entries = {{engine_->new_sequence(), fed, LogitsMode::All}};
+    engine_->step(b, out);
+    engine_->free_sequence(b.entries[0].seq);
+    std::vector<int32_t> top;
+    for (size_t r = fed.size() - n; r < fed.size(); ++r) {
+      const auto row = out.row(int(r));
+      top.push_back(int32_t(std::max_element(row.begin(), row.end()) - row.begin()));
+    }
+    return top;
+  };
+  int agree = 0, total = 0;
+  for (const auto& g : fixture["greedy"]) {
+    std::vector<int32_t> fed = g["prompt_ids"];
+    EXPECT_EQ(engine_->tokenizer().encode(g["prompt"].get<std::string>(), true, true), fed);
+    const std::vector<int32_t> want = g["tokens"];
+    fed.insert(fed.end(), want.begin(), want.end() - 1);
+    const auto got = argmax_tail(fed, want.size());
+    for (size_t i = 0; i < want.size(); ++i, ++total) {
+      agree += got[i] == want[i];
+      if (got[i] != want[i]) {
+        EXPECT_LT(g["margins"][i].get<float>(), 1.0f) << "position " << i << " of " << g["prompt"];
+      }
+    }
+  }
+  std::printf("gemma3 teacher-forced greedy agreement with llama.cpp: %d / %d tokens (%.1f%%)\n",
+              agree, total, 100.0 * agree / total);
+  EXPECT_GE(agree, total * 9 / 10);
+}
+
 }  // namespace
 }  // namespace tern

@@ -1,0 +1,117 @@
+#pragma once
+// LoRA adapters in llama.cpp's GGUF adapter format, applied per batch row
+// beside the base weights (which are never copied or changed).
+//
+// File: general.type = "adapter", adapter.type = "lora", adapter.lora.alpha
+// (f32), general.architecture = the base's; for any of a layer's linear
+// weights <base name>.lora_a (ggml dims {n_in, rank}: rank rows of n_in) and
+// <base name>.lora_b ({rank, n_out}: n_out rows of rank). A layer's output
+// becomes y = W x + s B (A x) with s = scale * alpha / rank (scale * 1 when
+// alpha is 0), as llama.cpp computes it; A.B is never formed.
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tern/model/config.h"
+
+namespace tern {
+
+class TaskPool;
+constexpr int kMaxLoraRank = 512;
+
+// The linear layers an adapter may touch, in a layer's order.
+enum class LoraSlot : uint8_t { Q, K, V, O, Gate, Up, Down };
+constexpr int kLoraSlots = 7;
+const char* lora_slot_tensor(LoraSlot s);  // "attn_q", ... "ffn_down"
+
+struct LoraMatrix {
+  int rank = 0, n_in = 0, n_out = 0;
+  std::vector<float> a;   // (rank, n_in)
+  std::vector<float> bt;  // (rank, n_out): B transposed, so B u is rank axpys over rows of bt
+  bool empty() const { return rank == 0; }
+};
+
+class LoraAdapter {
+ public:
+  // Reads and validates `path` against the base model's config. Throws
+  // FormatError naming the file and the offending tensor or key: not a LoRA
+  // adapter, another architecture, a tensor that is not a supported linear
+  // layer, a lone lora_a/lora_b, a shape that does not fit the base, or
+  // non-finite values.
+  static std::shared_ptr<const LoraAdapter> load(const std::string& path, const ModelConfig& base);
+
+  const std::string& path() const { return path_; }
+  float alpha() const { return alpha_; }
+  // SHA-256 of the file's bytes: the adapter's identity in the prefix cache.
+  const std::array<uint8_t, 32>& digest() const { return digest_; }
+  int n_matrices() const { return n_matrices_; }
+  int max_rank() const { return max_rank_; }
+  // nullptr when the adapter leaves that layer's weight alone.
+  const LoraMatrix* get(int layer, LoraSlot s) const {
+    const LoraMatrix& m = layers_[size_t(layer)][size_t(s)];
+    return m.empty() ? nullptr : &m;
+  }
+  float scale(const LoraMatrix& m, float user_scale) const {
+    return alpha_ != 0.0f ? user_scale * alpha_ / float(m.rank) : user_scale;
+  }
+
+ private:
+  std::string path_;
+  float alpha_ = 0;
+  std::array<uint8_t, 32> digest_{};
+  int n_matrices_ = 0, max_rank_ = 0;
+  std::vector<std::array<LoraMatrix, kLoraSlots>> layers_;  // (n_layers, slot)
+};
+
+// What a batch entry runs with: an adapter and its scale (no adapter: base).
+struct LoraSelection {
+  std::shared_ptr<const LoraAdapter> adapter;
+  float scale = 1.0f;
+  explicit operator bool() const { return adapter != nullptr && scale != 0.0f; }
+};
+
+// The prefix cache's salt for a sequence run with `sel` (the chain root's
+// key): all zeros for the base model, else SHA-256 of the adapter file's
+// digest and the scale, so KV computed under one adapter (or scale) is never
+// reused under another.
+std::array<uint8_t, 32> lora_salt(const LoraSelection& sel);
+
+// The adapters a server holds, by name; thread-safe. Unloading drops the
+// registry's reference only: requests running with the adapter keep theirs
+// and finish on it.
+class LoraRegistry {
+ public:
+  // Loads `path` against `base` as `name` (letters, digits, '-', '_', '.';
+  // 1..64 characters). Throws InvalidArgument for a bad or taken name,
+  // FormatError / IoError for a bad file.
+  std::shared_ptr<const LoraAdapter> load(const std::string& name, const std::string& path,
+                                          const ModelConfig& base);
+  bool remove(const std::string& name);  // false when there was none
+  std::shared_ptr<const LoraAdapter> find(const std::string& name) const;  // nullptr if none
+  std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> list() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const LoraAdapter>> by_name_;
+};
+
+// Rows t0..t0+n of a batch that run one adapter on one linear layer.
+struct LoraRun {
+  const LoraMatrix* m;
+  float scale;  // the adapter's scale for m (alpha / rank folded in)
+  int t0, n;
+};
+
+// For every run's rows t: y[t] (n_out) += scale * B (A x[t]), with x (T, n_in)
+// and y (T, n_out) the layer's input and base output. Runs share m's shape
+// (one layer's weight) and are reordered (grouped by adapter: each adapter's
+// A and B are read once for all its rows); u is scratch, grown as needed.
+void lora_add_rows(std::span<LoraRun> runs, const float* x, float* y, TaskPool& pool,
+                   std::vector<float>& u);
+
+}  // namespace tern

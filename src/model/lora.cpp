@@ -1,0 +1,269 @@
+// Loading LoRA adapters (llama.cpp's GGUF adapter format) and adding their
+// low-rank terms to a batch's rows.
+#include "tern/model/lora.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "tern/core/error.h"
+#include "tern/core/sha256.h"
+#include "tern/core/task_pool.h"
+#include "tern/gguf/gguf.h"
+#include "tern/kernels/dequant.h"
+
+namespace tern {
+namespace {
+
+constexpr const char* kSlotTensor[kLoraSlots] = {"attn_q",   "attn_k", "attn_v",  "attn_output",
+                                                 "ffn_gate", "ffn_up", "ffn_down"};
+
+// (n_out, n_in) of a slot's base weight.
+std::pair<int, int> slot_shape(const ModelConfig& c, LoraSlot s) {
+  switch (s) {
+    case LoraSlot::Q:
+      return {c.q_dim(), c.d_model};
+    case LoraSlot::K:
+    case LoraSlot::V:
+      return {c.kv_dim(), c.d_model};
+    case LoraSlot::O:
+      return {c.d_model, c.q_dim()};
+    case LoraSlot::Gate:
+    case LoraSlot::Up:
+      return {c.d_ff, c.d_model};
+    case LoraSlot::Down:
+      return {c.d_model, c.d_ff};
+  }
+  return {0, 0};
+}
+
+// "blk.<layer>.<slot tensor>.weight" -> (layer, slot); false for anything else.
+bool parse_base_name(const std::string& name, int& layer, LoraSlot& slot) {
+  int l = -1, end = 0;
+  if (std::sscanf(name.c_str(), "blk.%d.%n", &l, &end) != 1 || end == 0 || l < 0) return false;
+  const std::string rest = name.substr(size_t(end));
+  for (int s = 0; s < kLoraSlots; ++s) {
+    if (rest == std::string(kSlotTensor[s]) + ".weight") {
+      layer = l;
+      slot = LoraSlot(s);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<float> read_f32(const gguf::TensorInfo& t, const std::string& path) {
+  if (!kernels::can_dequantize(t.type)) {
+    throw FormatError(path + ": tensor '" + t.name + "' has unsupported type " +
+                      std::string(dtype_name(t.type)));
+  }
+  std::vector<float> v(size_t(t.n_elements()));
+  kernels::dequantize_row(t.type, t.data, v.data(), t.n_elements());
+  for (float x : v) {
+    if (!std::isfinite(x)) throw FormatError(path + ": tensor '" + t.name + "' holds NaN or inf");
+  }
+  return v;
+}
+
+// a . b over n floats: 16 independent partial sums, so the compiler
+// vectorizes it without reassociating (no -ffast-math).
+float dot(const float* a, const float* b, int n) {
+  float acc[16] = {};
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int j = 0; j < 16; ++j) acc[j] += a[i + j] * b[i + j];
+  }
+  float s = 0;
+  for (; i < n; ++i) s += a[i] * b[i];
+  for (float v : acc) s += v;
+  return s;
+}
+
+}  // namespace
+
+const char* lora_slot_tensor(LoraSlot s) {
+  return kSlotTensor[int(s)];
+}
+
+std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path,
+                                                     const ModelConfig& base) {
+  const gguf::GgufFile f = gguf::GgufFile::open(path);
+  auto fail = [&](const std::string& what) { return FormatError(path + ": " + what); };
+  if (f.get_string_or("general.type", "") != "adapter" ||
+      f.get_string_or("adapter.type", "") != "lora") {
+    throw fail("not a LoRA adapter (general.type must be 'adapter', adapter.type 'lora')");
+  }
+  const std::string arch = f.get_string_or("general.architecture", "");
+  if (arch != base.arch) {
+    throw fail("adapter is for architecture '" + arch + "', the model is '" + base.arch + "'");
+  }
+  auto ad = std::make_shared<LoraAdapter>();
+  ad->path_ = path;
+  ad->alpha_ = f.get_f32_or("adapter.lora.alpha", 0.0f);
+  if (!std::isfinite(ad->alpha_)) throw fail("adapter.lora.alpha is not finite");
+  ad->layers_.resize(size_t(base.n_layers));
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    const bool is_a = t.name.ends_with(".lora_a"), is_b = t.name.ends_with(".lora_b");
+    if (!is_a && !is_b) throw fail("tensor '" + t.name + "' is not a .lora_a or .lora_b tensor");
+    const std::string base_name = t.name.substr(0, t.name.size() - 7);
+    int layer = 0;
+    LoraSlot slot{};
+    if (!parse_base_name(base_name, layer, slot)) {
+      throw fail("tensor '" + t.name +
+                 "': adapters apply to a layer's attention and FFN weights "
+                 "(blk.N.attn_q/attn_k/attn_v/attn_output/ffn_gate/ffn_up/ffn_down.weight)");
+    }
+    if (layer >= base.n_layers) {
+      throw fail("tensor '" + t.name + "': the model has " + std::to_string(base.n_layers) +
+                 " layers");
+    }
+    if (!is_a) continue;  // read with its lora_a
+    const gguf::TensorInfo* tb = f.find_tensor(base_name + ".lora_b");
+    if (!tb) throw fail("tensor '" + t.name + "' has no matching '" + base_name + ".lora_b'");
+    const auto [n_out, n_in] = slot_shape(base, slot);
+    const int64_t rank = t.dims.size() == 2 ? t.dims[1] : 0;
+    if (t.dims.size() != 2 || t.dims[0] != n_in || rank < 1 || rank > kMaxLoraRank) {
+      throw fail("tensor '" + t.name + "' must have shape [" + std::to_string(n_in) +
+                 ", rank <= " + std::to_string(kMaxLoraRank) + "] for this model");
+    }
+    if (tb->dims != std::vector<int64_t>{rank, n_out}) {
+      throw fail("tensor '" + tb->name + "' must have shape [" + std::to_string(rank) + ", " +
+                 std::to_string(n_out) + "] for this model and its lora_a");
+    }
+    LoraMatrix& m = ad->layers_[size_t(layer)][size_t(slot)];
+    const std::vector<float> b = read_f32(*tb, path);  // (n_out, rank)
+    m = {int(rank), n_in, n_out, read_f32(t, path), std::vector<float>(b.size())};
+    for (int o = 0; o < n_out; ++o) {
+      for (int r = 0; r < int(rank); ++r) m.bt[size_t(r) * n_out + o] = b[size_t(o) * rank + r];
+    }
+    ++ad->n_matrices_;
+    ad->max_rank_ = std::max(ad->max_rank_, m.rank);
+  }
+  for (const gguf::TensorInfo& t : f.tensors()) {  // every lora_b has its lora_a
+    if (t.name.ends_with(".lora_b") &&
+        !f.find_tensor(t.name.substr(0, t.name.size() - 7) + ".lora_a")) {
+      throw fail("tensor '" + t.name + "' has no matching lora_a");
+    }
+  }
+  if (ad->n_matrices_ == 0) throw fail("adapter has no lora_a/lora_b tensors");
+  const auto bytes = f.file_bytes();
+  ad->digest_ = sha256(bytes.data(), bytes.size());
+  return ad;
+}
+
+std::array<uint8_t, 32> lora_salt(const LoraSelection& sel) {
+  if (!sel) return {};
+  Sha256 h;
+  h.update("lora").update(sel.adapter->digest().data(), 32).update(&sel.scale, sizeof(float));
+  return h.finish();
+}
+
+std::shared_ptr<const LoraAdapter> LoraRegistry::load(const std::string& name,
+                                                      const std::string& path,
+                                                      const ModelConfig& base) {
+  const bool ok_name = !name.empty() && name.size() <= 64 &&
+                       name.find_first_not_of(
+                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                           "0123456789-_.") == std::string::npos;
+  if (!ok_name) {
+    throw InvalidArgument("adapter name '" + name +
+                          "' must be 1..64 letters, digits, '-', '_' or '.'");
+  }
+  if (find(name)) throw InvalidArgument("an adapter named '" + name + "' is already loaded");
+  auto ad = LoraAdapter::load(path, base);  // outside the lock: reads the file
+  std::lock_guard lock(mu_);
+  if (!by_name_.emplace(name, ad).second) {
+    throw InvalidArgument("an adapter named '" + name + "' is already loaded");
+  }
+  return ad;
+}
+
+bool LoraRegistry::remove(const std::string& name) {
+  std::lock_guard lock(mu_);
+  return by_name_.erase(name) > 0;
+}
+
+std::shared_ptr<const LoraAdapter> LoraRegistry::find(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> LoraRegistry::list() const {
+  std::lock_guard lock(mu_);
+  return {by_name_.begin(), by_name_.end()};
+}
+
+void lora_add_rows(std::span<LoraRun> runs, const float* x, float* y, TaskPool& pool,
+                   std::vector<float>& u) {
+  // Group the runs by matrix, so each adapter's A and B are read once per
+  // step for all of its rows (not once per row).
+  std::sort(runs.begin(), runs.end(), [](const LoraRun& p, const LoraRun& q) {
+    return p.m != q.m ? std::less<>()(p.m, q.m) : p.t0 < q.t0;
+  });
+  struct Group {
+    size_t first, last;  // runs[first, last)
+    size_t u_off;        // its rows' u: (rows, rank) at u[u_off]
+    int64_t task0_a, task0_b;
+  };
+  constexpr int kRankChunk = 4, kOutChunk = 512;
+  Group groups[64];
+  int n_groups = 0;
+  int64_t tasks_a = 0, tasks_b = 0;
+  size_t u_size = 0;
+  size_t i = 0;
+  while (i < runs.size() && n_groups < 64) {  // beyond 64 adapters: another pass below
+    size_t j = i, rows = 0;
+    while (j < runs.size() && runs[j].m == runs[i].m) rows += size_t(runs[j++].n);
+    const LoraMatrix& m = *runs[i].m;
+    groups[n_groups++] = {i, j, u_size, tasks_a, tasks_b};
+    u_size += rows * size_t(m.rank);
+    tasks_a += (m.rank + kRankChunk - 1) / kRankChunk;
+    tasks_b += (m.n_out + kOutChunk - 1) / kOutChunk;
+    i = j;
+  }
+  if (u.size() < u_size) u.resize(u_size);
+  auto group_of = [&](int64_t task, int64_t Group::*start) {
+    int g = 0;
+    while (g + 1 < n_groups && task >= groups[g + 1].*start) ++g;
+    return g;
+  };
+  // u[row] = A x[row], rank rows of A per task.
+  pool.run(tasks_a, [&](int64_t task, int) {
+    const Group& g = groups[group_of(task, &Group::task0_a)];
+    const LoraMatrix& m = *runs[g.first].m;
+    const int r0 = int(task - g.task0_a) * kRankChunk, r1 = std::min(m.rank, r0 + kRankChunk);
+    for (int r = r0; r < r1; ++r) {
+      const float* ar = m.a.data() + size_t(r) * size_t(m.n_in);
+      size_t row = 0;
+      for (size_t ri = g.first; ri < g.last; ++ri) {
+        for (int k = 0; k < runs[ri].n; ++k, ++row) {
+          const float* xr = x + size_t(runs[ri].t0 + k) * size_t(m.n_in);
+          u[g.u_off + row * size_t(m.rank) + size_t(r)] = dot(ar, xr, m.n_in);
+        }
+      }
+    }
+  });
+  // y[row] += scale * B u[row], a slice of the outputs per task.
+  pool.run(tasks_b, [&](int64_t task, int) {
+    const Group& g = groups[group_of(task, &Group::task0_b)];
+    const LoraMatrix& m = *runs[g.first].m;
+    const int o0 = int(task - g.task0_b) * kOutChunk, o1 = std::min(m.n_out, o0 + kOutChunk);
+    size_t row = 0;
+    for (size_t ri = g.first; ri < g.last; ++ri) {
+      for (int k = 0; k < runs[ri].n; ++k, ++row) {
+        float* yr = y + size_t(runs[ri].t0 + k) * size_t(m.n_out);
+        const float* ur = u.data() + g.u_off + row * size_t(m.rank);
+        for (int r = 0; r < m.rank; ++r) {
+          const float c = runs[ri].scale * ur[r];
+          const float* br = m.bt.data() + size_t(r) * size_t(m.n_out);
+          for (int o = o0; o < o1; ++o) yr[o] += c * br[o];
+        }
+      }
+    }
+  });
+  if (i < runs.size()) lora_add_rows(runs.subspan(i), x, y, pool, u);
+}
+
+}  // namespace tern

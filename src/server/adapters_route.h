@@ -1,0 +1,26 @@
+#pragma once
+// LoRA adapters over HTTP, behind the API key like the rest of /v1/:
+//   GET /v1/adapters            -> {"object": "list", "data": [adapter, ...]}
+//   POST /v1/adapters {"name", "path"} -> 201 and the adapter (loaded from a
+//                                  file on the server's disk, validated)
+//   DELETE /v1/adapters/NAME    -> {"id", "object": "adapter", "deleted": true}
+// An adapter object: {"id": NAME, "object": "adapter", "model": "<base>:NAME",
+// "path", "alpha", "max_rank", "matrices"}. Requests already running with an
+// unloaded adapter finish on it. Also the /v1/models entries of the adapters.
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
+
+#include "context.h"
+#include "net.h"
+
+namespace tern::server {
+
+// The route for `path` if it is /v1/adapters or under it; nullopt otherwise.
+std::optional<Response> handle_adapters(ServerContext& ctx, const Request& req,
+                                        std::string_view path);
+
+// One /v1/models entry per loaded adapter: id "<base>:NAME".
+nlohmann::json adapter_model_objects(const ServerContext& ctx, const nlohmann::json& base);
+
+}  // namespace tern::server
