@@ -1,0 +1,163 @@
+// Tool calls: the output parser, and forced calls decoded under the framed
+// grammar (<tool_call> + anyOf over the tools' schemas).
+#include "tern/sampling/tool_calls.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "json_test_util.h"
+#include "tern/sampling/json_constraint.h"
+#include "tern/sampling/json_schema.h"
+#include "tern/sampling/sampler.h"
+
+namespace tern {
+namespace {
+
+using test::json;
+
+// Feeds `text` in pieces of `step` bytes and flushes; returns content and calls.
+ToolCallParser::Parts parse_in_pieces(const ToolCallSyntax& syn, const std::string& text,
+                                      size_t step) {
+  ToolCallParser p(syn);
+  ToolCallParser::Parts all;
+  auto take = [&](ToolCallParser::Parts x) {
+    all.content += x.content;
+    for (auto& c : x.calls) all.calls.push_back(std::move(c));
+  };
+  for (size_t i = 0; i < text.size(); i += step) take(p.push(text.substr(i, step)));
+  take(p.flush());
+  return all;
+}
+
+TEST(ToolCallParser, SplitsContentAndCallsWhateverThePieces) {
+  const std::string text =
+      "Let me check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\"}}\n</tool_call>\n<tool_call>\n{\"name\":\"add\",\"arguments\":{\"a\":1,\"b\":2}}"
+      "\n</tool_call>";
+  for (size_t step = 1; step <= text.size(); ++step) {
+    const auto parts = parse_in_pieces(ToolCallSyntax{}, text, step);
+    EXPECT_EQ(parts.content, "Let me check.\n") << step;
+    ASSERT_EQ(parts.calls.size(), 2u) << step;
+    EXPECT_EQ(parts.calls[0].name, "get_weather");
+    EXPECT_EQ(json::parse(parts.calls[0].arguments), json({{"city", "Paris"}}));
+    EXPECT_EQ(parts.calls[1].name, "add");
+    EXPECT_EQ(json::parse(parts.calls[1].arguments), json({{"a", 1}, {"b", 2}}));
+  }
+}
+
+TEST(ToolCallParser, HoldsBackOnlyWhatMayBeATag) {
+  ToolCallParser p(ToolCallSyntax{});
+  EXPECT_EQ(p.push("a < b and <tool").content, "a < b and ");
+  EXPECT_EQ(p.push("box>").content, "<toolbox>");  // not the tag after all
+  EXPECT_EQ(p.push("<tool_c").content, "");
+  EXPECT_EQ(p.flush().content, "<tool_c");  // the end: nothing more can come
+  EXPECT_EQ(p.calls_seen(), 0u);
+}
+
+TEST(ToolCallParser, BadBodiesStayContent) {
+  const std::string bad = "<tool_call>not json</tool_call>";
+  auto parts = parse_in_pieces(ToolCallSyntax{}, "x" + bad + "y", 3);
+  EXPECT_EQ(parts.content, "x" + bad + "y");
+  EXPECT_TRUE(parts.calls.empty());
+  parts = parse_in_pieces(ToolCallSyntax{}, "<tool_call>{\"arguments\":{}}</tool_call>", 5);
+  EXPECT_TRUE(parts.calls.empty());  // no name
+  // An unterminated call whose body is whole still counts; a cut one does not.
+  parts = parse_in_pieces(ToolCallSyntax{}, "<tool_call>\n{\"name\":\"f\"}", 4);
+  ASSERT_EQ(parts.calls.size(), 1u);
+  EXPECT_EQ(parts.calls[0].arguments, "{}");
+  parts = parse_in_pieces(ToolCallSyntax{}, "<tool_call>\n{\"name\":\"f\",\"argu", 4);
+  EXPECT_EQ(parts.content, "<tool_call>\n{\"name\":\"f\",\"argu");
+}
+
+TEST(ToolCallParser, BareSyntaxTakesTheWholeReply) {
+  const ToolCallSyntax llama{"", "", "parameters"};
+  auto parts = parse_in_pieces(llama, " {\"name\": \"f\", \"parameters\": {\"x\": \"a;b\"}}", 2);
+  ASSERT_EQ(parts.calls.size(), 1u);
+  EXPECT_EQ(json::parse(parts.calls[0].arguments), json({{"x", "a;b"}}));
+  EXPECT_EQ(parts.content, "");
+  parts = parse_in_pieces(llama, R"({"name":"f","parameters":{}}; {"name":"g","parameters":{}})", 7);
+  ASSERT_EQ(parts.calls.size(), 2u);
+  EXPECT_EQ(parts.calls[1].name, "g");
+  parts = parse_in_pieces(llama, "Hello {\"name\": \"f\"}", 3);
+  EXPECT_EQ(parts.content, "Hello {\"name\": \"f\"}");
+  parts = parse_in_pieces(llama, "{not a call", 3);
+  EXPECT_EQ(parts.content, "{not a call");
+}
+
+const char* kWeather =
+    R"({"type":"object","properties":{"city":{"type":"string","maxLength":12},"unit":{"enum":["c","f"]}},"required":["city","unit"],"additionalProperties":false})";
+const char* kAdd =
+    R"({"type":"object","properties":{"a":{"type":"integer","minimum":0,"maximum":99},"b":{"type":"number"}},"required":["a","b"],"additionalProperties":false})";
+
+TEST(ToolCallSchema, NameIsOneOfTheToolsAndArgumentsFollowItsSchema) {
+  const std::vector<ToolSpec> tools = {{"get_weather", "", kWeather}, {"add", "", kAdd}};
+  const auto g = JsonGrammar::from_schema(tool_call_schema(tools, "arguments"));
+  auto ok = [&](const std::string& s) {
+    JsonMatcher m(g);
+    return m.advance(s) && m.accepts_end();
+  };
+  EXPECT_TRUE(ok(R"({"name":"add","arguments":{"a":1,"b":2.5}})"));
+  EXPECT_TRUE(ok(R"({"name":"get_weather","arguments":{"city":"Oslo","unit":"c"}})"));
+  EXPECT_FALSE(ok(R"({"name":"add","arguments":{"city":"Oslo","unit":"c"}})"));
+  EXPECT_FALSE(ok(R"({"name":"sub","arguments":{"a":1,"b":2}})"));
+  EXPECT_FALSE(ok(R"({"arguments":{"a":1,"b":2},"name":"add"})"));  // name first
+  EXPECT_THROW(tool_call_schema(std::vector<ToolSpec>{{"f", "", "{not json"}}, "arguments"),
+               SchemaError);
+}
+
+// Forced calls: random logits (and a model that would rather stop at once)
+// still give calls that parse, name a tool and validate against its schema.
+TEST(ToolCallConstraint, RandomModelsStillWriteValidCalls) {
+  auto vocab = test::test_vocab();
+  for (const char* s : {"<tool_call>", "</tool_call>", "<tool", "_call>", "\n<", ">\n{\""})
+    vocab.insert(vocab.end() - 1, s);
+  const int32_t eos = int32_t(vocab.size()) - 1;
+  auto trie = std::make_shared<const TokenTrie>(vocab);
+  const std::vector<ToolSpec> tools = {{"get_weather", "", kWeather}, {"add", "", kAdd}};
+  const ToolCallSyntax syn;
+  for (bool repeat : {false, true}) {
+    for (uint64_t seed = 0; seed < 12; ++seed) {
+      SamplingParams p;
+      p.response_format = ResponseFormat::JsonSchema;
+      p.json_schema = tool_call_schema(tools, "arguments");
+      p.json_open = syn.frame_open();
+      p.json_close = syn.frame_close();
+      p.json_repeat = repeat;
+      p.temperature = 1.0f;
+      p.top_k = 0;
+      p.top_p = 1.0f;
+      p.min_p = 0.0f;
+      p.seed = seed;
+      Sampler s(p, int32_t(vocab.size()));
+      s.constrain(JsonConstraint::from_params(p, trie, {eos}));
+      std::mt19937_64 rng(seed);
+      std::string out;
+      bool ended = false;
+      for (int step = 0; step < 400 && !ended; ++step) {
+        std::vector<float> logits(vocab.size());
+        for (auto& l : logits) l = float(rng() % 1000) / 200.0f;
+        logits[size_t(eos)] = seed % 2 ? 20.0f : 0.0f;
+        const int32_t t = s.sample(logits);
+        s.accept(t, true);
+        if (t == eos) ended = true;
+        else out += vocab[size_t(t)];
+      }
+      ASSERT_TRUE(ended) << out;
+      EXPECT_TRUE(s.constraint()->complete()) << out;
+      ASSERT_TRUE(out.starts_with("<tool_call>\n{")) << out;
+      const auto parts = parse_in_pieces(syn, out, 1);
+      EXPECT_EQ(parts.content, "") << out;
+      ASSERT_GE(parts.calls.size(), 1u) << out;
+      if (!repeat) EXPECT_EQ(parts.calls.size(), 1u) << out;
+      for (const auto& c : parts.calls) {
+        const json schema = json::parse(c.name == "add" ? kAdd : kWeather);
+        ASSERT_TRUE(c.name == "add" || c.name == "get_weather") << out;
+        EXPECT_TRUE(test::validates(json::parse(c.arguments), schema, schema)) << out;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tern
