@@ -76,7 +76,8 @@ TEST(ToolCallParser, BareSyntaxTakesTheWholeReply) {
   ASSERT_EQ(parts.calls.size(), 1u);
   EXPECT_EQ(json::parse(parts.calls[0].arguments), json({{"x", "a;b"}}));
   EXPECT_EQ(parts.content, "");
-  parts = parse_in_pieces(llama, R"({"name":"f","parameters":{}}; {"name":"g","parameters":{}})", 7);
+  parts =
+      parse_in_pieces(llama, R"({"name":"f","parameters":{}}; {"name":"g","parameters":{}})", 7);
   ASSERT_EQ(parts.calls.size(), 2u);
   EXPECT_EQ(parts.calls[1].name, "g");
   parts = parse_in_pieces(llama, "Hello {\"name\": \"f\"}", 3);
@@ -137,11 +138,15 @@ TEST(ToolCallConstraint, RandomModelsStillWriteValidCalls) {
       for (int step = 0; step < 400 && !ended; ++step) {
         std::vector<float> logits(vocab.size());
         for (auto& l : logits) l = float(rng() % 1000) / 200.0f;
-        logits[size_t(eos)] = seed % 2 ? 20.0f : 0.0f;
+        // Odd seeds: a model that would rather stop at once; with repeat, one that
+        // may stop (else random logits would go on calling forever).
+        logits[size_t(eos)] = seed % 2 ? 20.0f : repeat ? 6.0f : 0.0f;
         const int32_t t = s.sample(logits);
         s.accept(t, true);
-        if (t == eos) ended = true;
-        else out += vocab[size_t(t)];
+        if (t == eos)
+          ended = true;
+        else
+          out += vocab[size_t(t)];
       }
       ASSERT_TRUE(ended) << out;
       EXPECT_TRUE(s.constraint()->complete()) << out;
