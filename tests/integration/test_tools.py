@@ -1,0 +1,233 @@
+"""Tool calling through the real OpenAI SDK against the real server.
+
+SmolLM2-135M (the shared server) is far too small to call tools well on its
+own, so the calls it must make (tool_choice required, a named function) are
+decoded under the tool-call grammar: the name is one of the tools and the
+arguments validate against that tool's JSON Schema. Calls a model writes on
+its own (tool_choice auto) are parsed from its text: a scripted model
+(`tern gen-scripted-model`, a real GGUF run by the real engine) writes one
+token by token, with text in front, so the parser sees the tags split across
+pieces exactly as a real model produces them."""
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import openai
+import pydantic
+import pytest
+import requests
+
+from tern_server import TernServer
+from test_reasoning import scripted_model
+
+WEATHER = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "description": "City name"},
+                   "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+    "required": ["city", "unit"],
+    "additionalProperties": False,
+}
+ADD = {
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+    "required": ["a", "b"],
+    "additionalProperties": False,
+}
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city",
+                                      "parameters": WEATHER}},
+    {"type": "function", "function": {"name": "add", "description": "Add two integers",
+                                      "parameters": ADD}},
+]
+SCHEMAS = {"get_weather": WEATHER, "add": ADD}
+ASK = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+
+
+def check_calls(calls):
+    assert calls, "no tool calls"
+    for c in calls:
+        assert c.type == "function"
+        assert c.id.startswith("call_")
+        assert c.function.name in SCHEMAS
+        jsonschema.validate(json.loads(c.function.arguments), SCHEMAS[c.function.name])
+
+
+def test_required_gives_valid_calls(client, healthy):
+    r = client.chat.completions.create(model="m", messages=ASK, tools=TOOLS, tool_choice="required",
+                                       temperature=0, max_tokens=120)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls"
+    assert c.message.content is None
+    check_calls(c.message.tool_calls)
+    assert len({t.id for t in c.message.tool_calls}) == len(c.message.tool_calls)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_named_function_is_called_even_when_sampling(client, seed):
+    r = client.chat.completions.create(
+        model="m", messages=ASK, tools=TOOLS, temperature=1.0, seed=seed, max_tokens=160,
+        tool_choice={"type": "function", "function": {"name": "add"}}, parallel_tool_calls=False)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls"
+    assert len(c.message.tool_calls) == 1
+    assert c.message.tool_calls[0].function.name == "add"
+    check_calls(c.message.tool_calls)
+
+
+def test_round_trip_tool_result_then_answer(client):
+    first = client.chat.completions.create(model="m", messages=ASK, tools=TOOLS,
+                                           tool_choice={"type": "function",
+                                                        "function": {"name": "get_weather"}},
+                                           parallel_tool_calls=False, temperature=0, max_tokens=120)
+    call = first.choices[0].message.tool_calls[0]
+    args = json.loads(call.function.arguments)
+    history = ASK + [
+        first.choices[0].message.model_dump(exclude_none=True),
+        {"role": "tool", "tool_call_id": call.id,
+         "content": json.dumps({"city": args["city"], "temperature": 18, "sky": "sunny"})},
+    ]
+    final = client.chat.completions.create(model="m", messages=history, tools=TOOLS,
+                                           tool_choice="none", temperature=0, max_tokens=40)
+    c = final.choices[0]
+    assert c.finish_reason in ("stop", "length")
+    assert c.message.tool_calls is None
+    assert c.message.content.strip()
+    # The call and its result reached the prompt (tool_choice none leaves the tool list out).
+    plain = client.chat.completions.create(model="m", messages=ASK, max_tokens=1)
+    assert final.usage.prompt_tokens > plain.usage.prompt_tokens + 30
+
+
+def test_streamed_tool_deltas_reassemble(client):
+    kwargs = dict(model="m", messages=ASK, tools=TOOLS, tool_choice="required", temperature=0,
+                  max_tokens=120)
+    whole = client.chat.completions.create(**kwargs).choices[0].message.tool_calls
+    # The SDK's stream helper accumulates delta.tool_calls into the final message.
+    with client.chat.completions.stream(**kwargs) as stream:
+        for _ in stream:
+            pass
+        final = stream.get_final_completion()
+    got = final.choices[0].message.tool_calls
+    assert final.choices[0].finish_reason == "tool_calls"
+    check_calls(got)
+    assert [(t.function.name, json.loads(t.function.arguments)) for t in got] == \
+        [(t.function.name, json.loads(t.function.arguments)) for t in whole]
+    # By hand: the first delta of a call carries index, id, type and name.
+    heads = []
+    for chunk in client.chat.completions.create(stream=True, **kwargs):
+        for d in chunk.choices[0].delta.tool_calls or [] if chunk.choices else []:
+            if d.id:
+                assert d.type == "function" and d.function.name
+                heads.append(d.index)
+    assert heads == list(range(len(whole)))
+
+
+class Weather(pydantic.BaseModel):
+    city: str
+    unit: str
+
+
+class Answer(pydantic.BaseModel):
+    city: str
+    sunny: bool
+    temperature: int
+
+
+def test_sdk_parse_with_pydantic_models(client):
+    r = client.chat.completions.parse(model="m", messages=ASK, response_format=Answer,
+                                      temperature=0, max_tokens=80)
+    assert isinstance(r.choices[0].message.parsed, Answer)
+    # Strict function tools from a pydantic model: parsed_arguments comes back typed.
+    r = client.chat.completions.parse(model="m", messages=ASK,
+                                      tools=[openai.pydantic_function_tool(Weather)],
+                                      tool_choice="required", temperature=0, max_tokens=80)
+    call = r.choices[0].message.tool_calls[0]
+    assert call.function.name == "Weather"
+    assert isinstance(call.function.parsed_arguments, Weather)
+
+
+def post(server, body):
+    return requests.post(server.url + "/v1/chat/completions", json=body, timeout=60)
+
+
+@pytest.mark.parametrize("body,param,words", [
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": "{not json"}}]},
+     "tools[0].function.parameters", "not valid JSON"),
+    ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}},
+     "tool_choice.function.name", "nope"),
+    ({"tools": TOOLS, "tool_choice": "sometimes"}, "tool_choice", "sometimes"),
+    ({"tools": [{"type": "function", "function": {
+        "name": "f", "strict": True,
+        "parameters": {"type": "object", "properties": {"s": {"type": "string", "pattern": "a+"}}}}}]},
+     "tools[0].function.parameters", "pattern"),
+    ({"tools": [{"type": "function", "function": {"name": "bad name!"}}]},
+     "tools[0].function.name", "bad name!"),
+    ({"tools": TOOLS, "tool_choice": "required", "n": 2}, "tools", "n > 1"),
+    ({"messages": ASK + [{"role": "tool", "content": "42"}]}, "messages[1].tool_call_id",
+     "tool_call_id"),
+    ({"messages": ASK + [{"role": "assistant", "tool_calls": [
+        {"type": "function", "function": {"name": "add", "arguments": "{}"}}]}]},
+     "messages[1].tool_calls[0].id", "id"),
+])
+def test_bad_tool_input_is_a_400_naming_it(server, healthy, body, param, words):
+    r = post(server, {"messages": ASK, "max_tokens": 4, **body})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"}
+    assert err["param"] == param
+    assert words in err["message"]
+
+
+# Every token of a script is distinct (the scripted model's next token depends
+# only on the current one); the tags are split across tokens on purpose.
+SCRIPT = ("Let| me| check|.\\n<|tool|_call>|\\n{\"name\": \"get_weather\", |\"arguments\": "
+          "{\"city\": \"Paris\", \"unit\": \"celsius\"}}|\\n</|tool_call|>")
+
+
+@pytest.fixture(scope="module")
+def caller(tmp_path_factory):
+    model = scripted_model(tmp_path_factory, SCRIPT, "caller")
+    with TernServer(model=model) as srv:
+        yield srv
+
+
+def sdk(srv):
+    return openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0, timeout=120)
+
+
+def test_auto_parses_a_call_the_model_writes(caller):
+    r = sdk(caller).chat.completions.create(model="m", messages=ASK, tools=TOOLS, temperature=0,
+                                            max_tokens=60)
+    c = r.choices[0]
+    assert c.finish_reason == "tool_calls"
+    assert c.message.content == "Let me check.\n"
+    assert [(t.function.name, json.loads(t.function.arguments)) for t in c.message.tool_calls] == \
+        [("get_weather", {"city": "Paris", "unit": "celsius"})]
+
+
+def test_auto_streamed_keeps_text_before_the_call(caller):
+    stream = sdk(caller).chat.completions.create(model="m", messages=ASK, tools=TOOLS,
+                                                 temperature=0, max_tokens=60, stream=True)
+    text, calls, finish = "", {}, None
+    for chunk in stream:
+        if not chunk.choices:
+            continue
+        d = chunk.choices[0].delta
+        text += d.content or ""
+        for t in d.tool_calls or []:
+            entry = calls.setdefault(t.index, {"name": "", "arguments": ""})
+            entry["name"] += t.function.name or ""
+            entry["arguments"] += t.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert "<tool" not in text
+    assert text == "Let me check.\n"
+    assert finish == "tool_calls"
+    assert list(calls) == [0]
+    assert calls[0]["name"] == "get_weather"
+    assert json.loads(calls[0]["arguments"]) == {"city": "Paris", "unit": "celsius"}
+
+
+def test_without_tools_the_tags_stay_text(caller):
+    r = sdk(caller).chat.completions.create(model="m", messages=ASK, temperature=0, max_tokens=60)
+    assert "<tool_call>" in r.choices[0].message.content
+    assert r.choices[0].message.tool_calls is None
