@@ -231,3 +231,35 @@ def test_without_tools_the_tags_stay_text(caller):
     r = sdk(caller).chat.completions.create(model="m", messages=ASK, temperature=0, max_tokens=60)
     assert "<tool_call>" in r.choices[0].message.content
     assert r.choices[0].message.tool_calls is None
+
+
+def test_websocket_generate_sends_tool_call_messages(caller):
+    import asyncio
+
+    import websockets
+
+    async def go():
+        async with websockets.connect(caller.ws_url) as ws:
+            assert json.loads(await ws.recv())["type"] == "hello"
+            await ws.send(json.dumps({"type": "generate", "id": "g", "messages": ASK,
+                                      "tools": TOOLS, "temperature": 0, "max_tokens": 60}))
+            seen = []
+            while True:
+                m = json.loads(await asyncio.wait_for(ws.recv(), 60))
+                if m["type"] == "error":
+                    raise AssertionError(m)
+                seen.append(m)
+                if m["type"] == "done":
+                    return seen
+
+    seen = asyncio.run(go())
+    text = "".join(m["text"] for m in seen if m["type"] == "delta")
+    calls = [m for m in seen if m["type"] == "tool_call"]
+    assert text == "Let me check.\n"
+    assert [(c["index"], c["name"], json.loads(c["arguments"])) for c in calls] == \
+        [(0, "get_weather", {"city": "Paris", "unit": "celsius"})]
+    assert calls[0]["call_id"].startswith("call_")
+    assert seen[-1]["finish_reason"] == "tool_calls"
+    # The text before the call arrives before it.
+    kinds = [m["type"] for m in seen if m["type"] in ("delta", "tool_call") and m.get("text", "x")]
+    assert kinds.index("tool_call") > kinds.index("delta")
