@@ -133,6 +133,32 @@ void parse_tools(const json& body, GenerationRequest& r) {
     unsupported("tools", "tools with n > 1 or logprobs are not supported.");
 }
 
+void parse_responses_tools(const json& body, GenerationRequest& r) {
+  json chat = json::object();
+  if (const json* v = field(body, "tools")) {
+    if (!v->is_array()) wrong_type("tools", "an array", *v);
+    json tools = json::array();
+    for (const json& t : *v) {
+      if (!t.is_object() || !t.contains("type") || t["type"] != "function") {
+        tools.push_back(t);  // parse_tool names the problem
+        continue;
+      }
+      json f = t;
+      f.erase("type");
+      tools.push_back(json{{"type", "function"}, {"function", std::move(f)}});
+    }
+    chat["tools"] = std::move(tools);
+  }
+  if (const json* v = field(body, "tool_choice")) {
+    if (v->is_object() && v->contains("name"))
+      chat["tool_choice"] = json{{"type", "function"}, {"function", {{"name", (*v)["name"]}}}};
+    else
+      chat["tool_choice"] = *v;
+  }
+  if (const json* v = field(body, "parallel_tool_calls")) chat["parallel_tool_calls"] = *v;
+  parse_tools(chat, r);
+}
+
 void parse_message_tools(const json& m, const std::string& where, Message& out) {
   if (out.role == "tool") {
     const json* id = field(m, "tool_call_id");

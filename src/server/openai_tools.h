@@ -15,6 +15,11 @@ namespace tern::server {
 // so an unsupported keyword is a 400 naming it.
 void parse_tools(const nlohmann::json& body, GenerationRequest& r);
 
+// The Responses API's flat function tools ({"type": "function", "name",
+// "parameters", ...}) and tool_choice ({"type": "function", "name"}), read
+// like the chat fields above.
+void parse_responses_tools(const nlohmann::json& body, GenerationRequest& r);
+
 // The tool parts of message `m` (at `where`, e.g. "messages[2]") into out.
 void parse_message_tools(const nlohmann::json& m, const std::string& where, Message& out);
 

@@ -263,3 +263,49 @@ def test_websocket_generate_sends_tool_call_messages(caller):
     # The text before the call arrives before it.
     kinds = [m["type"] for m in seen if m["type"] in ("delta", "tool_call") and m.get("text", "x")]
     assert kinds.index("tool_call") > kinds.index("delta")
+
+
+RESPONSES_TOOLS = [{"type": "function", "name": t["function"]["name"],
+                    "description": t["function"]["description"],
+                    "parameters": t["function"]["parameters"]} for t in TOOLS]
+
+
+def test_responses_api_function_call_round_trip(client):
+    r = client.responses.create(model="m", input="What is the weather in Paris?",
+                                tools=RESPONSES_TOOLS, tool_choice="required",
+                                parallel_tool_calls=False, temperature=0, max_output_tokens=120)
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert len(calls) == 1, r.output
+    call = calls[0]
+    assert call.name in SCHEMAS and call.call_id.startswith("call_")
+    jsonschema.validate(json.loads(call.arguments), SCHEMAS[call.name])
+    # The result goes back as a function_call_output item, after the call itself.
+    final = client.responses.create(
+        model="m", tools=RESPONSES_TOOLS, tool_choice="none", temperature=0, max_output_tokens=40,
+        input=[{"role": "user", "content": "What is the weather in Paris?"},
+               {"type": "function_call", "call_id": call.call_id, "name": call.name,
+                "arguments": call.arguments},
+               {"type": "function_call_output", "call_id": call.call_id,
+                "output": json.dumps({"temperature": 18})}])
+    assert final.output_text.strip()
+    assert not [o for o in final.output if o.type == "function_call"]
+
+
+def test_responses_api_streams_function_call_items(client):
+    with client.responses.stream(model="m", input="What is 2 plus 3?", tools=RESPONSES_TOOLS,
+                                 tool_choice={"type": "function", "name": "add"},
+                                 parallel_tool_calls=False, temperature=0,
+                                 max_output_tokens=120) as stream:
+        kinds = [e.type for e in stream]
+        final = stream.get_final_response()
+    assert "response.function_call_arguments.done" in kinds
+    calls = [o for o in final.output if o.type == "function_call"]
+    assert [c.name for c in calls] == ["add"]
+    jsonschema.validate(json.loads(calls[0].arguments), ADD)
+
+
+def test_responses_api_bad_tool_is_a_400(server, healthy):
+    r = requests.post(server.url + "/v1/responses", timeout=60, json={
+        "input": "hi", "tools": RESPONSES_TOOLS, "tool_choice": {"type": "function", "name": "nope"}})
+    assert r.status_code == 400, r.text
+    assert "nope" in r.json()["error"]["message"]

@@ -65,7 +65,7 @@ TEST(OpenAiResponses, Refusals) {
   EXPECT_EQ(error_of(json::object()).param(), "input");
   EXPECT_EQ(
       error_of(json{{"input", "x"}, {"tools", json::array({{{"type", "function"}}})}}).param(),
-      "tools");
+      "tools[0].function.name");
   EXPECT_EQ(
       error_of(json{{"input", "x"}, {"text", {{"format", {{"type", "json_schema"}}}}}}).param(),
       "text.format");
