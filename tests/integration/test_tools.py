@@ -309,3 +309,52 @@ def test_responses_api_bad_tool_is_a_400(server, healthy):
         "input": "hi", "tools": RESPONSES_TOOLS, "tool_choice": {"type": "function", "name": "nope"}})
     assert r.status_code == 400, r.text
     assert "nope" in r.json()["error"]["message"]
+
+
+ANTHROPIC_TOOLS = [{"name": t["function"]["name"], "description": t["function"]["description"],
+                    "input_schema": t["function"]["parameters"]} for t in TOOLS]
+
+
+def anthropic_client(srv):
+    import anthropic
+
+    return anthropic.Anthropic(base_url=srv.url, api_key="x", max_retries=0, timeout=120)
+
+
+def test_anthropic_tool_use_round_trip(server):
+    a = anthropic_client(server)
+    ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+    r = a.messages.create(model="m", max_tokens=120, messages=ask,
+                          tools=ANTHROPIC_TOOLS,
+                          tool_choice={"type": "any", "disable_parallel_tool_use": True})
+    assert r.stop_reason == "tool_use"
+    uses = [b for b in r.content if b.type == "tool_use"]
+    assert len(uses) == 1 and uses[0].id.startswith("toolu_")
+    jsonschema.validate(uses[0].input, SCHEMAS[uses[0].name])
+    final = a.messages.create(
+        model="m", max_tokens=40, tools=ANTHROPIC_TOOLS, tool_choice={"type": "none"},
+        messages=ask + [{"role": "assistant", "content": r.content},
+                        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": uses[0].id,
+                                                      "content": "18C and sunny"}]}])
+    assert final.stop_reason in ("end_turn", "max_tokens")
+    assert final.content[0].type == "text" and final.content[0].text.strip()
+
+
+def test_anthropic_streamed_tool_use(server):
+    a = anthropic_client(server)
+    with a.messages.stream(model="m", max_tokens=120,
+                           messages=[{"role": "user", "content": "What is 2 plus 3?"}],
+                           tools=ANTHROPIC_TOOLS, tool_choice={"type": "tool", "name": "add"}) as s:
+        final = s.get_final_message()
+    uses = [b for b in final.content if b.type == "tool_use"]
+    assert [u.name for u in uses][:1] == ["add"]
+    jsonschema.validate(uses[0].input, ADD)
+    assert final.stop_reason == "tool_use"
+
+
+def test_anthropic_bad_tool_choice_is_a_400(server, healthy):
+    r = requests.post(server.url + "/v1/messages", timeout=60, json={
+        "model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}],
+        "tools": ANTHROPIC_TOOLS, "tool_choice": {"type": "tool", "name": "nope"}})
+    assert r.status_code == 400, r.text
+    assert "nope" in r.json()["error"]["message"]
