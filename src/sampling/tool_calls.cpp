@@ -70,9 +70,67 @@ void ToolCallParser::emit_content(std::string_view s, Parts& out) {
 }
 
 void ToolCallParser::add_call(ParsedToolCall c, Parts& out) {
+  if (stream_ && args_sent_ == 0) out.deltas.push_back({calls_seen_, c.name, c.arguments});
   out.calls.push_back(std::move(c));
   ++calls_seen_;
   after_call_ = true;
+  args_at_ = args_sent_ = 0;
+}
+
+// While a call is written: once its head {"name": "f", "arguments": is in,
+// its name goes out, then its arguments as they grow, minus a tail that may
+// still turn out to be the call's own closing brace or tag.
+void ToolCallParser::stream_open_call(Parts& out) {
+  if (args_sent_ == 0) {
+    size_t i = 0;
+    auto ws = [&] {
+      while (i < buf_.size() && is_space(buf_[i])) ++i;
+    };
+    auto lit = [&](std::string_view s) {
+      ws();
+      if (buf_.compare(i, s.size(), s) != 0) return false;
+      i += s.size();
+      return true;
+    };
+    if (!lit("{") || !lit("\"name\"") || !lit(":") || !lit("\"")) return;
+    const size_t name_end = buf_.find('"', i);
+    if (name_end == std::string::npos) return;
+    const std::string name = buf_.substr(i, name_end - i);
+    if (name.empty() || name.find('\\') != std::string::npos) return;
+    i = name_end + 1;
+    if (!lit(",") || !(lit("\"" + syntax_.args_key + "\"")) || !lit(":")) return;
+    ws();
+    if (i >= buf_.size()) return;
+    out.deltas.push_back({calls_seen_, name, ""});
+    streamed_name_ = name;
+    args_at_ = args_sent_ = i;
+  }
+  size_t end = buf_.size() - partial_tag_suffix(buf_, syntax_.close);
+  while (end > args_sent_ && (is_space(buf_[end - 1]) || buf_[end - 1] == '}')) --end;
+  if (end > args_sent_) {
+    out.deltas.push_back({calls_seen_, "", buf_.substr(args_sent_, end - args_sent_)});
+    args_sent_ = end;
+  }
+}
+
+// The closing tag of a streamed call: the rest of its arguments, up to the
+// object's own closing brace.
+void ToolCallParser::finish_streamed_call(std::string_view body, Parts& out) {
+  size_t end = body.size();
+  while (end > args_at_ && is_space(body[end - 1])) --end;
+  if (end > args_at_ && body[end - 1] == '}') --end;  // the call object's brace
+  while (end > args_at_ && is_space(body[end - 1])) --end;
+  if (end > args_sent_)
+    out.deltas.push_back({calls_seen_, "", std::string(body.substr(args_sent_, end - args_sent_))});
+  ParsedToolCall c;
+  if (!parse_call(body, c)) {  // already announced: keep what was written
+    c.name = streamed_name_;
+    c.arguments = std::string(body.substr(args_at_, end - args_at_));
+  }
+  out.calls.push_back(std::move(c));
+  ++calls_seen_;
+  after_call_ = true;
+  args_at_ = args_sent_ = 0;
 }
 
 // Tagged syntax: text up to an opening tag is content; a call ends at the closing tag.
@@ -80,9 +138,14 @@ void ToolCallParser::push_tagged(Parts& out) {
   for (;;) {
     if (state_ == State::Call) {
       const size_t end = buf_.find(syntax_.close);
-      if (end == std::string::npos) return;
+      if (end == std::string::npos) {
+        if (stream_) stream_open_call(out);
+        return;
+      }
       ParsedToolCall c;
-      if (parse_call(std::string_view(buf_).substr(0, end), c)) {
+      if (args_sent_ > 0) {
+        finish_streamed_call(std::string_view(buf_).substr(0, end), out);
+      } else if (parse_call(std::string_view(buf_).substr(0, end), c)) {
         add_call(std::move(c), out);
       } else {
         emit_content(syntax_.open + buf_.substr(0, end) + syntax_.close, out);
@@ -158,7 +221,9 @@ ToolCallParser::Parts ToolCallParser::flush() {
   } else if (state_ == State::Call) {
     // An unterminated call (the output ended first): a call if its body is complete.
     ParsedToolCall c;
-    if (parse_call(buf_, c)) {
+    if (args_sent_ > 0) {
+      finish_streamed_call(buf_, out);
+    } else if (parse_call(buf_, c)) {
       add_call(std::move(c), out);
     } else {
       emit_content(syntax_.open + buf_, out);

@@ -39,7 +39,7 @@ class OpenAiExchange final : public ApiExchange {
       in_reasoning_ = s.in_reasoning;
     }
     offsets_.assign(size_t(n_), s.echo.size());
-    if (tools_) parser_.emplace(tool_syntax(ctx_));
+    if (tools_) parser_.emplace(tool_syntax(ctx_), /*stream_arguments=*/true);
     if (meta_.kind != GenerationRequest::Kind::Chat) return "";
     if (!choices()) return sse_event(chunk_role(meta_, usage_));
     std::string out;
@@ -123,11 +123,15 @@ class OpenAiExchange final : public ApiExchange {
   std::string stream_calls(const ToolCallParser::Parts& p) {
     std::string out;
     if (!p.content.empty()) out += sse_event(chunk_text(meta_, p.content, usage_));
-    for (const ParsedToolCall& c : p.calls) {
-      const int index = int(calls_.size());
-      calls_.push_back({call_id(index), c.name, c.arguments});
-      out += sse_event(chunk_tool_call_head(meta_, index, calls_.back(), usage_));
-      out += sse_event(chunk_tool_call_args(meta_, index, c.arguments, usage_));
+    // A call's name as soon as it is known, then its arguments as they are written.
+    for (const ToolCallParser::CallDelta& d : p.deltas) {
+      const int index = int(d.index);
+      if (!d.name.empty()) {
+        calls_.push_back({call_id(index), d.name, ""});
+        out += sse_event(chunk_tool_call_head(meta_, index, calls_.back(), usage_));
+      }
+      if (!d.arguments.empty())
+        out += sse_event(chunk_tool_call_args(meta_, index, d.arguments, usage_));
     }
     return out;
   }

@@ -112,14 +112,20 @@ def test_streamed_tool_deltas_reassemble(client):
     check_calls(got)
     assert [(t.function.name, json.loads(t.function.arguments)) for t in got] == \
         [(t.function.name, json.loads(t.function.arguments)) for t in whole]
-    # By hand: the first delta of a call carries index, id, type and name.
-    heads = []
+    # By hand: the first delta of a call carries index, id, type and name; its
+    # arguments follow in fragments as the model writes them.
+    heads, fragments = [], {}
     for chunk in client.chat.completions.create(stream=True, **kwargs):
         for d in chunk.choices[0].delta.tool_calls or [] if chunk.choices else []:
             if d.id:
                 assert d.type == "function" and d.function.name
                 heads.append(d.index)
+            elif d.function.arguments:
+                fragments.setdefault(d.index, []).append(d.function.arguments)
     assert heads == list(range(len(whole)))
+    assert all(len(fragments[i]) > 1 for i in heads), fragments
+    assert [json.loads("".join(fragments[i])) for i in heads] == \
+        [json.loads(t.function.arguments) for t in whole]
 
 
 class Weather(pydantic.BaseModel):

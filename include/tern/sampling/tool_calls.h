@@ -50,11 +50,22 @@ struct ParsedToolCall {
 // as content, tags included. Whitespace right after a call is dropped.
 class ToolCallParser {
  public:
-  explicit ToolCallParser(ToolCallSyntax syntax) : syntax_(std::move(syntax)) {}
+  // stream_arguments: also report each call while it is written (deltas), its
+  // name as soon as it is known and its arguments in fragments as they come
+  // (tagged syntax, name first; other calls arrive whole as one delta).
+  explicit ToolCallParser(ToolCallSyntax syntax, bool stream_arguments = false)
+      : syntax_(std::move(syntax)), stream_(stream_arguments) {}
 
+  // A piece of call `index`: `name` is set on its first delta only.
+  struct CallDelta {
+    size_t index = 0;
+    std::string name;
+    std::string arguments;  // the next fragment of the arguments' JSON text
+  };
   struct Parts {
     std::string content;
-    std::vector<ParsedToolCall> calls;
+    std::vector<ParsedToolCall> calls;  // completed calls
+    std::vector<CallDelta> deltas;      // stream_arguments only
   };
   Parts push(std::string_view text);
   // The end of the output: whatever was held back.
@@ -68,12 +79,19 @@ class ToolCallParser {
   void emit_content(std::string_view s, Parts& out);
   void push_tagged(Parts& out);
   void add_call(ParsedToolCall c, Parts& out);
+  void stream_open_call(Parts& out);
+  void finish_streamed_call(std::string_view body, Parts& out);
 
   ToolCallSyntax syntax_;
   std::string buf_;  // held back: a possible opening tag, or an unfinished call
   enum class State { Start, Text, Call, Bare } state_ = State::Start;
   bool after_call_ = false;
   size_t calls_seen_ = 0;
+  bool stream_ = false;
+  // The call being streamed: its arguments start at args_at_ in buf_, and
+  // buf_[args_at_, args_sent_) has been reported (0: its name is not out yet).
+  size_t args_at_ = 0, args_sent_ = 0;
+  std::string streamed_name_;
 };
 
 }  // namespace tern

@@ -46,6 +46,45 @@ TEST(ToolCallParser, SplitsContentAndCallsWhateverThePieces) {
   }
 }
 
+// Streamed: each call's name comes first, then its arguments in fragments
+// that join to the whole arguments (never the call's own brace or tag).
+TEST(ToolCallParser, StreamsNamesThenArgumentFragments) {
+  const std::string text =
+      "Hi.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\", \"in\": {\"x\": [1, {}]}}}\n</tool_call>\n<tool_call>\n{\"name\":\"add\","
+      "\"arguments\":{}}\n</tool_call>";
+  for (size_t step = 1; step <= text.size(); ++step) {
+    ToolCallParser p(ToolCallSyntax{}, /*stream_arguments=*/true);
+    std::string content;
+    std::vector<std::pair<std::string, std::string>> calls;  // name, joined fragments
+    size_t fragments = 0;
+    auto take = [&](const ToolCallParser::Parts& x) {
+      content += x.content;
+      for (const auto& d : x.deltas) {
+        if (!d.name.empty()) {
+          ASSERT_EQ(d.index, calls.size());
+          calls.push_back({d.name, ""});
+        }
+        ASSERT_EQ(d.index + 1, calls.size());
+        calls.back().second += d.arguments;
+        fragments += !d.arguments.empty();
+      }
+    };
+    for (size_t i = 0; i < text.size(); i += step) take(p.push(text.substr(i, step)));
+    take(p.flush());
+    EXPECT_EQ(content, "Hi.\n") << step;
+    ASSERT_EQ(calls.size(), 2u) << step;
+    EXPECT_EQ(calls[0].first, "get_weather");
+    EXPECT_EQ(json::parse(calls[0].second),
+              json::parse(R"({"city": "Paris", "in": {"x": [1, {}]}})"))
+        << step << ": " << calls[0].second;
+    EXPECT_EQ(calls[1].first, "add");
+    EXPECT_EQ(calls[1].second, "{}") << step;
+    if (step == 1) EXPECT_GT(fragments, 10u);  // really in pieces
+    EXPECT_EQ(p.calls_seen(), 2u);
+  }
+}
+
 TEST(ToolCallParser, HoldsBackOnlyWhatMayBeATag) {
   ToolCallParser p(ToolCallSyntax{});
   EXPECT_EQ(p.push("a < b and <tool").content, "a < b and ");
