@@ -16,14 +16,16 @@ namespace {
 
 using test::json;
 
-// Feeds `text` in pieces of `step` bytes and flushes; returns content and calls.
+// Feeds `text` in pieces of `step` bytes and flushes; returns content, calls
+// and (with stream_arguments) the deltas, in order.
 ToolCallParser::Parts parse_in_pieces(const ToolCallSyntax& syn, const std::string& text,
-                                      size_t step) {
-  ToolCallParser p(syn);
+                                      size_t step, bool stream_arguments = false) {
+  ToolCallParser p(syn, stream_arguments);
   ToolCallParser::Parts all;
   auto take = [&](ToolCallParser::Parts x) {
     all.content += x.content;
     for (auto& c : x.calls) all.calls.push_back(std::move(c));
+    for (auto& d : x.deltas) all.deltas.push_back(std::move(d));
   };
   for (size_t i = 0; i < text.size(); i += step) take(p.push(text.substr(i, step)));
   take(p.flush());
@@ -54,24 +56,19 @@ TEST(ToolCallParser, StreamsNamesThenArgumentFragments) {
       "\"Paris\", \"in\": {\"x\": [1, {}]}}}\n</tool_call>\n<tool_call>\n{\"name\":\"add\","
       "\"arguments\":{}}\n</tool_call>";
   for (size_t step = 1; step <= text.size(); ++step) {
-    ToolCallParser p(ToolCallSyntax{}, /*stream_arguments=*/true);
-    std::string content;
+    const auto parts = parse_in_pieces(ToolCallSyntax{}, text, step, /*stream_arguments=*/true);
+    const std::string& content = parts.content;
     std::vector<std::pair<std::string, std::string>> calls;  // name, joined fragments
     size_t fragments = 0;
-    auto take = [&](const ToolCallParser::Parts& x) {
-      content += x.content;
-      for (const auto& d : x.deltas) {
-        if (!d.name.empty()) {
-          ASSERT_EQ(d.index, calls.size());
-          calls.push_back({d.name, ""});
-        }
-        ASSERT_EQ(d.index + 1, calls.size());
-        calls.back().second += d.arguments;
-        fragments += !d.arguments.empty();
+    for (const auto& d : parts.deltas) {
+      if (!d.name.empty()) {
+        ASSERT_EQ(d.index, calls.size());
+        calls.push_back({d.name, ""});
       }
-    };
-    for (size_t i = 0; i < text.size(); i += step) take(p.push(text.substr(i, step)));
-    take(p.flush());
+      ASSERT_EQ(d.index + 1, calls.size());
+      calls.back().second += d.arguments;
+      fragments += !d.arguments.empty();
+    }
     EXPECT_EQ(content, "Hi.\n") << step;
     ASSERT_EQ(calls.size(), 2u) << step;
     EXPECT_EQ(calls[0].first, "get_weather");
@@ -81,7 +78,7 @@ TEST(ToolCallParser, StreamsNamesThenArgumentFragments) {
     EXPECT_EQ(calls[1].first, "add");
     EXPECT_EQ(calls[1].second, "{}") << step;
     if (step == 1) EXPECT_GT(fragments, 10u);  // really in pieces
-    EXPECT_EQ(p.calls_seen(), 2u);
+    EXPECT_EQ(parts.calls.size(), 2u);
   }
 }
 
