@@ -20,7 +20,7 @@ JsonConstraint::JsonConstraint(std::shared_ptr<const JsonGrammar> grammar,
 std::unique_ptr<JsonConstraint> JsonConstraint::from_params(const SamplingParams& p,
                                                             std::shared_ptr<const TokenTrie> trie,
                                                             std::vector<int32_t> end_ids) {
-  Frame frame{p.json_open, p.json_close, p.json_repeat};
+  Frame frame{p.json_open, p.json_close, p.json_repeat, p.json_trigger};
   switch (p.response_format) {
     case ResponseFormat::Text:
       return nullptr;
@@ -42,6 +42,7 @@ const std::string& JsonConstraint::literal() const {
 }
 
 void JsonConstraint::mask(std::span<float> logits) {
+  if (phase_ == Phase::Free) return;
   if (phase_ != Phase::Value) {
     mask_literal(logits);
     return;
@@ -100,7 +101,7 @@ void JsonConstraint::enter_value() {
 // The literal text is written out: Open leads into the value, Close into Done.
 void JsonConstraint::after_literal() {
   if (phase_ == Phase::Close) {
-    phase_ = Phase::Done;
+    phase_ = frame_.trigger.empty() ? Phase::Done : Phase::Free;
     pos_ = 0;
     return;
   }
@@ -110,7 +111,36 @@ void JsonConstraint::after_literal() {
 void JsonConstraint::accept(int32_t token) {
   if (token < 0 || token >= trie_->n_vocab()) return;
   if (std::find(end_ids_.begin(), end_ids_.end(), token) != end_ids_.end()) return;
-  std::string_view piece = trie_->piece(token);
+  if (phase_ == Phase::Free) {
+    watch_trigger(trie_->piece(token));
+    return;
+  }
+  advance_text(trie_->piece(token));
+}
+
+// Free text: once the trigger is written, the frame's opening text is that far
+// along and the bytes after the trigger continue it.
+void JsonConstraint::watch_trigger(std::string_view piece) {
+  tail_.append(piece);
+  const size_t at = tail_.find(frame_.trigger);
+  if (at == std::string::npos) {
+    const size_t keep = frame_.trigger.size() - 1;
+    if (tail_.size() > keep) tail_.erase(0, tail_.size() - keep);
+    return;
+  }
+  const std::string rest = tail_.substr(at + frame_.trigger.size());
+  tail_.clear();
+  matcher_.reset();
+  separated_ = false;
+  phase_ = Phase::Open;
+  pos_ = frame_.trigger.size();
+  if (pos_ == frame_.open.size()) enter_value();
+  // Byte by byte: the text came unmasked, so it may run past the value.
+  for (size_t i = 0; i < rest.size() && phase_ != Phase::Free; ++i)
+    advance_text(std::string_view(rest).substr(i, 1));
+}
+
+void JsonConstraint::advance_text(std::string_view piece) {
   if (phase_ == Phase::Done) {
     if (!frame_.repeat) return;
     phase_ = Phase::Open;  // another value, after the separator or not
@@ -140,6 +170,11 @@ void JsonConstraint::reset() {
   matcher_.reset();
   separated_ = false;
   pos_ = 0;
+  tail_.clear();
+  if (!frame_.trigger.empty()) {
+    phase_ = Phase::Free;
+    return;
+  }
   phase_ = framed() && !frame_.open.empty() ? Phase::Open : Phase::Value;
 }
 

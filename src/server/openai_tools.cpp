@@ -193,7 +193,23 @@ void parse_message_tools(const json& m, const std::string& where, Message& out) 
 
 SamplingParams tool_constrained_params(const GenerationRequest& g, const ToolCallSyntax& syntax) {
   SamplingParams p = g.params;
-  if (!g.uses_tools() || g.tool_choice == ToolChoice::Auto) return p;
+  if (!g.uses_tools()) return p;
+  if (g.tool_choice == ToolChoice::Auto) {
+    // Strict tools under auto: the text is free, but a call, once the model
+    // opens one, is constrained (non-strict tools' arguments: any object).
+    bool strict = false;
+    for (const ToolSpec& t : g.tools) strict = strict || t.strict;
+    if (!strict || !syntax.tagged() || p.response_format != ResponseFormat::Text) return p;
+    std::vector<ToolSpec> tools = g.tools;
+    for (ToolSpec& t : tools)
+      if (!t.strict) t.parameters = "{\"type\":\"object\"}";
+    p.response_format = ResponseFormat::JsonSchema;
+    p.json_schema = tool_call_schema(tools, syntax.args_key);
+    p.json_open = syntax.frame_open();
+    p.json_close = syntax.frame_close();
+    p.json_trigger = syntax.open;
+    return p;
+  }
   std::vector<ToolSpec> allowed;
   for (const ToolSpec& t : g.tools)
     if (g.tool_choice == ToolChoice::Required || t.name == g.tool_choice_name) allowed.push_back(t);

@@ -364,3 +364,23 @@ def test_anthropic_bad_tool_choice_is_a_400(server, healthy):
         "tools": ANTHROPIC_TOOLS, "tool_choice": {"type": "tool", "name": "nope"}})
     assert r.status_code == 400, r.text
     assert "nope" in r.json()["error"]["message"]
+
+
+def test_auto_with_a_strict_tool_constrains_the_call_once_opened(caller):
+    # The scripted model writes unit "celsius"; the strict schema allows only
+    # "kelvin" and short city names. Its text stays free; its call is forced
+    # into the schema from the moment it opens <tool_call>.
+    strict = {"type": "object", "additionalProperties": False, "required": ["city", "unit"],
+              "properties": {"city": {"type": "string", "maxLength": 8},
+                             "unit": {"type": "string", "enum": ["kelvin"]}}}
+    tools = [{"type": "function", "function": {"name": "get_weather", "strict": True,
+                                               "parameters": strict}}]
+    # (The scripted vocabulary spells the forced JSON byte by byte: room for it.)
+    r = sdk(caller).chat.completions.create(model="m", messages=ASK, tools=tools, temperature=0,
+                                            max_tokens=200)
+    c = r.choices[0]
+    assert c.message.content.startswith("Let me check.")
+    assert c.message.tool_calls and len(c.message.tool_calls) == 1, repr(c.message.content)
+    args = json.loads(c.message.tool_calls[0].function.arguments)
+    jsonschema.validate(args, strict)
+    assert args["unit"] == "kelvin"

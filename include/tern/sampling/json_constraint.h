@@ -26,6 +26,9 @@ namespace tern {
 struct JsonFrame {
   std::string open, close;  // literal text before and after each value
   bool repeat = false;      // one or more framed values
+  // Non-empty (a prefix of open): free text until the output writes it; the
+  // framed value that follows is constrained, then the text is free again.
+  std::string trigger;
 };
 
 class JsonConstraint {
@@ -52,16 +55,21 @@ class JsonConstraint {
 
   const JsonMatcher& matcher() const { return matcher_; }
   // The output so far is complete: a whole value, and its frame closed.
-  bool complete() const { return framed() ? phase_ == Phase::Done : matcher_.accepts_end(); }
+  bool complete() const {
+    if (!frame_.trigger.empty()) return phase_ == Phase::Free;
+    return framed() ? phase_ == Phase::Done : matcher_.accepts_end();
+  }
 
  private:
-  enum class Phase : uint8_t { Open, Value, Close, Done };
+  enum class Phase : uint8_t { Free, Open, Value, Close, Done };
   bool framed() const { return !frame_.open.empty() || !frame_.close.empty() || frame_.repeat; }
   // The literal text the state is inside (Open, Close, or Done's separator).
   const std::string& literal() const;
   void mask_literal(std::span<float> logits);
   void enter_value();
   void after_literal();
+  void advance_text(std::string_view piece);
+  void watch_trigger(std::string_view piece);
 
   JsonMatcher matcher_;
   std::shared_ptr<const TokenTrie> trie_;
@@ -73,6 +81,7 @@ class JsonConstraint {
   Phase phase_ = Phase::Value;
   size_t pos_ = 0;          // bytes of literal() already written
   bool separated_ = false;  // this Open began with the "\n" separator
+  std::string tail_;        // Free: the output's last bytes, for the trigger
 };
 
 }  // namespace tern

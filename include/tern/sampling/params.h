@@ -49,6 +49,9 @@ struct SamplingParams {
   // values separated by "\n". Empty strings and false: the bare value.
   std::string json_open, json_close;
   bool json_repeat = false;
+  // Non-empty: decoding is free until the output writes this text (the start
+  // of json_open); the framed value after it is constrained, then free again.
+  std::string json_trigger;
   // Added to a token's logit before the penalties; a bias of -100 bans the
   // token (its logit becomes -inf). Ids are checked against the vocabulary by
   // the Sampler.

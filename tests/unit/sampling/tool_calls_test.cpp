@@ -202,3 +202,69 @@ TEST(ToolCallConstraint, RandomModelsStillWriteValidCalls) {
 
 }  // namespace
 }  // namespace tern
+
+namespace tern {
+namespace {
+
+// Strict tools under tool_choice auto: free text until the model opens a call,
+// then the call is constrained, then free again.
+TEST(ToolCallConstraint, LazyFrameConstrainsOnlyOnceTheCallOpens) {
+  auto vocab = test::test_vocab();
+  for (const char* s : {"<tool_call>", "</tool_call>", "Sure", "<tool", "_call>"})
+    vocab.insert(vocab.end() - 1, s);
+  const int32_t eos = int32_t(vocab.size()) - 1;
+  auto id_of = [&](const std::string& s) {
+    const auto it = std::find(vocab.begin(), vocab.end(), s);
+    EXPECT_NE(it, vocab.end()) << s;
+    return int32_t(it - vocab.begin());
+  };
+  auto trie = std::make_shared<const TokenTrie>(vocab);
+  const std::vector<ToolSpec> tools = {{"add", "", kAdd, true}};
+  const ToolCallSyntax syn;
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    SamplingParams p;
+    p.response_format = ResponseFormat::JsonSchema;
+    p.json_schema = tool_call_schema(tools, "arguments");
+    p.json_open = syn.frame_open();
+    p.json_close = syn.frame_close();
+    p.json_trigger = syn.open;
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.seed = seed;
+    Sampler s(p, int32_t(vocab.size()));
+    s.constrain(JsonConstraint::from_params(p, trie, {eos}));
+    std::mt19937_64 rng(seed);
+    // The model's plan: "Sure" then "<tool" "_call>" (the trigger split), then whatever.
+    const std::vector<int32_t> plan = {id_of("Sure"), id_of("<tool"), id_of("_call>")};
+    std::string out;
+    for (int step = 0; step < 400; ++step) {
+      std::vector<float> logits(vocab.size());
+      for (auto& l : logits) l = float(rng() % 1000) / 200.0f;
+      if (size_t(step) < plan.size()) logits[size_t(plan[size_t(step)])] = 100.0f;
+      // Free text: nothing is masked (a random pick may even end the reply).
+      if (step == 0) {
+        std::vector<float> copy = logits;
+        JsonConstraint c(JsonGrammar::from_schema(p.json_schema), trie, {eos},
+                         JsonFrame{p.json_open, p.json_close, false, p.json_trigger});
+        c.mask(copy);
+        EXPECT_EQ(copy, logits);
+      }
+      logits[size_t(eos)] = s.constraint()->complete() ? 30.0f : 0.0f;  // stop when allowed to
+      const int32_t t = s.sample(logits);
+      s.accept(t, true);
+      if (t == eos) break;
+      out += vocab[size_t(t)];
+    }
+    ASSERT_TRUE(out.starts_with("Sure<tool_call>\n{\"name\":\"add\"")) << out;
+    const auto parts = parse_in_pieces(syn, out, 1);
+    ASSERT_EQ(parts.calls.size(), 1u) << out;
+    const json schema = json::parse(kAdd);
+    EXPECT_TRUE(test::validates(json::parse(parts.calls[0].arguments), schema, schema)) << out;
+    EXPECT_TRUE(s.constraint()->complete()) << out;
+  }
+}
+
+}  // namespace
+}  // namespace tern
