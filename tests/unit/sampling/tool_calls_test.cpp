@@ -7,6 +7,7 @@
 #include <random>
 
 #include "json_test_util.h"
+#include "sampling_test_util.h"
 #include "tern/sampling/json_constraint.h"
 #include "tern/sampling/json_schema.h"
 #include "tern/sampling/sampler.h"
@@ -143,6 +144,17 @@ TEST(ToolCallSchema, NameIsOneOfTheToolsAndArgumentsFollowItsSchema) {
                SchemaError);
 }
 
+// Sampling at temperature 1 with no filters, constrained to a tagged call of `tools`.
+SamplingParams call_params(const std::vector<ToolSpec>& tools, uint64_t seed) {
+  const ToolCallSyntax syn;
+  SamplingParams p = test::plain_params(seed);
+  p.response_format = ResponseFormat::JsonSchema;
+  p.json_schema = tool_call_schema(tools, "arguments");
+  p.json_open = syn.frame_open();
+  p.json_close = syn.frame_close();
+  return p;
+}
+
 // Forced calls: random logits (and a model that would rather stop at once)
 // still give calls that parse, name a tool and validate against its schema.
 TEST(ToolCallConstraint, RandomModelsStillWriteValidCalls) {
@@ -155,17 +167,8 @@ TEST(ToolCallConstraint, RandomModelsStillWriteValidCalls) {
   const ToolCallSyntax syn;
   for (bool repeat : {false, true}) {
     for (uint64_t seed = 0; seed < 12; ++seed) {
-      SamplingParams p;
-      p.response_format = ResponseFormat::JsonSchema;
-      p.json_schema = tool_call_schema(tools, "arguments");
-      p.json_open = syn.frame_open();
-      p.json_close = syn.frame_close();
+      SamplingParams p = call_params(tools, seed);
       p.json_repeat = repeat;
-      p.temperature = 1.0f;
-      p.top_k = 0;
-      p.top_p = 1.0f;
-      p.min_p = 0.0f;
-      p.seed = seed;
       Sampler s(p, int32_t(vocab.size()));
       s.constrain(JsonConstraint::from_params(p, trie, {eos}));
       std::mt19937_64 rng(seed);
@@ -222,17 +225,8 @@ TEST(ToolCallConstraint, LazyFrameConstrainsOnlyOnceTheCallOpens) {
   const std::vector<ToolSpec> tools = {{"add", "", kAdd, true}};
   const ToolCallSyntax syn;
   for (uint64_t seed = 0; seed < 8; ++seed) {
-    SamplingParams p;
-    p.response_format = ResponseFormat::JsonSchema;
-    p.json_schema = tool_call_schema(tools, "arguments");
-    p.json_open = syn.frame_open();
-    p.json_close = syn.frame_close();
+    SamplingParams p = call_params(tools, seed);
     p.json_trigger = syn.open;
-    p.temperature = 1.0f;
-    p.top_k = 0;
-    p.top_p = 1.0f;
-    p.min_p = 0.0f;
-    p.seed = seed;
     Sampler s(p, int32_t(vocab.size()));
     s.constrain(JsonConstraint::from_params(p, trie, {eos}));
     std::mt19937_64 rng(seed);
