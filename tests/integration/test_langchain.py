@@ -4,11 +4,9 @@ grammar-constrained) and with_structured_output (JSON schema and function
 calling), all through the real langchain-openai client."""
 from __future__ import annotations
 
+import langchain_openai  # requirements-test.txt (scripts/setup.sh installs it)
 import pydantic
 import pytest
-
-langchain_openai = pytest.importorskip(
-    "langchain_openai", reason="langchain-openai is in requirements-test.txt (scripts/setup.sh)")
 
 
 class GetWeather(pydantic.BaseModel):
