@@ -17,6 +17,40 @@
 
 namespace tern::cli {
 
+namespace {
+
+// Images and video in chat messages (server/media_parts.h).
+void add_media_flags(CLI::App& cmd, server::MediaOptions& m, size_t& media_mb, size_t& cache_mb) {
+  cmd.add_option("--media-dir", m.media_dir,
+                 "allow local image / video paths and file:// URLs under this directory "
+                 "(default: none are allowed)");
+  cmd.add_flag("--allow-remote-media", m.allow_remote,
+               "fetch http(s):// image and video URLs (off by default; size, time and redirect "
+               "limits apply)");
+  cmd.add_option("--max-image-pixels", m.max_image_pixels,
+                 "largest decoded image or video frame, in pixels (400 beyond)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 32))
+      ->capture_default_str();
+  cmd.add_option("--max-media-mb", media_mb, "largest encoded image or video, in MiB (400 beyond)")
+      ->check(CLI::Range(size_t(1), size_t(1) << 12))
+      ->capture_default_str();
+  cmd.add_option("--mm-cache-mb", cache_mb, "MiB of image embeddings cached in memory")
+      ->check(CLI::Range(size_t(0), size_t(1) << 20))
+      ->capture_default_str();
+  cmd.add_option("--mm-cache-dir", m.cache_dir,
+                 "also keep image embeddings in this directory (found again after eviction and "
+                 "restarts)");
+}
+
+void apply_media_flags(server::MediaOptions& m, size_t media_mb, size_t cache_mb) {
+  m.max_media_bytes = media_mb << 20;
+  m.cache_bytes = cache_mb << 20;
+  if (!m.media_dir.empty() && !std::filesystem::is_directory(m.media_dir))
+    throw InvalidArgument("--media-dir " + m.media_dir + " is not a directory");
+}
+
+}  // namespace
+
 void add_serve_command(CLI::App& app) {
   struct Opts {
     ModelFlags model;
@@ -26,6 +60,8 @@ void add_serve_command(CLI::App& app) {
     size_t body_limit_kib = 1024;
     size_t ws_outbox_kib = 1024;
     CacheDirOptions cache;
+    size_t media_mb = 20;
+    size_t mm_cache_mb = 256;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -74,6 +110,13 @@ void add_serve_command(CLI::App& app) {
                   "long prompt); 0: always the full --step-tokens")
       ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
+  cmd->add_option("--session-ttl", o->sched.session_ttl_s,
+                  "seconds a session's last-turn KV stays pinned in DRAM after the request ends "
+                  "(session key: X-Session-Id header, the `user` field, or the WebSocket "
+                  "connection); pinned blocks are evicted only after every unpinned one, to "
+                  "flash first; 0: no pinning")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   cmd->add_option("--kv-tokens", o->sched.kv_tokens,
                   "admit while KV tokens in use fit this (0: no limit)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40))
@@ -119,8 +162,10 @@ void add_serve_command(CLI::App& app) {
                   "seconds between --cache-dir snapshots while serving (0: only at exit)")
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
+  add_media_flags(*cmd, o->server.media, o->media_mb, o->mm_cache_mb);
   cmd->callback([o, cmd] {
     o->server.body_limit = o->body_limit_kib * 1024;
+    apply_media_flags(o->server.media, o->media_mb, o->mm_cache_mb);
     o->server.ws_outbox_bytes = o->ws_outbox_kib * 1024;
     // A large --max-batch raises the default step budget with it.
     if (cmd->count("--step-tokens") == 0)

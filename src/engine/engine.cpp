@@ -154,8 +154,8 @@ const Model& Engine::model() const {
 SeqId Engine::new_sequence(const kv::SeqKeys& keys) {
   return kv_->create(keys);
 }
-void Engine::free_sequence(SeqId seq) {
-  kv_->release(seq);
+void Engine::free_sequence(SeqId seq, double pin_seconds) {
+  kv_->release(seq, pin_seconds);
 }
 int Engine::seq_len(SeqId seq) const {
   return kv_->length(seq);

@@ -126,9 +126,16 @@ SeqId PagedKvImpl::create(const SeqKeys& keys) {
   throw KvFullError("KV cache: all " + std::to_string(seqs.size()) + " sequence slots are in use");
 }
 
-void PagedKvImpl::release(SeqId id) {
+void PagedKvImpl::release(SeqId id, double pin_seconds) {
   Seq& s = seq(id);
   if (in_step) throw InvalidArgument("KV: release() during a forward step");
+  if (pin_seconds > 0 && s.error.empty()) {
+    const int64_t until = steady_ns() + int64_t(pin_seconds * 1e9);
+    for (int32_t bid : s.table) {
+      Block& b = blocks[size_t(bid)];
+      if (b.hashed) b.pin_until = std::max(b.pin_until, until);
+    }
+  }
   // Last block first: it becomes the least recently used, so eviction eats a
   // cached chain from its tail and the shared beginnings stay reusable longest.
   for (auto it = s.table.rbegin(); it != s.table.rend(); ++it) unref(*it);
@@ -238,7 +245,8 @@ KvStats PagedKvImpl::stats() const {
   KvStats r = st;
   r.dram_blocks = n_frames;
   r.dram_free = int64_t(free_frames.size());
-  r.dram_cached = lru_dram.count;
+  r.dram_cached = lru_dram.count + lru_pinned.count;
+  r.dram_pinned = lru_pinned.count;
   r.dram_used = n_frames - r.dram_free - r.dram_cached;
   if (flash) {
     r.flash_blocks = flash->n_slots();
@@ -265,8 +273,8 @@ const KvLayout& PagedKv::layout() const {
 SeqId PagedKv::create(const SeqKeys& keys) {
   return impl_->create(keys);
 }
-void PagedKv::release(SeqId seq) {
-  impl_->release(seq);
+void PagedKv::release(SeqId seq, double pin_seconds) {
+  impl_->release(seq, pin_seconds);
 }
 int PagedKv::length(SeqId seq) const {
   return impl_->seq(seq).length;

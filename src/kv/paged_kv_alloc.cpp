@@ -16,6 +16,12 @@ const std::shared_ptr<spdlog::logger>& logger() {
 
 }  // namespace
 
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 // --- Gauges and lists ----------------------------------------------------
 
 // A block's share of the gauges; every change to a block's refs, place,
@@ -32,7 +38,7 @@ void PagedKvImpl::count(const Block& b) {
 }
 
 void PagedKvImpl::lru_push(int32_t id, InLru which) {
-  LruList& l = which == InLru::Dram ? lru_dram : lru_flash;
+  LruList& l = lru_list(which);
   Block& b = blocks[size_t(id)];
   b.lru = which;
   b.prev = l.tail;
@@ -45,12 +51,24 @@ void PagedKvImpl::lru_push(int32_t id, InLru which) {
 void PagedKvImpl::lru_remove(int32_t id) {
   Block& b = blocks[size_t(id)];
   if (b.lru == InLru::None) return;
-  LruList& l = b.lru == InLru::Dram ? lru_dram : lru_flash;
+  LruList& l = lru_list(b.lru);
   (b.prev >= 0 ? blocks[size_t(b.prev)].next : l.head) = b.next;
   (b.next >= 0 ? blocks[size_t(b.next)].prev : l.tail) = b.prev;
   b.prev = b.next = -1;
   b.lru = InLru::None;
   l.count -= 1;
+}
+
+void PagedKvImpl::expire_pins() {
+  if (lru_pinned.head < 0) return;
+  const int64_t now = steady_ns();
+  // Pinned in release order with one TTL, so the head expires first; a block
+  // pinned again is pushed to the tail.
+  while (lru_pinned.head >= 0 && blocks[size_t(lru_pinned.head)].pin_until <= now) {
+    const int32_t id = lru_pinned.head;
+    lru_remove(id);
+    lru_push_front(id, InLru::Dram);
+  }
 }
 
 void PagedKvImpl::ref(int32_t id) {
@@ -73,7 +91,7 @@ void PagedKvImpl::unref(int32_t id) {
     return;
   }
   if (b.hashed && (b.where == Where::Dram || b.where == Where::Loading)) {
-    lru_push(id, InLru::Dram);
+    lru_push(id, b.pin_until > steady_ns() ? InLru::Pinned : InLru::Dram);
   } else if (b.hashed && b.where == Where::Flash) {
     lru_push(id, InLru::Flash);
   } else {
@@ -201,7 +219,7 @@ void PagedKvImpl::reap_loads() {
 // --- Making room ---------------------------------------------------------
 
 int64_t PagedKvImpl::available_blocks() const {
-  int64_t a = int64_t(free_frames.size()) + lru_dram.count;
+  int64_t a = int64_t(free_frames.size()) + lru_dram.count + lru_pinned.count;
   if (flash) {
     const int64_t slots = flash->free_slots() + lru_flash.count;
     a += std::max<int64_t>(0, std::min({spillable, stage_cap - streamed, slots}));
@@ -248,8 +266,9 @@ void PagedKvImpl::obtain_frames(int64_t need) {
   scratch_frames.clear();
   scratch_victims.clear();
   reap_loads();
+  expire_pins();
   const int64_t from_free = std::min<int64_t>(need, int64_t(free_frames.size()));
-  const int64_t from_lru = std::min(need - from_free, lru_dram.count);
+  const int64_t from_lru = std::min(need - from_free, lru_dram.count + lru_pinned.count);
   // Flash slots are kept for the spills this call needs; write-backs of
   // cached blocks get the rest, and a cached block with no room is dropped.
   int64_t writebacks =
@@ -260,9 +279,12 @@ void PagedKvImpl::obtain_frames(int64_t need) {
     if (!free_frames.empty()) {
       scratch_frames.push_back(free_frames.back());
       free_frames.pop_back();
-    } else if (lru_dram.head >= 0) {
-      const int32_t id = lru_dram.head;
+    } else if (lru_dram.head >= 0 || lru_pinned.head >= 0) {
+      // Pinned blocks go last, oldest pin first: past the DRAM budget a
+      // session's KV is written to flash (found again there), not dropped.
+      const int32_t id = lru_dram.head >= 0 ? lru_dram.head : lru_pinned.head;
       Block& b = blocks[size_t(id)];
+      if (b.lru == InLru::Pinned) st.pinned_evicted += 1;
       lru_remove(id);
       if (b.slot >= 0) {  // a clean copy is on flash already
         scratch_frames.push_back(b.frame);

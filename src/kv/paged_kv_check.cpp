@@ -71,8 +71,9 @@ void PagedKvImpl::check_invariants() const {
         break;
     }
     if (b.refs == 0) {
-      const InLru want = b.where == Where::Flash ? InLru::Flash : InLru::Dram;
-      expect(b.hashed && b.lru == want, id + " is unreferenced but not in the right LRU list");
+      const bool ok = b.where == Where::Flash ? b.lru == InLru::Flash
+                                              : b.lru == InLru::Dram || b.lru == InLru::Pinned;
+      expect(b.hashed && ok, id + " is unreferenced but not in the right LRU list");
     } else {
       expect(b.lru == InLru::None, id + " is referenced but sits in an LRU list");
     }
@@ -105,7 +106,7 @@ void PagedKvImpl::check_invariants() const {
     }
     expect(used + flash->free_slots() == flash->n_slots(), "flash slots leak");
   }
-  for (const LruList* l : {&lru_dram, &lru_flash}) {
+  for (const LruList* l : {&lru_dram, &lru_flash, &lru_pinned}) {
     int64_t n = 0;
     int32_t prev = -1;
     for (int32_t id = l->head; id >= 0; id = blocks[size_t(id)].next) {

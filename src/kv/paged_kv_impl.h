@@ -8,8 +8,10 @@
 //   Loading  a whole-block read from its flash slot into its frame is in flight
 //   Flash    only its flash slot holds it; attention streams it through staging
 //   Lost     its only copy became unreadable; the sequences using it have failed
-// Unreferenced registered blocks sit in an LRU list: lru_dram (Dram/Loading)
-// or lru_flash (Flash). Everything else unreferenced is freed at once.
+// Unreferenced registered blocks sit in an LRU list: lru_dram (Dram/Loading),
+// lru_pinned (Dram/Loading, pinned by a session until pin_until: evicted only
+// when lru_dram is empty, and moved to lru_dram's cold end when the pin
+// expires) or lru_flash (Flash). Everything else unreferenced is freed at once.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -26,8 +28,10 @@
 
 namespace tern::kv {
 
+int64_t steady_ns();  // steady clock, for pins
+
 enum class Where : uint8_t { Free, Dram, Loading, Flash, Lost };
-enum class InLru : uint8_t { None, Dram, Flash };
+enum class InLru : uint8_t { None, Dram, Flash, Pinned };
 
 struct Block {
   Where where = Where::Free;
@@ -42,6 +46,7 @@ struct Block {
   int32_t stage = -1;            // staging index during a step (Flash blocks)
   int32_t io_status = 0;         // result of its last write or load (set by the I/O thread)
   BlockHash hash{};
+  int64_t pin_until = 0;  // steady-clock ns; a session keeps it in DRAM until then
 };
 
 struct LruList {
@@ -68,7 +73,7 @@ struct PagedKvImpl {
   Seq& seq(SeqId id);
   const Seq& seq(SeqId id) const;
   SeqId create(const SeqKeys& keys);
-  void release(SeqId id);
+  void release(SeqId id, double pin_seconds);
   int attach_prefix(SeqId id, std::span<const int32_t> prompt);
   void commit(SeqId id, std::span<const int32_t> tokens);
   BlockHash hash_block(Seq& s, int first_pos, std::span<const int32_t> tokens, size_t& cursor);
@@ -92,6 +97,10 @@ struct PagedKvImpl {
   void lose_block(int32_t id, const std::string& why);  // marks users failed
   void lru_push(int32_t id, InLru which);
   void lru_remove(int32_t id);
+  LruList& lru_list(InLru which) {
+    return which == InLru::Dram ? lru_dram : which == InLru::Pinned ? lru_pinned : lru_flash;
+  }
+  void expire_pins();  // expired pins move to lru_dram's cold end
   void uncount(const Block& b);
   void count(const Block& b);
   uint8_t* frame_ptr(int32_t frame) { return arena.data() + size_t(frame) * L.block_bytes; }
@@ -135,7 +144,7 @@ struct PagedKvImpl {
   std::vector<int32_t> free_frames;
   std::vector<Block> blocks;  // n_frames + flash slots
   std::vector<int32_t> free_ids;
-  LruList lru_dram, lru_flash;
+  LruList lru_dram, lru_flash, lru_pinned;
   PrefixIndex index;
   BlockHasher hasher;
   std::vector<Seq> seqs;

@@ -8,7 +8,7 @@
 namespace tern::kv {
 
 void PagedKvImpl::lru_push_front(int32_t id, InLru which) {
-  LruList& l = which == InLru::Dram ? lru_dram : lru_flash;
+  LruList& l = lru_list(which);
   Block& b = blocks[size_t(id)];
   b.lru = which;
   b.prev = -1;
@@ -29,6 +29,7 @@ int64_t PagedKvImpl::export_cached(const PagedKv::BlockVisitor& fn) {
     const Block& b = blocks[i];
     if (b.refs > 0 && b.hashed && b.full) order.push_back(int32_t(i));
   }
+  for (int32_t id = lru_pinned.tail; id >= 0; id = blocks[size_t(id)].prev) order.push_back(id);
   for (int32_t id = lru_dram.tail; id >= 0; id = blocks[size_t(id)].prev) order.push_back(id);
   for (int32_t id = lru_flash.tail; id >= 0; id = blocks[size_t(id)].prev) order.push_back(id);
 

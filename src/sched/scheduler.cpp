@@ -31,6 +31,7 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
     throw InvalidArgument("step_tokens (" + std::to_string(opts_.step_tokens) +
                           ") must be at least max_batch (" + std::to_string(opts_.max_batch) + ")");
   if (opts_.kv_tokens < 0) throw InvalidArgument("kv_tokens must be >= 0");
+  if (!(opts_.session_ttl_s >= 0)) throw InvalidArgument("session_ttl_s must be >= 0");
   n_ctx_ = engine_.n_ctx();
   n_vocab_ = engine_.n_vocab();
   const int64_t seqs = engine_.free_sequences();

@@ -312,6 +312,7 @@ void Scheduler::finish(Sequence& s, FinishReason reason, std::string error, std:
   f.timings.cache_dram_n = s.reused_dram;
   f.timings.cache_flash_n = s.reused_flash;
   f.timings.preemptions = s.preemptions;
+  if (!s.req.session.empty()) f.timings.session_cache_n = f.timings.cache_n;
   f.timings.predicted_n = s.n_generated;
   f.timings.finish_detail = std::move(detail);
   if (reason == FinishReason::Stop && s.stop.matched() >= 0)
@@ -345,7 +346,8 @@ void Scheduler::retire_finished() {
   auto it =
       std::remove_if(running_.begin(), running_.end(), [&](const std::unique_ptr<Sequence>& s) {
         if (!s->done) return false;
-        if (s->has_kv()) engine_.free_sequence(s->seq);
+        if (s->has_kv())
+          engine_.free_sequence(s->seq, s->req.session.empty() ? 0.0 : opts_.session_ttl_s);
         return true;
       });
   running_.erase(it, running_.end());

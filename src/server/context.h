@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tern/core/log.h"
+#include "tern/server/media_parts.h"
 #include "tern/server/metrics_text.h"
 #include "tern/server/openai_request.h"
 #include "tern/server/response_store.h"
@@ -37,13 +38,15 @@ struct ServerContext {
         scheduler(s),
         metrics(m),
         opts(std::move(o)),
-        files(StaticFiles::find_root(opts.web_root)) {}
+        files(StaticFiles::find_root(opts.web_root)),
+        media(opts.media) {}
 
   Engine& engine;
   sched::Scheduler& scheduler;
   sched::Metrics& metrics;
   const ServerOptions opts;
   const StaticFiles files;
+  MediaService media;    // media policy, embedding cache, media metrics (thread-safe)
   std::string model_id;  // what /v1/models lists
   // Chat output is split into reasoning and answer (--reasoning-format);
   // think_open is the "<think>" token when the vocabulary has one (-1 if not).

@@ -116,6 +116,7 @@ Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, con
     if (g.params.seed != kRandomSeed) r.params.seed = g.params.seed + uint64_t(i);
     r.stream = stream;
     r.client = client;
+    r.session = g.session;
     if (i > 0) r.after = s.streams[0];
     try {
       submit_one(ctx, std::move(r), param);

@@ -155,6 +155,12 @@ awaitable<bool> handle_generation(ServerContext& ctx, beast::tcp_stream& stream,
           co_return api->parse(parse_json_body(req.body()));
         },
         net::use_awaitable);
+    if (auto h = req.find("X-Session-Id"); h != req.end()) {
+      if (h->value().empty() || h->value().size() > kMaxSessionKey)
+        throw ApiError::bad_request("X-Session-Id must be 1 to " + std::to_string(kMaxSessionKey) +
+                                    " bytes.");
+      g.session = std::string(h->value());
+    }
     sub = co_await prepare_generation(ctx, g, rid, client, waker->notifier());
   } catch (const ApiError& e) {
     refused = e;

@@ -58,6 +58,7 @@ void kv_metrics(std::string& out, const kv::KvStats& k) {
   sample(out, "tern_kv_blocks{tier=\"dram\",state=\"free\"}", double(k.dram_free));
   sample(out, "tern_kv_blocks{tier=\"dram\",state=\"used\"}", double(k.dram_used));
   sample(out, "tern_kv_blocks{tier=\"dram\",state=\"cached\"}", double(k.dram_cached));
+  sample(out, "tern_kv_blocks{tier=\"dram\",state=\"pinned\"}", double(k.dram_pinned));
   sample(out, "tern_kv_blocks{tier=\"flash\",state=\"capacity\"}", double(k.flash_blocks));
   sample(out, "tern_kv_blocks{tier=\"flash\",state=\"used\"}", double(k.flash_used));
   sample(out, "tern_kv_blocks{tier=\"flash\",state=\"live\"}", double(k.flash_live));
@@ -78,6 +79,9 @@ void kv_metrics(std::string& out, const kv::KvStats& k) {
   sample(out, "tern_kv_flash_blocks_total{kind=\"spilled\"}", double(k.blocks_spilled));
   sample(out, "tern_kv_flash_blocks_total{kind=\"evicted\"}", double(k.blocks_evicted_to_flash));
   sample(out, "tern_kv_flash_blocks_total{kind=\"dropped\"}", double(k.blocks_dropped));
+  scalar(out, "tern_kv_pinned_evicted_total", "counter",
+         "Session-pinned KV blocks evicted from DRAM before their pin expired.",
+         double(k.pinned_evicted));
   header(out, "tern_kv_flash_bytes_total", "counter", "Bytes written to and read from flash.");
   sample(out, "tern_kv_flash_bytes_total{op=\"spilled\"}", double(k.bytes_spilled));
   sample(out, "tern_kv_flash_bytes_total{op=\"prefetched\"}", double(k.bytes_prefetched));

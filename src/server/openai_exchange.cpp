@@ -22,6 +22,7 @@ class OpenAiExchange final : public ApiExchange {
   OpenAiExchange(ServerContext& ctx, GenerationRequest::Kind kind) : ctx_(ctx), kind_(kind) {}
 
   GenerationRequest parse(const json& body) override {
+    if (kind_ == GenerationRequest::Kind::Chat) ctx_.media.check_chat_request(body);
     GenerationRequest g = kind_ == GenerationRequest::Kind::Chat
                               ? parse_chat_request(body, {}, ctx_.unknown_fields())
                               : parse_completion_request(body, {}, ctx_.unknown_fields());

@@ -162,6 +162,12 @@ void parse_common(const json& body, GenerationRequest& r, UnknownFields policy) 
     if (!v->is_string()) wrong_type("model", "a string", *v);
     r.model = v->get<std::string>();
   }
+  if (const json* v = field(body, "user")) {
+    if (!v->is_string()) wrong_type("user", "a string", *v);
+    r.session = v->get<std::string>();
+    if (r.session.size() > kMaxSessionKey)
+      bad_value("user", "must be at most " + std::to_string(kMaxSessionKey) + " bytes.");
+  }
   reject_unsupported_common(body);
   parse_n(body, r);
   SamplingParams& p = r.params;

@@ -66,6 +66,7 @@ json timings_json(const sched::Timings& t) {
          {"queue_ms", t.queue_ms},
          {"ttft_ms", t.ttft_ms}};
   if (!t.finish_detail.empty()) j["finish_detail"] = t.finish_detail;
+  if (t.session_cache_n >= 0) j["session_cache_n"] = t.session_cache_n;
   return j;
 }
 

@@ -36,6 +36,7 @@ json model_object(const ServerContext& ctx) {
           {"object", "model"},
           {"created", ctx.created},
           {"owned_by", "tern"},
+          {"capabilities", {{"vision", ctx.media.vision()}}},
           {"meta",
            {{"n_ctx", ctx.scheduler.n_ctx()},
             {"n_vocab", ctx.engine.n_vocab()},
@@ -187,7 +188,8 @@ Response handle_simple(ServerContext& ctx, const Request& req, const std::string
   if (path == "/v1/models") return get ? models(ctx, req) : only_get();
   if (path == "/metrics") {
     if (!get) return only_get();
-    return make_response(req, http::status::ok, render_metrics(ctx.metrics, ctx.http),
+    return make_response(req, http::status::ok,
+                         render_metrics(ctx.metrics, ctx.http) + ctx.media.render_metrics(),
                          "text/plain; version=0.0.4; charset=utf-8");
   }
   if (path.substr(0, 11) == "/v1/models/" && path.size() > 11)

@@ -338,7 +338,7 @@ awaitable<void> WsSession::on_generate(const json& msg, const std::string& id, b
     std::unique_ptr<ApiExchange> exchange;
     if (responses) exchange = make_responses_exchange(ctx_, request_id);
     // Off the reactor thread: validation, the chat template and the tokenizer.
-    const GenerationRequest g = co_await net::co_spawn(
+    GenerationRequest g = co_await net::co_spawn(
         ctx_.prep,
         [&]() -> awaitable<GenerationRequest> {
           if (exchange) {
@@ -346,6 +346,7 @@ awaitable<void> WsSession::on_generate(const json& msg, const std::string& id, b
             for (const auto& k : own) body.erase(k);
             co_return exchange->parse(body);
           }
+          if (!msg.contains("prompt")) ctx_.media.check_chat_request(msg);
           co_return msg.contains("prompt")
               ? parse_completion_request(msg, own, ctx_.unknown_fields())
               : parse_chat_request(msg, own, ctx_.unknown_fields());
@@ -363,6 +364,8 @@ awaitable<void> WsSession::on_generate(const json& msg, const std::string& id, b
           "Unsupported parameter: 'logprobs' is not available over the WebSocket; use the HTTP "
           "API.",
           "logprobs", "unsupported_parameter");
+    // The connection is the session unless the message names one (`user`).
+    if (g.session.empty()) g.session = client_;
     Submission sub = co_await prepare_generation(ctx_, g, request_id, client_, waker_->notifier());
     const auto cs = co_await net::this_coro::cancellation_state;
     if (cs.cancelled() != net::cancellation_type::none) {  // the session ended meanwhile

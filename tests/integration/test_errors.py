@@ -47,7 +47,8 @@ CASES = [
     ("bad role", dict(body={"messages": [{"role": "robot", "content": "x"}]}), 400, "invalid_value",
      "messages[0].role"),
     ("image part", dict(body={"messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": "http://x"}}]}]}), 400, "unsupported_value", None),
+        {"type": "image_url", "image_url": {"url": "http://x"}}]}]}), 403, "media_forbidden",
+     "messages[0].content[0].image_url.url"),  # remote media is off by default (test_media.py)
     ("prompt too long", dict(body={"messages": [{"role": "user", "content": "word " * 5000}]}),
      400, "context_length_exceeded", "messages"),
 ]

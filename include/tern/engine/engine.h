@@ -62,8 +62,10 @@ class Engine {
   // Sequences own KV. new_sequence() throws kv::KvFullError when max_seqs
   // are live. keys: what besides token ids decides the KV (media hashes).
   SeqId new_sequence(const kv::SeqKeys& keys = {});
-  void free_sequence(SeqId seq);  // its full blocks stay in the prefix cache
-  int seq_len(SeqId seq) const;   // tokens already in the KV
+  // Its full blocks stay in the prefix cache; pinned in DRAM for pin_seconds
+  // when > 0 (a session's last turn, kv::PagedKv::release).
+  void free_sequence(SeqId seq, double pin_seconds = 0);
+  int seq_len(SeqId seq) const;  // tokens already in the KV
   int free_sequences() const;
   // Reuses cached KV for the start of prompt (seq must be empty): returns the
   // tokens reused (a multiple of the block size, less than prompt.size());

@@ -89,7 +89,8 @@ struct KvStats {
   int64_t dram_blocks = 0;  // frames in the arena
   int64_t dram_free = 0;    // holding nothing
   int64_t dram_used = 0;    // referenced by a live sequence
-  int64_t dram_cached = 0;  // unreferenced prefix-cache blocks (LRU)
+  int64_t dram_cached = 0;  // unreferenced prefix-cache blocks (LRU), pinned ones included
+  int64_t dram_pinned = 0;  // ... of which pinned by a session (--session-ttl)
   // Flash (gauges, in blocks).
   int64_t flash_blocks = 0;  // slots in the spill file
   int64_t flash_used = 0;    // slots holding a block
@@ -107,10 +108,11 @@ struct KvStats {
   int64_t blocks_spilled = 0;           // live cold blocks written out
   int64_t blocks_evicted_to_flash = 0;  // unreferenced cached blocks written out
   int64_t blocks_dropped = 0;           // cached blocks forgotten (no room anywhere)
-  int64_t bytes_spilled = 0;            // all bytes written to flash
-  int64_t bytes_prefetched = 0;         // per-layer reads for attention
-  int64_t bytes_reloaded = 0;           // whole-block reads back into DRAM
-  int64_t prefetch_stalls = 0;          // waits that found reads still in flight
+  int64_t pinned_evicted = 0;    // session-pinned blocks evicted from DRAM before their pin expired
+  int64_t bytes_spilled = 0;     // all bytes written to flash
+  int64_t bytes_prefetched = 0;  // per-layer reads for attention
+  int64_t bytes_reloaded = 0;    // whole-block reads back into DRAM
+  int64_t prefetch_stalls = 0;   // waits that found reads still in flight
   double prefetch_stall_ms = 0.0;
   int64_t write_errors = 0;
   int64_t read_errors = 0;

@@ -79,8 +79,12 @@ class PagedKv {
 
   // --- Sequences --------------------------------------------------------
   SeqId create(const SeqKeys& keys = {});  // throws KvFullError when every slot is live
-  void release(SeqId seq);                 // full registered blocks stay cached; the rest are freed
-  int length(SeqId seq) const;             // committed tokens
+  // Full registered blocks stay cached; the rest are freed. With pin_seconds
+  // > 0 (a session's last turn) its cached blocks are pinned in DRAM that
+  // long: evicted only after every unpinned cached block, oldest pin first,
+  // and written to flash (when the tier is on) rather than dropped.
+  void release(SeqId seq, double pin_seconds = 0);
+  int length(SeqId seq) const;  // committed tokens
   int free_seq_slots() const;
 
   // Reuses cached blocks for the start of `prompt` (seq must be empty):

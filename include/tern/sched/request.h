@@ -32,6 +32,10 @@ struct Request {
   // cancelled or finished. nullptr: no sibling.
   std::shared_ptr<const Stream> after;
   Clock::time_point arrival = Clock::now();
+  // A session key (X-Session-Id, the `user` field, a WebSocket connection):
+  // when the request ends, its KV stays pinned in DRAM for the scheduler's
+  // session_ttl_s, so the session's next turn finds it. Empty: no pin.
+  std::string session;
 };
 
 // The prompt can never run: it does not fit the context, or the KV budget

@@ -66,6 +66,9 @@ struct SchedulerOptions {
   // whole step_tokens budget every step).
   double itl_slack = 2.0;
   int64_t kv_tokens = 0;  // admit only while KV tokens in use + new prompt fit; 0: no limit
+  // How long a finished request with a session key keeps its KV pinned in
+  // DRAM (Request::session); 0: never pin.
+  double session_ttl_s = 300;
 };
 
 class Sequence;  // engine-thread state of one running request (src/sched/sequence.h)

@@ -57,7 +57,10 @@ struct Timings {
   int cache_dram_n = 0;     // ... of which found in DRAM
   int cache_flash_n = 0;    // ... of which reloaded from flash
   int preemptions = 0;      // times the request lost its KV to make room
-  int predicted_n = 0;      // tokens generated
+  // Requests with a session key: the prompt tokens found in the cache (the
+  // session's earlier turns, pinned, or anything shared); -1 without a key.
+  int session_cache_n = -1;
+  int predicted_n = 0;  // tokens generated
   // Why the generation ended early when the reason alone does not say
   // (e.g. "length" because the KV budget ran out, not max_tokens); "" otherwise.
   std::string finish_detail;

@@ -53,7 +53,13 @@ struct GenerationRequest {
   bool parallel_tool_calls = true;  // more than one call per reply
   // Tools are offered and their calls parsed from the output.
   bool uses_tools() const { return !tools.empty() && tool_choice != ToolChoice::None; }
+  // Session key: the `user` field, or the X-Session-Id header (which wins).
+  // Non-empty: the request's KV stays pinned after it ends (--session-ttl).
+  std::string session;
 };
+
+// Longest session key accepted (X-Session-Id, `user`).
+inline constexpr size_t kMaxSessionKey = 256;
 
 // Chat requests whose tool_choice forces a call: `params` constrained to one
 // (or, with parallel_tool_calls, several) calls in `syntax` whose name is one

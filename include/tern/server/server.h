@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "tern/server/media_options.h"
+
 namespace tern {
 class Engine;
 }
@@ -43,6 +45,7 @@ struct ServerOptions {
   int ws_max_generations = 32;       // concurrent generations per WebSocket
   bool strict_fields = false;        // refuse unknown request fields (400) instead of ignoring them
   ReasoningFormat reasoning_format = ReasoningFormat::Auto;
+  MediaOptions media;  // images and video in chat messages (media_parts.h)
 };
 
 class Server {

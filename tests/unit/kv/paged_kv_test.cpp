@@ -8,8 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
+#include <thread>
 
 #include "kv_test_util.h"
 #include "tern/kv/block_hash.h"
@@ -295,6 +297,61 @@ TEST(PagedKv, LruEvictsTheOldestTailsFirst) {
   };
   EXPECT_EQ(reuse(a.toks), 8);   // a lost its last two blocks, its first two remain
   EXPECT_EQ(reuse(b.toks), 16);  // b untouched
+  kv.check_invariants();
+}
+
+// Session affinity: a pinned chain is evicted only after every unpinned
+// cached block, and once its pin expires it is the oldest again.
+TEST(PagedKv, PinnedBlocksAreEvictedLast) {
+  const FakeModel fm;
+  PagedKv kv(small_config(fm, KvType::Int8Fp8, 4, 12));
+  Conv a(fm, tokens(8, 16)), b(fm, tokens(9, 16));
+  run_conv(kv, fm, a, 16);
+  kv.release(a.seq, 3600.0);  // pinned: an hour
+  run_conv(kv, fm, b, 16);
+  kv.release(b.seq);  // more recent, but unpinned
+  KvStats st = kv.stats();
+  EXPECT_EQ(st.dram_cached, 8);
+  EXPECT_EQ(st.dram_pinned, 4);
+  kv.check_invariants();
+  auto reuse = [&](const std::vector<int32_t>& toks, double pin = 0) {
+    std::vector<int32_t> t = toks;
+    t.push_back(1);
+    const SeqId s = kv.create();
+    const int n = kv.attach_prefix(s, t);
+    kv.release(s, pin);
+    return n;
+  };
+  Conv c(fm, tokens(10, 24));  // 6 blocks: 4 free frames + 2 evicted, all from b
+  run_conv(kv, fm, c, 24);
+  st = kv.stats();
+  EXPECT_EQ(st.blocks_dropped, 2);
+  EXPECT_EQ(st.pinned_evicted, 0);
+  kv.release(c.seq);
+  EXPECT_EQ(reuse(a.toks, 3600.0), 16);  // a untouched (and pinned again)
+  EXPECT_EQ(reuse(b.toks), 8);           // b lost its last two blocks
+  // Past the unpinned blocks, pinned ones go too (oldest pin first).
+  Conv d(fm, tokens(11, 48));  // 12 blocks: everything
+  run_conv(kv, fm, d, 48);
+  st = kv.stats();
+  EXPECT_EQ(st.pinned_evicted, 4);
+  EXPECT_EQ(st.dram_pinned, 0);
+  kv.release(d.seq);
+  kv.check_invariants();
+  // An expired pin is an ordinary cached block again: the oldest one.
+  EXPECT_EQ(reuse(a.toks), 0);
+  Conv e(fm, tokens(12, 16));
+  run_conv(kv, fm, e, 16);  // takes d's last 4 blocks
+  kv.release(e.seq, 0.001);
+  EXPECT_EQ(kv.stats().dram_pinned, 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  Conv f(fm, tokens(13, 24));  // 6 blocks: e's 4 (expired, so oldest) and 2 of d's
+  run_conv(kv, fm, f, 24);
+  kv.release(f.seq);
+  EXPECT_EQ(kv.stats().dram_pinned, 0);
+  EXPECT_EQ(kv.stats().pinned_evicted, 4);  // e's expired pin is not counted
+  EXPECT_EQ(reuse(e.toks), 0);
+  EXPECT_EQ(reuse(d.toks), 24);  // of d's 8 blocks left, f took 2 more
   kv.check_invariants();
 }
 

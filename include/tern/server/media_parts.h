@@ -1,0 +1,103 @@
+#pragma once
+// Media in chat messages: OpenAI's content parts
+//   {"type": "text", "text": ...}
+//   {"type": "image_url", "image_url": {"url": ..., "detail": "auto"|"low"|"high"}}
+//   {"type": "video_url", "video_url": {"url": ..., "fps": 1, "max_frames": 32}}  (vLLM's shape)
+//   {"type": "video", "frames": ["<image url>", ...]}
+// parsed into a sequence of text and media items per message (shapes checked,
+// errors name the param, e.g. messages[1].content[2].image_url.url), then
+// loaded under the server's MediaPolicy (data: URLs, files under --media-dir,
+// remote URLs with --allow-remote-media) into decoded frames with their pixel
+// hashes. Errors are ApiErrors: a path outside the media directory or a
+// disabled source is 403, everything else 400.
+//
+// MediaService is the server's media state: the policy (with the remote
+// fetcher), the embedding cache (--mm-cache-mb, --mm-cache-dir), whether the
+// model has a vision projector, and counters for /metrics.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tern/core/sha256.h"
+#include "tern/server/api_error.h"
+#include "tern/server/media_options.h"
+#include "tern/vision/embedding_cache.h"
+#include "tern/vision/media_source.h"
+
+namespace tern::server {
+
+// One media part of one message.
+struct MediaItem {
+  enum class Kind : uint8_t { Image, VideoUrl, VideoFrames };
+  Kind kind = Kind::Image;
+  std::string param;              // "messages[1].content[2]"
+  std::vector<std::string> urls;  // one for Image / VideoUrl, the frames' for VideoFrames
+  std::string detail = "auto";    // image_url.detail
+  double fps = 0;                 // VideoUrl: 0 = the server's default
+  int max_frames = 0;             // VideoUrl: 0 = the server's default
+  // Filled in by load_media:
+  std::vector<vision::Image> frames;  // an image: one
+  std::vector<Sha256Digest> hashes;   // pixel_hash of each frame
+  std::vector<double> timestamps_s;   // VideoUrl: each frame's time in the clip
+};
+
+// A message's content in order: text pieces and media (index into items).
+struct ContentPiece {
+  std::string text;
+  int media = -1;  // >= 0: items[media]
+};
+
+struct MessageMedia {
+  std::vector<std::vector<ContentPiece>> messages;  // per message; empty for string content
+  std::vector<MediaItem> items;
+  bool any() const { return !items.empty(); }
+};
+
+// Shapes only (no loading): every message's content parts. Throws ApiError.
+MessageMedia parse_message_media(const nlohmann::json& body);
+
+struct MediaCounters {
+  std::atomic<uint64_t> images{0}, videos{0}, frames{0};  // loaded successfully
+  std::atomic<uint64_t> refused{0};                       // media that failed to load
+  std::atomic<uint64_t> load_us{0};                       // time spent fetching + decoding
+  std::atomic<uint64_t> requests_refused_no_vision{0};
+};
+
+class MediaService {
+ public:
+  explicit MediaService(const MediaOptions& opts);
+
+  const vision::MediaPolicy& policy() const { return policy_; }
+  vision::EmbeddingCache& cache() { return cache_; }
+  const vision::EmbeddingCache& cache() const { return cache_; }
+  const MediaCounters& counters() const { return counters_; }
+  bool vision() const { return vision_; }  // set once a projector is loaded (not yet)
+
+  // Loads every item's frames (and their hashes). Throws ApiError naming the
+  // part: 403 for a forbidden source, 400 otherwise.
+  void load(MessageMedia& m);
+
+  // The chat hook: parses and loads the media of a chat request body; with
+  // media and no vision projector, answers 400 model_not_multimodal once the
+  // media has been validated. Returns what was loaded (empty without media).
+  MessageMedia check_chat_request(const nlohmann::json& body);
+
+  std::string render_metrics() const;  // Prometheus text, appended to /metrics
+
+ private:
+  MediaOptions opts_;
+  vision::MediaPolicy policy_;
+  vision::EmbeddingCache cache_;
+  MediaCounters counters_;
+  bool vision_ = false;
+};
+
+// The remote fetcher (media_fetch.cpp): HTTP/1.1 GET over Boost.Beast, TLS
+// with OpenSSL (peer and host name verified), within the policy's byte, time
+// and redirect limits.
+std::vector<uint8_t> fetch_remote_media(const std::string& url, const vision::MediaPolicy& policy);
+
+}  // namespace tern::server

@@ -1,0 +1,261 @@
+#include "tern/server/media_parts.h"
+
+#include <charconv>
+#include <chrono>
+
+#include "json_fields.h"
+#include "tern/vision/video.h"
+
+namespace tern::server {
+namespace {
+
+using json = nlohmann::json;
+using namespace fields;
+using vision::MediaErrorKind;
+
+const json* object_field(const json& part, const char* key, const std::string& where) {
+  const json* v = field(part, key);
+  if (!v) missing(where + "." + key);
+  if (!v->is_object()) wrong_type(where + "." + key, "an object", *v);
+  return v;
+}
+
+std::string url_of(const json& o, const std::string& where) {
+  std::string url;
+  if (!get_string(o, "url", url)) missing(where + ".url");
+  if (url.empty()) bad_value(where + ".url", "the URL is empty.");
+  return url;
+}
+
+// image_url: {"url", "detail"} (a bare string is accepted too, as vLLM does).
+MediaItem image_item(const json& part, const std::string& where) {
+  MediaItem it;
+  it.kind = MediaItem::Kind::Image;
+  const json* v = field(part, "image_url");
+  if (!v) missing(where + ".image_url");
+  if (v->is_string()) {
+    it.urls = {v->get<std::string>()};
+    if (it.urls[0].empty()) bad_value(where + ".image_url", "the URL is empty.");
+    return it;
+  }
+  if (!v->is_object()) wrong_type(where + ".image_url", "an object", *v);
+  it.urls = {url_of(*v, where + ".image_url")};
+  if (get_string(*v, "detail", it.detail) && it.detail != "auto" && it.detail != "low" &&
+      it.detail != "high")
+    bad_value(where + ".image_url.detail",
+              "'" + it.detail + "' is not one of 'auto', 'low' or 'high'.");
+  return it;
+}
+
+// video_url: {"url", "fps", "max_frames"}.
+MediaItem video_url_item(const json& part, const std::string& where) {
+  MediaItem it;
+  it.kind = MediaItem::Kind::VideoUrl;
+  const std::string w = where + ".video_url";
+  const json& v = *object_field(part, "video_url", where);
+  it.urls = {url_of(v, w)};
+  double fps = 0;
+  if (get_number(v, "fps", fps)) {
+    if (!(fps > 0) || fps > 1000) bad_value(w + ".fps", "must be greater than 0 and at most 1000.");
+    it.fps = fps;
+  }
+  int64_t n = 0;
+  if (get_int(v, "max_frames", n)) {
+    check_range((w + ".max_frames").c_str(), double(n), 1, 1024);
+    it.max_frames = int(n);
+  }
+  return it;
+}
+
+// video: {"frames": ["<image url>" or {"url"}, ...]}.
+MediaItem video_frames_item(const json& part, const std::string& where) {
+  MediaItem it;
+  it.kind = MediaItem::Kind::VideoFrames;
+  const json* f = field(part, "frames");
+  if (!f) missing(where + ".frames");
+  if (!f->is_array()) wrong_type(where + ".frames", "an array of image URLs", *f);
+  if (f->empty()) bad_value(where + ".frames", "a video needs at least one frame.");
+  for (size_t k = 0; k < f->size(); ++k) {
+    const std::string fw = where + ".frames[" + std::to_string(k) + "]";
+    const json& x = (*f)[k];
+    if (x.is_string() && !x.get<std::string>().empty())
+      it.urls.push_back(x.get<std::string>());
+    else if (x.is_object())
+      it.urls.push_back(url_of(x, fw));
+    else
+      wrong_type(fw, "an image URL", x);
+  }
+  return it;
+}
+
+ApiError media_error(const vision::MediaError& e, const MediaItem& it) {
+  const bool image = it.kind == MediaItem::Kind::Image;
+  const std::string param = it.param + (image                                  ? ".image_url.url"
+                                        : it.kind == MediaItem::Kind::VideoUrl ? ".video_url.url"
+                                                                               : ".frames");
+  const std::string what = image ? "image" : "video";
+  const std::string msg = "Invalid " + what + " in '" + it.param + "': " + e.what();
+  switch (e.kind()) {
+    case MediaErrorKind::Forbidden:
+      return ApiError(403, "invalid_request_error",
+                      "Forbidden " + what + " source in '" + it.param + "': " + e.what(), param,
+                      "media_forbidden");
+    case MediaErrorKind::TooLarge:
+      return ApiError::bad_request(msg, param, "media_too_large");
+    case MediaErrorKind::Unsupported:
+      return ApiError::bad_request(msg, param, "unsupported_media");
+    case MediaErrorKind::Fetch:
+      return ApiError::bad_request(msg, param, "media_fetch_failed");
+    case MediaErrorKind::Invalid:
+      break;
+  }
+  return ApiError::bad_request(msg, param, image ? "invalid_image" : "invalid_video");
+}
+
+void sample(std::string& out, const std::string& name, double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out += name + " " + std::string(buf, r.ptr) + "\n";
+}
+void header(std::string& out, const char* name, const char* type, const char* help) {
+  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+}  // namespace
+
+MessageMedia parse_message_media(const json& body) {
+  MessageMedia out;
+  const json* msgs = field(body, "messages");
+  if (!msgs || !msgs->is_array()) return out;  // parse_chat_request reports it
+  out.messages.resize(msgs->size());
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const json* c = m.is_object() ? field(m, "content") : nullptr;
+    if (!c || !c->is_array()) continue;
+    for (size_t k = 0; k < c->size(); ++k) {
+      const json& part = (*c)[k];
+      const std::string where =
+          "messages[" + std::to_string(i) + "].content[" + std::to_string(k) + "]";
+      std::string type;
+      if (!part.is_object() || !get_string(part, "type", type)) continue;  // the main parser's
+      MediaItem it;
+      if (type == "image_url")
+        it = image_item(part, where);
+      else if (type == "video_url")
+        it = video_url_item(part, where);
+      else if (type == "video")
+        it = video_frames_item(part, where);
+      else {
+        if (type == "text" && part.contains("text") && part["text"].is_string())
+          out.messages[i].push_back({part["text"].get<std::string>(), -1});
+        continue;
+      }
+      it.param = where;
+      out.messages[i].push_back({"", int(out.items.size())});
+      out.items.push_back(std::move(it));
+    }
+  }
+  return out;
+}
+
+MediaService::MediaService(const MediaOptions& opts)
+    : opts_(opts),
+      cache_(vision::EmbeddingCacheOptions{.dram_bytes = opts.cache_bytes,
+                                           .flash_dir = opts.cache_dir,
+                                           .flash_bytes = opts.cache_dir_bytes}) {
+  policy_.media_dir = opts.media_dir;
+  policy_.allow_remote = opts.allow_remote;
+  policy_.max_bytes = opts.max_media_bytes;
+  policy_.max_pixels = opts.max_image_pixels;
+  policy_.remote_timeout_ms = opts.remote_timeout_ms;
+  policy_.max_redirects = opts.max_redirects;
+  if (opts.allow_remote) policy_.fetch = fetch_remote_media;
+}
+
+void MediaService::load(MessageMedia& m) {
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t total = 0;
+  for (MediaItem& it : m.items) {
+    try {
+      if (it.kind == MediaItem::Kind::VideoUrl) {
+        vision::VideoOptions vo;
+        vo.fps = it.fps > 0 ? it.fps : opts_.default_fps;
+        vo.max_frames = it.max_frames > 0 ? it.max_frames : opts_.default_max_frames;
+        vision::VideoFrames v = vision::load_video_url(it.urls[0], vo, policy_);
+        it.frames = std::move(v.frames);
+        it.timestamps_s = std::move(v.timestamps_s);
+      } else {
+        for (const std::string& url : it.urls)
+          it.frames.push_back(vision::load_image_url(url, policy_));
+      }
+    } catch (const vision::MediaError& e) {
+      counters_.refused.fetch_add(1, std::memory_order_relaxed);
+      throw media_error(e, it);
+    }
+    total += it.frames.size();
+    if (total > size_t(opts_.max_items))
+      throw ApiError::bad_request("Too many images and video frames in one request (at most " +
+                                      std::to_string(opts_.max_items) + ").",
+                                  it.param, "too_many_media");
+    for (const vision::Image& img : it.frames) it.hashes.push_back(vision::pixel_hash(img));
+    auto& n = it.kind == MediaItem::Kind::Image ? counters_.images : counters_.videos;
+    n.fetch_add(1, std::memory_order_relaxed);
+    counters_.frames.fetch_add(it.frames.size(), std::memory_order_relaxed);
+  }
+  const auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
+  counters_.load_us.fetch_add(uint64_t(us.count()), std::memory_order_relaxed);
+}
+
+MessageMedia MediaService::check_chat_request(const json& body) {
+  MessageMedia m = parse_message_media(body);
+  if (!m.any()) return m;
+  load(m);
+  if (!vision_) {
+    counters_.requests_refused_no_vision.fetch_add(1, std::memory_order_relaxed);
+    throw ApiError::bad_request(
+        "This model has no vision projector; start tern with --mmproj to send images or video "
+        "(in '" +
+            m.items[0].param + "').",
+        m.items[0].param, "model_not_multimodal");
+  }
+  return m;
+}
+
+std::string MediaService::render_metrics() const {
+  std::string out;
+  header(out, "tern_media_items_total", "counter", "Media loaded from requests, by kind.");
+  sample(out, "tern_media_items_total{kind=\"image\"}", double(counters_.images));
+  sample(out, "tern_media_items_total{kind=\"video\"}", double(counters_.videos));
+  sample(out, "tern_media_items_total{kind=\"frame\"}", double(counters_.frames));
+  header(out, "tern_media_refused_total", "counter",
+         "Media parts refused (bad, forbidden, too large).");
+  sample(out, "tern_media_refused_total", double(counters_.refused));
+  header(out, "tern_media_load_seconds_total", "counter",
+         "Time spent fetching and decoding media.");
+  sample(out, "tern_media_load_seconds_total", double(counters_.load_us) / 1e6);
+  const vision::EmbeddingCacheStats s = cache_.stats();
+  header(out, "tern_mm_cache_hits_total", "counter", "Embedding cache hits, by tier.");
+  sample(out, "tern_mm_cache_hits_total{tier=\"dram\"}", double(s.dram.hits));
+  sample(out, "tern_mm_cache_hits_total{tier=\"flash\"}", double(s.flash.hits));
+  header(out, "tern_mm_cache_misses_total", "counter", "Embedding cache misses.");
+  sample(out, "tern_mm_cache_misses_total", double(s.misses));
+  header(out, "tern_mm_cache_evictions_total", "counter", "Embedding cache evictions, by tier.");
+  sample(out, "tern_mm_cache_evictions_total{tier=\"dram\"}", double(s.dram.evictions));
+  sample(out, "tern_mm_cache_evictions_total{tier=\"flash\"}", double(s.flash.evictions));
+  header(out, "tern_mm_cache_bytes", "gauge", "Embedding cache bytes held, by tier.");
+  sample(out, "tern_mm_cache_bytes{tier=\"dram\"}", double(s.dram.bytes));
+  sample(out, "tern_mm_cache_bytes{tier=\"flash\"}", double(s.flash.bytes));
+  header(out, "tern_mm_cache_entries", "gauge", "Embedding cache entries, by tier.");
+  sample(out, "tern_mm_cache_entries{tier=\"dram\"}", double(s.dram.entries));
+  sample(out, "tern_mm_cache_entries{tier=\"flash\"}", double(s.flash.entries));
+  header(out, "tern_mm_cache_flash_dropped_total", "counter",
+         "Damaged flash entries found on load and deleted.");
+  sample(out, "tern_mm_cache_flash_dropped_total", double(s.flash_dropped));
+  header(out, "tern_mm_cache_flash_write_errors_total", "counter",
+         "Flash writes that failed (the tier then turns off).");
+  sample(out, "tern_mm_cache_flash_write_errors_total", double(s.flash_write_errors));
+  return out;
+}
+
+}  // namespace tern::server

@@ -1,0 +1,298 @@
+#include "tern/vision/video.h"
+
+#include <cstring>
+#include <memory>
+
+#ifdef TERN_HAVE_LIBAV
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/imgutils.h>
+#include <libswscale/swscale.h>
+}
+#endif
+
+namespace tern::vision {
+namespace {
+
+[[noreturn]] void fail(MediaErrorKind kind, const std::string& what) {
+  throw MediaError(kind, "video: " + what);
+}
+
+void check_options(const VideoOptions& o) {
+  if (!(o.fps > 0) || o.fps > 1000) fail(MediaErrorKind::Invalid, "fps must be in (0, 1000]");
+  if (o.max_frames < 1) fail(MediaErrorKind::Invalid, "max_frames must be at least 1");
+}
+
+#ifdef TERN_HAVE_LIBAV
+
+// Containers a clip may be in. Not hls, concat, image2 & co.: those read
+// other files or URLs named inside the data.
+constexpr const char* kFormats = "mov,mp4,m4a,3gp,3g2,mj2,avi,matroska,webm";
+
+std::string av_text(int err) {
+  char buf[AV_ERROR_MAX_STRING_SIZE] = {};
+  av_strerror(err, buf, sizeof buf);
+  return buf;
+}
+
+// The clip's bytes as an AVIOContext (read and seek over a span).
+struct MemoryReader {
+  std::span<const uint8_t> bytes;
+  size_t pos = 0;
+
+  static int read(void* opaque, uint8_t* buf, int n) {
+    auto* r = static_cast<MemoryReader*>(opaque);
+    const size_t left = r->bytes.size() - r->pos;
+    if (left == 0) return AVERROR_EOF;
+    const size_t k = std::min(left, size_t(n));
+    std::memcpy(buf, r->bytes.data() + r->pos, k);
+    r->pos += k;
+    return int(k);
+  }
+  static int64_t seek(void* opaque, int64_t offset, int whence) {
+    auto* r = static_cast<MemoryReader*>(opaque);
+    const int64_t size = int64_t(r->bytes.size());
+    int64_t to = 0;
+    switch (whence & ~AVSEEK_FORCE) {
+      case AVSEEK_SIZE:
+        return size;
+      case SEEK_SET:
+        to = offset;
+        break;
+      case SEEK_CUR:
+        to = int64_t(r->pos) + offset;
+        break;
+      case SEEK_END:
+        to = size + offset;
+        break;
+      default:
+        return AVERROR(EINVAL);
+    }
+    if (to < 0 || to > size) return AVERROR(EINVAL);
+    r->pos = size_t(to);
+    return to;
+  }
+};
+
+struct IoFree {
+  void operator()(AVIOContext* io) const {
+    if (!io) return;
+    av_freep(&io->buffer);
+    avio_context_free(&io);
+  }
+};
+struct FormatFree {
+  void operator()(AVFormatContext* f) const { avformat_close_input(&f); }
+};
+struct CodecFree {
+  void operator()(AVCodecContext* c) const { avcodec_free_context(&c); }
+};
+struct FrameFree {
+  void operator()(AVFrame* f) const { av_frame_free(&f); }
+};
+struct PacketFree {
+  void operator()(AVPacket* p) const { av_packet_free(&p); }
+};
+struct SwsFree {
+  void operator()(SwsContext* s) const { sws_freeContext(s); }
+};
+
+// One open clip: demuxer, the best video stream and its decoder.
+class Clip {
+ public:
+  Clip(std::span<const uint8_t> bytes, const MediaPolicy& policy) : reader_{bytes} {
+    constexpr int kBuf = 1 << 16;
+    auto* buf = static_cast<uint8_t*>(av_malloc(kBuf));
+    if (!buf) throw std::bad_alloc();
+    io_.reset(avio_alloc_context(buf, kBuf, 0, &reader_, &MemoryReader::read, nullptr,
+                                 &MemoryReader::seek));
+    if (!io_) {
+      av_free(buf);
+      throw std::bad_alloc();
+    }
+    AVFormatContext* f = avformat_alloc_context();
+    if (!f) throw std::bad_alloc();
+    f->pb = io_.get();
+    f->flags |= AVFMT_FLAG_CUSTOM_IO;
+    AVDictionary* opts = nullptr;
+    av_dict_set(&opts, "format_whitelist", kFormats, 0);
+    const int err = avformat_open_input(&f, nullptr, nullptr, &opts);
+    av_dict_free(&opts);
+    if (err < 0)  // f is freed by avformat_open_input on failure
+      fail(MediaErrorKind::Invalid, "not a video in a supported container (" +
+                                        std::string(kFormats) + "), or corrupt: " + av_text(err));
+    fmt_.reset(f);
+    if (avformat_find_stream_info(f, nullptr) < 0)
+      fail(MediaErrorKind::Invalid, "corrupt or truncated video (no stream information)");
+    const AVCodec* codec = nullptr;
+    stream_ = av_find_best_stream(f, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    if (stream_ < 0 || !codec)
+      fail(MediaErrorKind::Invalid, "the file has no decodable video stream");
+    const AVCodecParameters* par = f->streams[stream_]->codecpar;
+    if (int64_t(par->width) * par->height > policy.max_pixels)
+      fail(MediaErrorKind::TooLarge,
+           "frames are " + std::to_string(par->width) + "x" + std::to_string(par->height) +
+               " pixels, over the limit of " + std::to_string(policy.max_pixels));
+    dec_.reset(avcodec_alloc_context3(codec));
+    if (!dec_) throw std::bad_alloc();
+    if (avcodec_parameters_to_context(dec_.get(), par) < 0)
+      fail(MediaErrorKind::Invalid, "bad video stream parameters");
+    dec_->thread_count = 1;
+    if (avcodec_open2(dec_.get(), codec, nullptr) < 0)
+      fail(MediaErrorKind::Invalid, "cannot open the video decoder");
+  }
+
+  AVFormatContext* fmt() const { return fmt_.get(); }
+  AVCodecContext* dec() const { return dec_.get(); }
+  int stream() const { return stream_; }
+  double time_base() const { return av_q2d(fmt_->streams[stream_]->time_base); }
+
+ private:
+  MemoryReader reader_;
+  std::unique_ptr<AVIOContext, IoFree> io_;
+  std::unique_ptr<AVFormatContext, FormatFree> fmt_;
+  std::unique_ptr<AVCodecContext, CodecFree> dec_;
+  int stream_ = -1;
+};
+
+// Decoded frames -> sampled RGB Images.
+class Sampler {
+ public:
+  Sampler(const VideoOptions& o, const MediaPolicy& p, double time_base)
+      : opts_(o), policy_(p), time_base_(time_base) {}
+
+  bool full() const { return int(out_.frames.size()) >= opts_.max_frames; }
+
+  void offer(const AVFrame* f) {
+    if (++decoded_ > opts_.max_decoded_frames) {
+      stop_ = true;
+      return;
+    }
+    int64_t ts = f->best_effort_timestamp;
+    if (ts == AV_NOPTS_VALUE) ts = f->pts;
+    double t = ts == AV_NOPTS_VALUE ? double(decoded_ - 1) / opts_.fps : double(ts) * time_base_;
+    if (!have_start_) {
+      start_ = t;
+      have_start_ = true;
+    }
+    t -= start_;
+    const double eps = 1e-6;
+    if (t + eps < next_target_ || full()) return;
+    out_.frames.push_back(to_rgb(f));
+    out_.timestamps_s.push_back(t);
+    while (next_target_ <= t + eps) next_target_ += 1.0 / opts_.fps;
+  }
+
+  bool stopped() const { return stop_ || full(); }
+  VideoFrames take() { return std::move(out_); }
+
+ private:
+  Image to_rgb(const AVFrame* f) {
+    if (f->width <= 0 || f->height <= 0 || int64_t(f->width) * f->height > policy_.max_pixels)
+      fail(MediaErrorKind::TooLarge, "a frame of " + std::to_string(f->width) + "x" +
+                                         std::to_string(f->height) +
+                                         " pixels is empty or over the pixel limit");
+    sws_.reset(sws_getCachedContext(sws_.release(), f->width, f->height, AVPixelFormat(f->format),
+                                    f->width, f->height, AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr,
+                                    nullptr, nullptr));
+    if (!sws_) fail(MediaErrorKind::Unsupported, "cannot convert this pixel format to RGB");
+    Image img;
+    img.width = f->width;
+    img.height = f->height;
+    img.rgb.resize(size_t(f->width) * size_t(f->height) * 3);
+    uint8_t* dst[4] = {img.rgb.data(), nullptr, nullptr, nullptr};
+    int stride[4] = {f->width * 3, 0, 0, 0};
+    if (sws_scale(sws_.get(), f->data, f->linesize, 0, f->height, dst, stride) != f->height)
+      fail(MediaErrorKind::Invalid, "frame conversion to RGB failed");
+    return img;
+  }
+
+  const VideoOptions& opts_;
+  const MediaPolicy& policy_;
+  double time_base_;
+  VideoFrames out_;
+  std::unique_ptr<SwsContext, SwsFree> sws_;
+  int64_t decoded_ = 0;
+  double start_ = 0, next_target_ = 0;
+  bool have_start_ = false, stop_ = false;
+};
+
+// Receives every frame the decoder has ready.
+void drain(AVCodecContext* dec, AVFrame* frame, Sampler& s) {
+  for (;;) {
+    const int err = avcodec_receive_frame(dec, frame);
+    if (err == AVERROR(EAGAIN) || err == AVERROR_EOF) return;
+    if (err < 0) fail(MediaErrorKind::Invalid, "corrupt video data: " + av_text(err));
+    s.offer(frame);
+    av_frame_unref(frame);
+    if (s.stopped()) return;
+  }
+}
+
+#endif  // TERN_HAVE_LIBAV
+
+}  // namespace
+
+bool video_supported() {
+#ifdef TERN_HAVE_LIBAV
+  return true;
+#else
+  return false;
+#endif
+}
+
+VideoFrames decode_video(std::span<const uint8_t> bytes, const VideoOptions& opts,
+                         const MediaPolicy& policy) {
+  check_options(opts);
+#ifndef TERN_HAVE_LIBAV
+  (void)bytes;
+  (void)policy;
+  fail(MediaErrorKind::Unsupported, "this build of tern has no video support (FFmpeg libraries)");
+#else
+  if (bytes.empty()) fail(MediaErrorKind::Invalid, "empty data (0 bytes)");
+  if (bytes.size() > policy.max_bytes)
+    fail(MediaErrorKind::TooLarge, "the clip is " + std::to_string(bytes.size()) +
+                                       " bytes, over the limit of " +
+                                       std::to_string(policy.max_bytes));
+  av_log_set_level(AV_LOG_QUIET);  // errors reach the caller as MediaError
+  Clip clip(bytes, policy);
+  Sampler sampler(opts, policy, clip.time_base());
+  std::unique_ptr<AVPacket, PacketFree> pkt(av_packet_alloc());
+  std::unique_ptr<AVFrame, FrameFree> frame(av_frame_alloc());
+  if (!pkt || !frame) throw std::bad_alloc();
+  for (;;) {
+    const int err = av_read_frame(clip.fmt(), pkt.get());
+    if (err == AVERROR_EOF) break;
+    if (err < 0) fail(MediaErrorKind::Invalid, "corrupt or truncated video: " + av_text(err));
+    const bool ours = pkt->stream_index == clip.stream();
+    const bool corrupt = pkt->flags & AV_PKT_FLAG_CORRUPT;
+    if (ours && corrupt) {
+      av_packet_unref(pkt.get());
+      fail(MediaErrorKind::Invalid, "corrupt or truncated video (a damaged packet)");
+    }
+    const int sent = ours ? avcodec_send_packet(clip.dec(), pkt.get()) : 0;
+    av_packet_unref(pkt.get());
+    if (sent < 0 && sent != AVERROR(EAGAIN))
+      fail(MediaErrorKind::Invalid, "corrupt video data: " + av_text(sent));
+    if (ours) drain(clip.dec(), frame.get(), sampler);
+    if (sampler.stopped()) break;
+  }
+  if (!sampler.stopped()) {
+    avcodec_send_packet(clip.dec(), nullptr);  // flush the decoder's delayed frames
+    drain(clip.dec(), frame.get(), sampler);
+  }
+  VideoFrames out = sampler.take();
+  if (out.frames.empty()) fail(MediaErrorKind::Invalid, "the clip has no decodable frames");
+  return out;
+#endif
+}
+
+VideoFrames load_video_url(const std::string& url, const VideoOptions& opts,
+                           const MediaPolicy& policy) {
+  check_options(opts);
+  const std::vector<uint8_t> bytes = read_media_bytes(url, policy);
+  return decode_video(bytes, opts, policy);
+}
+
+}  // namespace tern::vision
