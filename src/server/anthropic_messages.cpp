@@ -5,6 +5,7 @@
 
 #include "api_exchange.h"
 #include "json_fields.h"
+#include "openai_tools.h"
 #include "tern/sampling/reasoning_split.h"
 #include "tern/server/openai_response.h"
 
@@ -13,6 +14,39 @@ namespace {
 
 using json = nlohmann::json;
 using namespace fields;
+
+// Content blocks: text, an assistant's tool_use blocks (its calls), a user's
+// tool_result blocks (tool messages, ahead of the user's own text).
+void parse_blocks(const json& blocks, const std::string& where, const std::string& role,
+                  GenerationRequest& r) {
+  json text = json::array();
+  std::vector<MessageToolCall> calls;
+  for (size_t j = 0; j < blocks.size(); ++j) {
+    const json& b = blocks[j];
+    const std::string bw = where + ".content[" + std::to_string(j) + "]";
+    const json* type = b.is_object() ? field(b, "type") : nullptr;
+    if (type && *type == "tool_use" && role == "assistant") {
+      MessageToolCall c;
+      if (!get_string(b, "id", c.id)) missing(bw + ".id");
+      if (!get_string(b, "name", c.name)) missing(bw + ".name");
+      const json* input = field(b, "input");
+      c.arguments = input ? input->dump() : "{}";
+      calls.push_back(std::move(c));
+    } else if (type && *type == "tool_result" && role == "user") {
+      Message t{"tool", ""};
+      if (!get_string(b, "tool_use_id", t.tool_call_id)) missing(bw + ".tool_use_id");
+      if (const json* c = field(b, "content"))
+        t.content = text_content(*c, bw + ".content", {"text"});
+      r.messages.push_back(std::move(t));
+    } else {
+      text.push_back(b);
+    }
+  }
+  std::string t = text.empty() ? "" : text_content(text, where + ".content", {"text"});
+  if (t.empty() && calls.empty() && !r.messages.empty() && r.messages.back().role == "tool") return;
+  r.messages.push_back({role, std::move(t)});
+  r.messages.back().tool_calls = std::move(calls);
+}
 
 void parse_messages(const json& body, GenerationRequest& r, UnknownFields unknown) {
   const json* msgs = field(body, "messages");
@@ -31,6 +65,10 @@ void parse_messages(const json& body, GenerationRequest& r, UnknownFields unknow
                 "'" + role + "' is not supported. Expected 'user' or 'assistant'.");
     const json* c = field(m, "content");
     if (!c) missing(where + ".content");
+    if (c->is_array()) {
+      parse_blocks(*c, where, role, r);
+      continue;
+    }
     r.messages.push_back({role, text_content(*c, where + ".content", {"text"})});
   }
   if (r.messages.back().role == "assistant")
@@ -76,16 +114,9 @@ void parse_sampling(const json& body, GenerationRequest& r) {
   }
 }
 
-// Tools, structured output and extended thinking are known but not supported (their neutral values
+// Structured output and extended thinking are known but not supported (their neutral values
 // pass).
 void reject_unsupported(const json& body) {
-  if (const json* v = field(body, "tools"))
-    if (!(v->is_array() && v->empty())) unsupported("tools", "tool use is not supported.");
-  if (const json* v = field(body, "tool_choice")) {
-    const json* t = v->is_object() ? field(*v, "type") : nullptr;
-    if (!t || !t->is_string() || (*t != "none" && *t != "auto"))
-      unsupported("tool_choice", "tool use is not supported.");
-  }
   if (const json* v = field(body, "output_config")) {
     if (!v->is_object()) wrong_type("output_config", "an object", *v);
     if (field(*v, "format"))
@@ -95,6 +126,46 @@ void reject_unsupported(const json& body) {
     const json* t = v->is_object() ? field(*v, "type") : nullptr;
     if (!t || *t != "disabled") unsupported("thinking", "extended thinking is not supported.");
   }
+}
+
+// tools: [{name, description, input_schema}]; tool_choice: {type: auto | any
+// | tool (with name) | none, disable_parallel_tool_use}. Read as the chat fields.
+void parse_anthropic_tools(const json& body, GenerationRequest& r) {
+  json chat = json::object();
+  if (const json* v = field(body, "tools")) {
+    if (!v->is_array()) wrong_type("tools", "an array", *v);
+    json tools = json::array();
+    for (const json& t : *v) {
+      const json* type = t.is_object() ? field(t, "type") : nullptr;
+      if (!t.is_object() || (type && *type != "custom")) {
+        tools.push_back(t.is_object() ? json{{"type", *type}} : t);  // named as unsupported
+        continue;
+      }
+      json f{{"name", t.value("name", json())}};
+      if (t.contains("description")) f["description"] = t["description"];
+      if (t.contains("input_schema")) f["parameters"] = t["input_schema"];
+      tools.push_back(json{{"type", "function"}, {"function", std::move(f)}});
+    }
+    chat["tools"] = std::move(tools);
+  }
+  if (const json* v = field(body, "tool_choice")) {
+    if (!v->is_object()) wrong_type("tool_choice", "an object", *v);
+    const std::string type = v->value("type", "");
+    if (type == "auto" || type == "none")
+      chat["tool_choice"] = type;
+    else if (type == "any")
+      chat["tool_choice"] = "required";
+    else if (type == "tool")
+      chat["tool_choice"] =
+          json{{"type", "function"}, {"function", {{"name", v->value("name", "")}}}};
+    else
+      bad_value("tool_choice.type",
+                "'" + type + "' is not one of 'auto', 'any', 'tool' or 'none'.");
+    bool disable = false;
+    get_bool(*v, "disable_parallel_tool_use", disable);
+    chat["parallel_tool_calls"] = !disable;
+  }
+  parse_tools(chat, r);
 }
 
 }  // namespace
@@ -115,6 +186,7 @@ GenerationRequest parse_anthropic_request(const json& body, UnknownFields unknow
   }
   parse_messages(body, r, unknown);
   parse_sampling(body, r);
+  parse_anthropic_tools(body, r);
   get_bool(body, "stream", r.stream);
   return r;
 }
@@ -200,10 +272,14 @@ class AnthropicExchange final : public ApiExchange {
         json rest = body;
         rest.erase("thinking");
         show_thinking_ = true;
-        return parse_anthropic_request(rest, ctx_.unknown_fields());
+        GenerationRequest g = parse_anthropic_request(rest, ctx_.unknown_fields());
+        tools_ = g.uses_tools();
+        return g;
       }
     }
-    return parse_anthropic_request(body, ctx_.unknown_fields());
+    GenerationRequest g = parse_anthropic_request(body, ctx_.unknown_fields());
+    tools_ = g.uses_tools();
+    return g;
   }
 
   std::string start(const Submission& s) override {
@@ -212,6 +288,7 @@ class AnthropicExchange final : public ApiExchange {
     message["stop_reason"] = nullptr;
     message["usage"] = anthropic_usage({s.prompt_tokens, 0, 0});
     std::string out = sse_event("message_start", {{"type", "message_start"}, {"message", message}});
+    if (tools_) parser_.emplace(tool_syntax(ctx_));
     if (s.split_reasoning) {
       split_.emplace(s.in_reasoning);
       in_reasoning_ = s.in_reasoning;
@@ -221,7 +298,7 @@ class AnthropicExchange final : public ApiExchange {
   }
 
   std::string stream_text(const std::string& text) override {
-    if (!split_) return delta(text);
+    if (!split_) return answer(text);
     return stream_parts(split_->push(text));
   }
 
@@ -231,27 +308,31 @@ class AnthropicExchange final : public ApiExchange {
                                                               "Generation failed: " + f.error)));
     std::string out;
     if (split_) out += stream_parts(split_->flush());
-    if (block_ != Block::Text) out += open_block(Block::Text);  // the answer's block, even if empty
+    if (parser_) out += answer_parts(parser_->flush());
+    // The answer's block, even if empty (unless the reply is tool calls).
+    if (block_ != Block::Text && n_calls_ == 0) out += open_block(Block::Text);
     return out + close_block() +
-           sse_event("message_delta", {{"type", "message_delta"},
-                                       {"delta",
-                                        {{"stop_reason", anthropic_stop_reason(f)},
-                                         {"stop_sequence", anthropic_stop_sequence(f)}}},
-                                       {"usage", anthropic_usage(f.usage)}}) +
+           sse_event(
+               "message_delta",
+               {{"type", "message_delta"},
+                {"delta",
+                 {{"stop_reason", stop_reason(f)}, {"stop_sequence", anthropic_stop_sequence(f)}}},
+                {"usage", anthropic_usage(f.usage)}}) +
            sse_event("message_stop", {{"type", "message_stop"}});
   }
 
   json body(const std::string& text, const sched::Finish& f) override {
-    if (!split_) return anthropic_message(id_, ctx_.model_id, text, f);
+    if (!split_) return with_tool_use(anthropic_message(id_, ctx_.model_id, text, f), text, f);
     const auto parts = ReasoningSplitter::split(text, in_reasoning_);
-    json m = anthropic_message(id_, ctx_.model_id, parts.content, f);
+    json m =
+        with_tool_use(anthropic_message(id_, ctx_.model_id, parts.content, f), parts.content, f);
     if (show_thinking_ && !parts.reasoning.empty())
       m["content"].insert(m["content"].begin(), thinking_block(parts.reasoning));
     return m;
   }
 
  private:
-  enum class Block { None, Thinking, Text };
+  enum class Block { None, Thinking, Text, ToolUse };
 
   static json thinking_block(const std::string& thinking) {
     // No signature: tern's thinking is not encrypted or verified.
@@ -291,9 +372,66 @@ class AnthropicExchange final : public ApiExchange {
     }
     if (!p.content.empty()) {
       if (block_ != Block::Text) out += open_block(Block::Text);
-      out += delta(p.content);
+      out += answer(p.content);
     }
     return out;
+  }
+
+  // Answer text: as is, or split into text and tool_use blocks.
+  std::string answer(const std::string& text) {
+    if (!parser_) return delta(text);
+    return answer_parts(parser_->push(text));
+  }
+
+  // Each call is a tool_use block: start (empty input), one input_json_delta, stop.
+  std::string answer_parts(const ToolCallParser::Parts& p) {
+    std::string out;
+    if (!p.content.empty()) {
+      if (block_ != Block::Text) out += open_block(Block::Text);
+      out += delta(p.content);
+    }
+    for (const ParsedToolCall& c : p.calls) {
+      out += close_block();
+      block_ = Block::ToolUse;
+      ++index_;
+      json block = tool_use_block(c);
+      block["input"] = json::object();
+      out += sse_event("content_block_start", {{"type", "content_block_start"},
+                                               {"index", index_},
+                                               {"content_block", std::move(block)}});
+      out += sse_event("content_block_delta",
+                       {{"type", "content_block_delta"},
+                        {"index", index_},
+                        {"delta", {{"type", "input_json_delta"}, {"partial_json", c.arguments}}}});
+    }
+    return out;
+  }
+
+  json tool_use_block(const ParsedToolCall& c) {
+    return {{"type", "tool_use"},
+            {"id", "toolu_" + id_.substr(4) + "_" + std::to_string(n_calls_++)},
+            {"name", c.name},
+            {"input", json::parse(c.arguments, nullptr, false)}};
+  }
+
+  const char* stop_reason(const sched::Finish& f) const {
+    return n_calls_ > 0 && f.reason == sched::FinishReason::Stop ? "tool_use"
+                                                                 : anthropic_stop_reason(f);
+  }
+
+  // Not streaming: the text block (if any text) and a tool_use block per call.
+  json with_tool_use(json m, const std::string& text, const sched::Finish& f) {
+    if (!tools_) return m;
+    ToolCallParser parser(tool_syntax(ctx_));
+    ToolCallParser::Parts a = parser.push(text), b = parser.flush();
+    a.content += b.content;
+    for (auto& c : b.calls) a.calls.push_back(std::move(c));
+    m["content"] = json::array();
+    if (!a.content.empty() || a.calls.empty())
+      m["content"].push_back({{"type", "text"}, {"text", a.content}});
+    for (const ParsedToolCall& c : a.calls) m["content"].push_back(tool_use_block(c));
+    m["stop_reason"] = stop_reason(f);
+    return m;
   }
 
   ServerContext& ctx_;
@@ -301,8 +439,11 @@ class AnthropicExchange final : public ApiExchange {
   std::optional<ReasoningSplitter> split_;  // a reasoning model's output
   bool in_reasoning_ = false;
   bool show_thinking_ = false;  // the request enabled thinking
-  Block block_ = Block::None;   // the open content block
-  int index_ = -1;              // its index
+  bool tools_ = false;          // tool_use blocks are parsed from the answer
+  std::optional<ToolCallParser> parser_;
+  int n_calls_ = 0;
+  Block block_ = Block::None;  // the open content block
+  int index_ = -1;             // its index
 };
 
 }  // namespace

@@ -37,10 +37,17 @@ std::vector<int32_t> prompt_tokens(ServerContext& ctx, const GenerationRequest& 
   }
   std::vector<ChatMessage> msgs;
   msgs.reserve(g.messages.size());
-  for (const auto& m : g.messages) msgs.push_back({m.role, m.content});
+  for (const auto& m : g.messages) {
+    msgs.push_back({m.role, m.content, {}});
+    for (const auto& c : m.tool_calls) msgs.back().tool_calls.push_back({c.name, c.arguments});
+  }
+  std::vector<ChatTool> tools;
+  if (g.uses_tools())
+    for (const ToolSpec& t : g.tools) tools.push_back({t.name, t.description, t.parameters});
   try {
     // Message content is tokenized literally: only the template's markers are control tokens.
-    return encode_chat(tok, ctx.engine.chat_template(), msgs, /*add_generation_prompt=*/true);
+    return encode_chat(tok, ctx.engine.chat_template(), msgs, /*add_generation_prompt=*/true,
+                       tools);
   } catch (const InvalidArgument& e) {
     throw ApiError::bad_request(std::string("Invalid 'messages': ") + e.what(), "messages",
                                 "invalid_value");
@@ -100,6 +107,11 @@ void submit_one(ServerContext& ctx, sched::Request r, const char* param) {
 
 }  // namespace
 
+ToolCallSyntax tool_syntax(ServerContext& ctx) {
+  const ChatToolFormat f = ctx.engine.chat_template().tool_format();
+  return ToolCallSyntax{f.open, f.close, f.args_key};
+}
+
 Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, const std::string& rid,
                              const std::string& client, sched::Stream::Notify notify) {
   std::string lora_name;
@@ -124,13 +136,14 @@ Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, con
       if (piece.find_first_not_of(" \t\r\n") != std::string::npos) break;
     }
   }
+  const SamplingParams params = tool_constrained_params(g, tool_syntax(ctx));
   // Choice i samples with seed + i, so a seeded request replays every choice.
   for (int i = 0; i < g.n; ++i) {
     auto stream = std::make_shared<sched::Stream>(notify);
     sched::Request r;
     r.id = g.n == 1 ? rid : rid + "/" + std::to_string(i);
     r.prompt = i + 1 < g.n ? ids : std::move(ids);
-    r.params = g.params;
+    r.params = params;
     if (g.params.seed != kRandomSeed) r.params.seed = g.params.seed + uint64_t(i);
     r.stream = stream;
     r.client = client;

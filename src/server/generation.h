@@ -41,6 +41,9 @@ awaitable<Submission> prepare_generation(ServerContext& ctx, const GenerationReq
                                          const std::string& rid, const std::string& client,
                                          sched::Stream::Notify notify);
 
+// How the served model writes tool calls (its chat template's format).
+ToolCallSyntax tool_syntax(ServerContext& ctx);
+
 // "chatcmpl-..." / "cmpl-..." for a request id.
 std::string response_id(GenerationRequest::Kind kind, const std::string& rid);
 

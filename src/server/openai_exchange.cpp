@@ -7,6 +7,7 @@
 #include "api_exchange.h"
 #include "tern/engine/engine.h"
 #include "tern/sampling/reasoning_split.h"
+#include "tern/sampling/tool_calls.h"
 #include "tern/server/openai_choices.h"
 #include "tern/server/openai_response.h"
 #include "tern/tokenizer/tokenizer.h"
@@ -28,6 +29,7 @@ class OpenAiExchange final : public ApiExchange {
     usage_ = g.include_usage;
     n_ = g.n;
     logprobs_ = g.params.logprobs >= 0;
+    tools_ = g.uses_tools();
     return g;
   }
 
@@ -38,6 +40,7 @@ class OpenAiExchange final : public ApiExchange {
       in_reasoning_ = s.in_reasoning;
     }
     offsets_.assign(size_t(n_), s.echo.size());
+    if (tools_) parser_.emplace(tool_syntax(ctx_), /*stream_arguments=*/true);
     if (meta_.kind != GenerationRequest::Kind::Chat) return "";
     if (!choices()) return sse_event(chunk_role(meta_, usage_));
     std::string out;
@@ -72,26 +75,29 @@ class OpenAiExchange final : public ApiExchange {
   }
 
   std::string stream_text(const std::string& text) override {
-    if (!split_) return sse_event(chunk_text(meta_, text, usage_));
+    if (!split_) return stream_content(text);
     return stream_parts(split_->push(text));
   }
 
   std::string stream_end(const sched::Finish& f) override {
     std::string out;
     if (split_) out += stream_parts(split_->flush());
+    if (parser_) out += stream_calls(parser_->flush());
     if (f.reason == sched::FinishReason::Error) {
       out += sse_event(error_body(ApiError(500, "server_error", "Generation failed: " + f.error)));
     } else {
-      out += sse_event(chunk_finish(meta_, f, usage_));
+      json fin = chunk_finish(meta_, f, usage_);
+      if (called(f)) fin["choices"][0]["finish_reason"] = "tool_calls";
+      out += sse_event(fin);
       if (usage_) out += sse_event(chunk_usage(meta_, f));
     }
     return out += kSseDone;
   }
 
   json body(const std::string& text, const sched::Finish& f) override {
-    if (!split_) return completion_body(meta_, text, f);
+    if (!split_) return with_tool_calls(completion_body(meta_, text, f), text, f);
     const auto parts = ReasoningSplitter::split(text, in_reasoning_);
-    json j = completion_body(meta_, parts.content, f);
+    json j = with_tool_calls(completion_body(meta_, parts.content, f), parts.content, f);
     if (!parts.reasoning.empty()) j["choices"][0]["message"]["reasoning_content"] = parts.reasoning;
     return j;
   }
@@ -105,8 +111,56 @@ class OpenAiExchange final : public ApiExchange {
       j["choices"][0]["delta"] = json{{"reasoning_content", p.reasoning}};
       out += sse_event(j);
     }
-    if (!p.content.empty()) out += sse_event(chunk_text(meta_, p.content, usage_));
+    if (!p.content.empty()) out += stream_content(p.content);
     return out;
+  }
+
+  // Answer text: as is, or split into content and tool calls.
+  std::string stream_content(const std::string& text) {
+    if (!parser_) return sse_event(chunk_text(meta_, text, usage_));
+    return stream_calls(parser_->push(text));
+  }
+
+  std::string stream_calls(const ToolCallParser::Parts& p) {
+    std::string out;
+    if (!p.content.empty()) out += sse_event(chunk_text(meta_, p.content, usage_));
+    // A call's name as soon as it is known, then its arguments as they are written.
+    for (const ToolCallParser::CallDelta& d : p.deltas) {
+      const int index = int(d.index);
+      if (!d.name.empty()) {
+        calls_.push_back({call_id(index), d.name, ""});
+        out += sse_event(chunk_tool_call_head(meta_, index, calls_.back(), usage_));
+      }
+      if (!d.arguments.empty())
+        out += sse_event(chunk_tool_call_args(meta_, index, d.arguments, usage_));
+    }
+    return out;
+  }
+
+  // The reply made calls (and was not cut off by max_tokens).
+  bool called(const sched::Finish& f) const {
+    return !calls_.empty() && f.reason != sched::FinishReason::Length;
+  }
+
+  // Not streaming: the answer split into content and message.tool_calls.
+  json with_tool_calls(json j, const std::string& content, const sched::Finish& f) {
+    if (!tools_) return j;
+    ToolCallParser parser(tool_syntax(ctx_));
+    ToolCallParser::Parts a = parser.push(content);
+    ToolCallParser::Parts b = parser.flush();
+    a.content += b.content;
+    for (auto& c : b.calls) a.calls.push_back(std::move(c));
+    for (size_t i = 0; i < a.calls.size(); ++i)
+      calls_.push_back({call_id(int(i)), a.calls[i].name, a.calls[i].arguments});
+    json& choice = j["choices"][0];
+    choice["message"]["content"] = a.content.empty() && !calls_.empty() ? json() : json(a.content);
+    if (!calls_.empty()) choice["message"]["tool_calls"] = tool_calls_json(calls_);
+    if (called(f)) choice["finish_reason"] = "tool_calls";
+    return j;
+  }
+
+  std::string call_id(int index) const {
+    return "call_" + meta_.id.substr(meta_.id.find('-') + 1) + "_" + std::to_string(index);
   }
 
   // Several choices or log probabilities: rendered by openai_choices.cpp.
@@ -131,7 +185,10 @@ class OpenAiExchange final : public ApiExchange {
   bool in_reasoning_ = false;
   int n_ = 1;
   bool logprobs_ = false;
-  std::vector<size_t> offsets_;  // completions: text_offset of each choice's next token
+  bool tools_ = false;                    // tool calls are parsed from the answer
+  std::optional<ToolCallParser> parser_;  // streaming with tools
+  std::vector<ToolCallOut> calls_;        // the calls so far
+  std::vector<size_t> offsets_;           // completions: text_offset of each choice's next token
 };
 
 }  // namespace

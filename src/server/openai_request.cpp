@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "json_fields.h"
+#include "openai_tools.h"
 #include "tern/sampling/json_schema.h"
 
 namespace tern::server {
@@ -276,12 +277,11 @@ std::vector<Message> parse_messages(const json& body, UnknownFields policy) {
     const json& m = (*msgs)[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) wrong_type(where, "an object", m);
-    check_fields(m, "messages[].", {"role", "content", "name", "tool_calls", "refusal"}, policy);
-    for (const char* k : {"tool_calls", "refusal"}) {
-      const json* v = field(m, k);
-      if (v && !(v->is_array() && v->empty()) && !(v->is_string() && v->get<std::string>().empty()))
-        unsupported(where + "." + k, "tool calls and refusals in messages are not supported.");
-    }
+    check_fields(m, "messages[].",
+                 {"role", "content", "name", "tool_calls", "tool_call_id", "refusal"}, policy);
+    if (const json* v = field(m, "refusal"))
+      if (!(v->is_string() && v->get<std::string>().empty()))
+        unsupported(where + ".refusal", "refusals in messages are not supported.");
     const json* role = field(m, "role");
     if (!role)
       throw ApiError::bad_request("Missing required parameter: '" + where + ".role'.",
@@ -289,11 +289,12 @@ std::vector<Message> parse_messages(const json& body, UnknownFields policy) {
     if (!role->is_string()) wrong_type(where + ".role", "a string", *role);
     std::string r = role->get<std::string>();
     if (r == "developer") r = "system";
-    if (r != "system" && r != "user" && r != "assistant")
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool")
       bad_value(where + ".role", "'" + role->get<std::string>() +
                                      "' is not supported. Supported values are: 'system', "
-                                     "'developer', 'user' and 'assistant'.");
+                                     "'developer', 'user', 'assistant' and 'tool'.");
     out.push_back({r, message_content(m, where, r)});
+    parse_message_tools(m, where, out.back());
   }
   return out;
 }
@@ -376,15 +377,11 @@ GenerationRequest parse_chat_request(const json& body, const std::vector<std::st
   GenerationRequest r;
   r.kind = GenerationRequest::Kind::Chat;
   r.messages = parse_messages(body, policy);
-  if (const json* v = field(body, "tools"))
-    if (!(v->is_array() && v->empty())) unsupported("tools", "tool calling is not supported.");
-  if (const json* v = field(body, "tool_choice"))
-    if (!(v->is_string() && v->get<std::string>() == "none"))
-      unsupported("tool_choice", "tool calling is not supported.");
   parse_response_format(body, r.params);
   parse_common(body, r, policy);
   parse_chat_logprobs(body, r.params);
   parse_max_tokens(body, "max_completion_tokens", r);
+  parse_tools(body, r);
   return r;
 }
 

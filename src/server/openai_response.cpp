@@ -122,6 +122,34 @@ json chunk_usage(const ResponseMeta& m, const sched::Finish& f) {
   return j;
 }
 
+json tool_calls_json(std::span<const ToolCallOut> calls) {
+  json arr = json::array();
+  for (const ToolCallOut& c : calls)
+    arr.push_back(json{{"id", c.id},
+                       {"type", "function"},
+                       {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
+  return arr;
+}
+
+json chunk_tool_call_head(const ResponseMeta& m, int index, const ToolCallOut& c,
+                          bool include_usage) {
+  json j = chunk_text(m, "", include_usage);
+  j["choices"][0]["delta"] = json{
+      {"tool_calls", json::array({json{{"index", index},
+                                       {"id", c.id},
+                                       {"type", "function"},
+                                       {"function", {{"name", c.name}, {"arguments", ""}}}}})}};
+  return j;
+}
+
+json chunk_tool_call_args(const ResponseMeta& m, int index, const std::string& args,
+                          bool include_usage) {
+  json j = chunk_text(m, "", include_usage);
+  j["choices"][0]["delta"] = json{
+      {"tool_calls", json::array({json{{"index", index}, {"function", {{"arguments", args}}}}})}};
+  return j;
+}
+
 json error_body(const ApiError& e) {
   return json{{"error",
                {{"message", e.what()},

@@ -5,6 +5,7 @@
 
 #include "api_exchange.h"
 #include "json_fields.h"
+#include "openai_tools.h"
 #include "tern/sampling/reasoning_split.h"
 #include "tern/server/openai_response.h"
 
@@ -18,15 +19,43 @@ using namespace fields;
 // or input_text / output_text parts. Other item types (function calls,
 // references) are refused; reasoning items (a client passing back a previous
 // output whole) are skipped by parse_input, as chat templates drop old thinking.
+// A function_call item (an earlier call, as the output gave it) or a
+// function_call_output item (its result, for the tool message).
+Message parse_call_item(const json& item, const std::string& where, const std::string& type) {
+  std::string call_id;
+  if (!get_string(item, "call_id", call_id)) missing(where + ".call_id");
+  if (type == "function_call_output") {
+    const json* out = field(item, "output");
+    if (!out) missing(where + ".output");
+    Message m{"tool", out->is_string() ? out->get<std::string>() : out->dump()};
+    m.tool_call_id = call_id;
+    return m;
+  }
+  MessageToolCall c{call_id, "", "{}"};
+  if (!get_string(item, "name", c.name)) missing(where + ".name");
+  get_string(item, "arguments", c.arguments);
+  if (json::parse(c.arguments, nullptr, false).is_discarded())
+    bad_value(where + ".arguments", "the arguments are not valid JSON.");
+  Message m{"assistant", ""};
+  m.tool_calls.push_back(std::move(c));
+  return m;
+}
+
 Message parse_item(const json& item, size_t i, UnknownFields unknown) {
   const std::string where = "input[" + std::to_string(i) + "]";
   if (!item.is_object()) wrong_type(where, "an object", item);
-  check_fields(item, "input[].", {"type", "role", "content", "id", "status"}, unknown);
+  check_fields(
+      item, "input[].",
+      {"type", "role", "content", "id", "status", "call_id", "name", "arguments", "output"},
+      unknown);
   std::string type = "message";
   get_string(item, "type", type);
+  if (type == "function_call" || type == "function_call_output")
+    return parse_call_item(item, where, type);
   if (type != "message")
-    unsupported(where + ".type",
-                "input items of type '" + type + "' are not supported; only 'message' is.");
+    unsupported(where + ".type", "input items of type '" + type +
+                                     "' are not supported; only 'message', 'function_call' and "
+                                     "'function_call_output' are.");
   std::string role;
   if (!get_string(item, "role", role)) missing(where + ".role");
   if (role == "developer") role = "system";
@@ -50,20 +79,21 @@ std::vector<Message> parse_input(const json& body, UnknownFields unknown) {
     const json& item = (*in)[i];
     const json* type = item.is_object() ? field(item, "type") : nullptr;
     if (type && *type == "reasoning") continue;
-    out.push_back(parse_item(item, i, unknown));
+    Message m = parse_item(item, i, unknown);
+    // Calls after an assistant message (or each other) belong to that turn.
+    if (!m.tool_calls.empty() && !out.empty() && out.back().role == "assistant") {
+      for (auto& c : m.tool_calls) out.back().tool_calls.push_back(std::move(c));
+      continue;
+    }
+    out.push_back(std::move(m));
   }
   if (out.empty()) bad_value("input", "no message items. Expected at least one message.");
   return out;
 }
 
-// Tools, structured output, background mode and stored conversations are
+// Structured output, background mode and stored conversations are
 // known but not supported (their neutral values pass).
 void reject_unsupported(const json& body) {
-  if (const json* v = field(body, "tools"))
-    if (!(v->is_array() && v->empty())) unsupported("tools", "tool calling is not supported.");
-  if (const json* v = field(body, "tool_choice"))
-    if (!(v->is_string() && (*v == "none" || *v == "auto")))
-      unsupported("tool_choice", "tool calling is not supported.");
   if (const json* v = field(body, "text")) {
     if (!v->is_object()) wrong_type("text", "an object", *v);
     const json* f = field(*v, "format");
@@ -173,6 +203,12 @@ ResponsesRequest parse_responses_request(const json& body, const ResponseLookup&
   }
   get_bool(body, "stream", r.g.stream);
   parse_sampling(body, r);
+  parse_responses_tools(body, r.g);
+  if (r.g.uses_tools()) {
+    r.echo["tools"] = *field(body, "tools");
+    r.echo["tool_choice"] = field(body, "tool_choice") ? *field(body, "tool_choice") : json("auto");
+    r.echo["parallel_tool_calls"] = r.g.parallel_tool_calls;
+  }
   // Instructions apply to this turn only; they are not part of the conversation.
   if (!instructions.empty()) r.g.messages.push_back({"system", instructions});
   r.g.messages.insert(r.g.messages.end(), r.conversation.begin(), r.conversation.end());
@@ -286,6 +322,7 @@ class ResponsesExchange final : public ApiExchange {
     // One statement per event: sequence numbers follow the order of the calls.
     std::string out = event("response.created", {{"response", in_progress}});
     out += event("response.in_progress", {{"response", in_progress}});
+    if (req_.g.uses_tools()) parser_.emplace(tool_syntax(ctx_));
     if (s.split_reasoning) {
       split_.emplace(s.in_reasoning);
       in_reasoning_ = s.in_reasoning;
@@ -295,14 +332,16 @@ class ResponsesExchange final : public ApiExchange {
   }
 
   std::string stream_text(const std::string& text) override {
-    if (!split_) return text_delta(text);
+    if (!split_) return answer_text(text);
     return stream_parts(split_->push(text));
   }
 
   std::string stream_end(const sched::Finish& f) override {
     std::string out;
     if (split_ && f.reason != sched::FinishReason::Error) out += stream_parts(split_->flush());
-    const json done = responses_object(meta_, text_, &f, reasoning_);
+    if (parser_ && f.reason != sched::FinishReason::Error) out += answer_parts(parser_->flush());
+    json done = responses_object(meta_, text_, &f, reasoning_);
+    add_calls(done, f);
     remember(f, done);
     if (f.reason == sched::FinishReason::Error)
       return out + event("response.failed", {{"response", done}});
@@ -314,7 +353,7 @@ class ResponsesExchange final : public ApiExchange {
     out += event("response.output_text.done", std::move(text_done));
     out += event("response.content_part.done", part_fields(text_));
     out += event("response.output_item.done",
-                 {{"output_index", message_index_}, {"item", done["output"].back()}});
+                 {{"output_index", message_index_}, {"item", done["output"][message_index_]}});
     out += event(std::string("response.") + responses_status(f), {{"response", done}});
     return out;
   }
@@ -327,7 +366,18 @@ class ResponsesExchange final : public ApiExchange {
     } else {
       text_ = text;
     }
+    if (parser_) {
+      ToolCallParser parser(tool_syntax(ctx_));
+      ToolCallParser::Parts a = parser.push(text_), b = parser.flush();
+      text_ = a.content + b.content;
+      for (auto& c : b.calls) a.calls.push_back(std::move(c));
+      for (auto& c : a.calls) calls_.push_back({call_id(calls_.size()), c.name, c.arguments});
+    }
     json done = responses_object(meta_, text_, &f, reasoning_);
+    add_calls(done, f);
+    // A reply that only calls has no message item.
+    if (text_.empty() && !calls_.empty() && f.reason != sched::FinishReason::Error)
+      done["output"].erase(size_t(message_index_));
     remember(f, done);
     return done;
   }
@@ -402,9 +452,54 @@ class ResponsesExchange final : public ApiExchange {
     if (!p.content.empty()) {
       out += close_reasoning("completed");
       if (!message_open_) out += open_message();
-      out += text_delta(p.content);
+      out += answer_text(p.content);
     }
     return out;
+  }
+
+  // Answer text: as is, or split into text and function calls.
+  std::string answer_text(const std::string& text) {
+    if (!parser_) return text_delta(text);
+    return answer_parts(parser_->push(text));
+  }
+
+  // Each call is its own output item after the message: added, its arguments
+  // (one delta), done.
+  std::string answer_parts(const ToolCallParser::Parts& p) {
+    std::string out;
+    if (!p.content.empty()) out += text_delta(p.content);
+    for (const ParsedToolCall& c : p.calls) {
+      if (!message_open_) out += open_message();
+      calls_.push_back({call_id(calls_.size()), c.name, c.arguments});
+      const int index = message_index_ + int(calls_.size());
+      const std::string item_id = "fc" + calls_.back().id.substr(4);
+      json item = function_call_item(calls_.back(), "in_progress");
+      item["arguments"] = "";
+      out += event("response.output_item.added", {{"output_index", index}, {"item", item}});
+      out += event("response.function_call_arguments.delta",
+                   {{"item_id", item_id}, {"output_index", index}, {"delta", c.arguments}});
+      out += event("response.function_call_arguments.done",
+                   {{"item_id", item_id}, {"output_index", index}, {"arguments", c.arguments}});
+      out += event(
+          "response.output_item.done",
+          {{"output_index", index}, {"item", function_call_item(calls_.back(), "completed")}});
+    }
+    return out;
+  }
+
+  std::string call_id(size_t index) const {
+    return "call_" + meta_.id.substr(5) + "_" + std::to_string(index);
+  }
+
+  static json function_call_item(const ToolCallOut& c, const char* status) {
+    return json{{"type", "function_call"}, {"id", "fc" + c.id.substr(4)}, {"call_id", c.id},
+                {"name", c.name},          {"arguments", c.arguments},    {"status", status}};
+  }
+
+  void add_calls(json& done, const sched::Finish& f) const {
+    if (f.reason == sched::FinishReason::Error) return;
+    for (const ToolCallOut& c : calls_)
+      done["output"].push_back(function_call_item(c, "completed"));
   }
 
   // A finished response joins the store (unless store: false) so a later
@@ -414,6 +509,8 @@ class ResponsesExchange final : public ApiExchange {
     if (!req_.store || f.reason == sched::FinishReason::Error) return;
     std::vector<Message> history = req_.conversation;
     history.push_back({"assistant", text_});
+    for (const ToolCallOut& c : calls_)
+      history.back().tool_calls.push_back({c.id, c.name, c.arguments});
     ctx_.responses.put(meta_.id, std::move(history), response);
   }
 
@@ -423,6 +520,8 @@ class ResponsesExchange final : public ApiExchange {
   std::string text_;       // the answer so far
   std::string reasoning_;  // a reasoning model's thinking so far
   std::optional<ReasoningSplitter> split_;
+  std::optional<ToolCallParser> parser_;  // with tools: calls out of the answer
+  std::vector<ToolCallOut> calls_;
   bool in_reasoning_ = false;
   bool reasoning_open_ = false;
   bool message_open_ = false;

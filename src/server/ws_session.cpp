@@ -61,12 +61,17 @@ class WsSession final : public ShutdownListener {
     std::string text;
     // Chat output of a reasoning model: deltas carry `reasoning` beside `text`.
     std::optional<ReasoningSplitter> split;
+    // Chat with tools: calls come out of the text as `tool_call` messages.
+    std::optional<ToolCallParser> tools;
+    int n_calls = 0;
   };
 
   awaitable<void> reader();
   awaitable<void> writer();
   awaitable<void> watchdog();
   void collect();
+  std::string tool_calls_out(const std::string& id, Active& a, const std::string& text, bool end,
+                             std::vector<std::string>& calls);
   bool outbox_full() const { return outbox_bytes_ >= ctx_.opts.ws_outbox_bytes; }
   void enqueue(std::string frame) {
     outbox_bytes_ += frame.size();
@@ -164,11 +169,36 @@ awaitable<void> WsSession::reader() {
   }
 }
 
+// Chat with tools: a `tool_call` message (into `calls`) per call parsed from
+// `text`; returns the content around them (all that is left at the end).
+std::string WsSession::tool_calls_out(const std::string& id, Active& a, const std::string& text,
+                                      bool end, std::vector<std::string>& calls) {
+  ToolCallParser::Parts parts = a.tools->push(text);
+  if (end) {
+    ToolCallParser::Parts rest = a.tools->flush();
+    parts.content += rest.content;
+    for (auto& call : rest.calls) parts.calls.push_back(std::move(call));
+  }
+  for (const ParsedToolCall& call : parts.calls) {
+    const int index = a.n_calls++;
+    calls.push_back(dump(json{{"type", "tool_call"},
+                              {"id", id},
+                              {"index", index},
+                              {"call_id", "call_" + a.request_id + "_" + std::to_string(index)},
+                              {"name", call.name},
+                              {"arguments", call.arguments}}));
+  }
+  return parts.content;
+}
+
 // Moves each stream's news into the outbox, without suspending, while it has room.
 void WsSession::collect() {
   for (auto it = active_.begin(); it != active_.end() && !outbox_full();) {
     auto c = it->second.stream->drain();
     if (it->second.responses) it->second.text += c.text;
+    std::vector<std::string> calls;  // sent after the text that came before them
+    if (it->second.tools)
+      c.text = tool_calls_out(it->first, it->second, c.text, bool(c.finish), calls);
     if (auto& split = it->second.split) {
       auto parts = split->push(c.text);
       if (c.finish) {
@@ -186,13 +216,15 @@ void WsSession::collect() {
       enqueue(dump(
           json{{"type", "delta"}, {"id", it->first}, {"text", c.text}, {"tokens", c.n_tokens}}));
     }
+    for (auto& frame : calls) enqueue(std::move(frame));
     if (!c.finish) {
       ++it;
       continue;
     }
+    const bool called = it->second.n_calls > 0 && c.finish->reason == sched::FinishReason::Stop;
     json done = {{"type", "done"},
                  {"id", it->first},
-                 {"finish_reason", sched::to_string(c.finish->reason)},
+                 {"finish_reason", called ? "tool_calls" : sched::to_string(c.finish->reason)},
                  {"usage", usage_json(c.finish->usage)},
                  {"timings", timings_json(c.finish->timings)}};
     if (!c.finish->error.empty()) done["error"] = c.finish->error;
@@ -352,6 +384,7 @@ awaitable<void> WsSession::on_generate(const json& msg, const std::string& id, b
     if (exchange) exchange->start(sub);  // (its SSE events are not sent: deltas are)
     Active& a = active_[id] = Active{sub.stream, request_id, std::move(exchange), {}, {}};
     if (sub.split_reasoning) a.split.emplace(sub.in_reasoning);
+    if (!a.responses && g.uses_tools()) a.tools.emplace(tool_syntax(ctx_));
   } catch (const ApiError& e) {
     send_error(id, e);
   } catch (const InvalidArgument& e) {

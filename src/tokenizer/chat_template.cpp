@@ -1,6 +1,7 @@
 // Chat template recognition and native formatting (see chat_template.h).
 #include "tern/tokenizer/chat_template.h"
 
+#include "chat_tools.h"
 #include "tern/core/error.h"
 #include "tern/core/log.h"
 #include "tern/gguf/gguf_file.h"
@@ -139,54 +140,104 @@ class ChatTemplate::Prompt {
 };
 
 std::vector<TextSegment> ChatTemplate::segments(std::span<const ChatMessage> msgs,
-                                                bool add_generation_prompt) const {
+                                                bool add_generation_prompt,
+                                                std::span<const ChatTool> tools) const {
   Prompt p;
   switch (kind_) {
     case Kind::ChatML:
-      chatml(msgs, add_generation_prompt, p);
+      chatml(msgs, add_generation_prompt, tools, p);
       break;
     case Kind::Llama3:
-      llama3(msgs, add_generation_prompt, p);
+      llama3(msgs, add_generation_prompt, tools, p);
       break;
     case Kind::Gemma:
-      gemma(msgs, add_generation_prompt, p);
+      gemma(chat_tools::lower_generic(msgs, tools), add_generation_prompt, p);
       break;
     case Kind::Llama2:
-      llama2(msgs, add_generation_prompt, p);
+      llama2(chat_tools::lower_generic(msgs, tools), add_generation_prompt, p);
       break;
   }
   return p.take();
 }
 
-std::string ChatTemplate::apply(std::span<const ChatMessage> msgs,
-                                bool add_generation_prompt) const {
+std::string ChatTemplate::apply(std::span<const ChatMessage> msgs, bool add_generation_prompt,
+                                std::span<const ChatTool> tools) const {
   std::string out;
-  for (const TextSegment& s : segments(msgs, add_generation_prompt)) out += s.text;
+  for (const TextSegment& s : segments(msgs, add_generation_prompt, tools)) out += s.text;
   return out;
 }
 
+ChatToolFormat ChatTemplate::tool_format() const {
+  if (kind_ == Kind::Llama3) return {"", "", "parameters"};
+  return {std::string(chat_tools::kCallOpen), std::string(chat_tools::kCallClose), "arguments"};
+}
+
 // Contents verbatim, as the ChatML templates write them. The default system
-// prompt comes from the model file, so it counts as template text.
+// prompt comes from the model file, so it counts as template text. Tools as
+// Qwen 2.5's template writes them: the section after the system text, each
+// call after the assistant's text, consecutive tool results in one user turn.
 void ChatTemplate::chatml(std::span<const ChatMessage> msgs, bool add_generation_prompt,
-                          Prompt& out) const {
-  if (!msgs.empty() && msgs[0].role != "system" && !default_system_.empty()) {
+                          std::span<const ChatTool> tools, Prompt& out) const {
+  size_t first = 0;
+  if (!tools.empty()) {
+    out.markup("<|im_start|>system\n");
+    if (!msgs.empty() && msgs[0].role == "system") {
+      out.content(msgs[0].content);
+      first = 1;
+    } else {
+      out.markup(default_system_);
+    }
+    out.content(chat_tools::hermes_section(tools)).markup("<|im_end|>\n");
+  } else if (!msgs.empty() && msgs[0].role != "system" && !default_system_.empty()) {
     out.markup("<|im_start|>system\n" + default_system_ + "<|im_end|>\n");
   }
-  for (const ChatMessage& m : msgs) {
+  for (size_t i = first; i < msgs.size(); ++i) {
+    const ChatMessage& m = msgs[i];
     check_role(m, name(), /*allow_tool=*/true);
-    out.markup("<|im_start|>" + m.role + "\n").content(m.content).markup("<|im_end|>\n");
+    if (m.role == "tool") {
+      if (i == 0 || msgs[i - 1].role != "tool") out.markup("<|im_start|>user");
+      out.markup("\n<tool_response>\n").content(m.content).markup("\n</tool_response>");
+      if (i + 1 == msgs.size() || msgs[i + 1].role != "tool") out.markup("<|im_end|>\n");
+      continue;
+    }
+    if (m.role != "assistant" || m.tool_calls.empty()) {
+      out.markup("<|im_start|>" + m.role + "\n").content(m.content).markup("<|im_end|>\n");
+      continue;
+    }
+    out.markup("<|im_start|>assistant");
+    if (!m.content.empty()) out.markup("\n").content(m.content);
+    for (const ChatToolCall& c : m.tool_calls)
+      out.markup("\n<tool_call>\n")
+          .content(chat_tools::call_json(c, "arguments"))
+          .markup("\n</tool_call>");
+    out.markup("<|im_end|>\n");
   }
   if (add_generation_prompt) out.markup("<|im_start|>assistant\n");
 }
 
 // Contents trimmed, as Llama 3's template does (its leading bos_token is left to the tokenizer).
+// Tools as Llama 3.1/3.2 write them: the guidance and the list in front of the
+// first user message, a call as the assistant's whole reply
+// ({"name": ..., "parameters": ...}; several joined by "; "), results in "ipython" turns.
 void ChatTemplate::llama3(std::span<const ChatMessage> msgs, bool add_generation_prompt,
-                          Prompt& out) const {
+                          std::span<const ChatTool> tools, Prompt& out) const {
+  bool preamble = !tools.empty();
   for (const ChatMessage& m : msgs) {
     check_role(m, name(), /*allow_tool=*/true);
-    out.markup("<|start_header_id|>" + m.role + "<|end_header_id|>\n\n")
-        .content(trim(m.content))
-        .markup("<|eot_id|>");
+    const std::string role = m.role == "tool" ? "ipython" : m.role;
+    out.markup("<|start_header_id|>" + role + "<|end_header_id|>\n\n");
+    if (preamble && m.role == "user") {
+      out.content(chat_tools::llama3_preamble(tools));
+      preamble = false;
+    }
+    if (m.role == "assistant" && !m.tool_calls.empty()) {
+      std::string calls;
+      for (const ChatToolCall& c : m.tool_calls)
+        calls.append(calls.empty() ? "" : "; ").append(chat_tools::call_json(c, "parameters"));
+      out.content(calls).markup("<|eot_id|>");
+      continue;
+    }
+    out.content(trim(m.content)).markup("<|eot_id|>");
   }
   if (add_generation_prompt) out.markup("<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
@@ -241,8 +292,9 @@ void ChatTemplate::llama2(std::span<const ChatMessage> msgs, bool add_generation
 }
 
 std::vector<int32_t> encode_chat(const Tokenizer& tok, const ChatTemplate& tmpl,
-                                 std::span<const ChatMessage> msgs, bool add_generation_prompt) {
-  return tok.encode(tmpl.segments(msgs, add_generation_prompt), /*add_bos=*/true);
+                                 std::span<const ChatMessage> msgs, bool add_generation_prompt,
+                                 std::span<const ChatTool> tools) {
+  return tok.encode(tmpl.segments(msgs, add_generation_prompt, tools), /*add_bos=*/true);
 }
 
 }  // namespace tern

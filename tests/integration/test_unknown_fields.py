@@ -40,7 +40,7 @@ def test_known_but_unsupported_is_still_400(client, healthy):
         ask(client, n=2, extra_body={"best_of": 3})
     assert e.value.body["param"] == "best_of"
     with pytest.raises(openai.BadRequestError) as e:
-        ask(client, tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
+        ask(client, n=2, tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
     assert e.value.body["param"] == "tools"
 
 

@@ -44,6 +44,14 @@ struct SamplingParams {
   bool ignore_eos = false;
   ResponseFormat response_format = ResponseFormat::Text;
   std::string json_schema;  // the schema as JSON text, for ResponseFormat::JsonSchema
+  // A frame around the JSON value (tool calls, see tool_calls.h): the output is
+  // json_open, the value, json_close; with json_repeat, one or more such framed
+  // values separated by "\n". Empty strings and false: the bare value.
+  std::string json_open, json_close;
+  bool json_repeat = false;
+  // Non-empty: decoding is free until the output writes this text (the start
+  // of json_open); the framed value after it is constrained, then free again.
+  std::string json_trigger;
   // Added to a token's logit before the penalties; a bias of -100 bans the
   // token (its logit becomes -inf). Ids are checked against the vocabulary by
   // the Sampler.

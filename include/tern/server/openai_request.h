@@ -9,14 +9,29 @@
 #include <vector>
 
 #include "tern/sampling/params.h"
+#include "tern/sampling/tool_calls.h"
 #include "tern/server/api_error.h"
 
 namespace tern::server {
 
-struct Message {
-  std::string role;  // system, user, assistant ("developer" is read as system)
-  std::string content;
+// A call an assistant message made (conversation history).
+struct MessageToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text
 };
+
+struct Message {
+  std::string role;  // system, user, assistant, tool ("developer" is read as system)
+  std::string content;
+  std::vector<MessageToolCall> tool_calls{};  // assistant
+  std::string tool_call_id{};                 // tool: the call this answers
+};
+
+// tool_choice: auto (the model decides; calls are parsed from its text), none
+// (no tools offered), required (at least one call, decoding constrained),
+// named (a call to `tool_choice_name`, constrained).
+enum class ToolChoice : uint8_t { Auto, None, Required, Named };
 
 struct GenerationRequest {
   enum class Kind : uint8_t { Chat, Completion };
@@ -33,6 +48,13 @@ struct GenerationRequest {
   int n = 1;                           // choices, 1..kMaxChoices
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // Chat: the functions offered (see "Tool calling" in README.md).
+  std::vector<ToolSpec> tools;
+  ToolChoice tool_choice = ToolChoice::Auto;
+  std::string tool_choice_name;     // ToolChoice::Named
+  bool parallel_tool_calls = true;  // more than one call per reply
+  // Tools are offered and their calls parsed from the output.
+  bool uses_tools() const { return !tools.empty() && tool_choice != ToolChoice::None; }
   // Session key: the `user` field, or the X-Session-Id header (which wins).
   // Non-empty: the request's KV stays pinned after it ends (--session-ttl).
   std::string session;
@@ -40,6 +62,12 @@ struct GenerationRequest {
 
 // Longest session key accepted (X-Session-Id, `user`).
 inline constexpr size_t kMaxSessionKey = 256;
+
+// Chat requests whose tool_choice forces a call: `params` constrained to one
+// (or, with parallel_tool_calls, several) calls in `syntax` whose name is one
+// of the allowed tools and whose arguments follow its parameters schema.
+// Otherwise `params` unchanged.
+SamplingParams tool_constrained_params(const GenerationRequest& g, const ToolCallSyntax& syntax);
 
 // What a parser does with a field it does not know. Ignore (the default): the
 // field is skipped and a warning is logged the first time the process sees

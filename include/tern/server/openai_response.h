@@ -4,6 +4,7 @@
 // built for it work. Pure functions of their inputs, unit-tested without a model.
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -37,6 +38,22 @@ nlohmann::json chunk_role(const ResponseMeta& m, bool include_usage);  // chat o
 nlohmann::json chunk_text(const ResponseMeta& m, const std::string& text, bool include_usage);
 nlohmann::json chunk_finish(const ResponseMeta& m, const sched::Finish& f, bool include_usage);
 nlohmann::json chunk_usage(const ResponseMeta& m, const sched::Finish& f);  // choices: []
+
+// Tool calls (chat): a parsed call with the id the response gives it.
+struct ToolCallOut {
+  std::string id;  // "call_..."
+  std::string name;
+  std::string arguments;  // JSON text
+};
+// message.tool_calls: [{id, type: "function", function: {name, arguments}}].
+nlohmann::json tool_calls_json(std::span<const ToolCallOut> calls);
+// The two stream chunks of call `index` (of choice 0): first delta.tool_calls
+// [{index, id, type, function: {name, arguments: ""}}], then
+// [{index, function: {arguments}}].
+nlohmann::json chunk_tool_call_head(const ResponseMeta& m, int index, const ToolCallOut& c,
+                                    bool include_usage);
+nlohmann::json chunk_tool_call_args(const ResponseMeta& m, int index, const std::string& args,
+                                    bool include_usage);
 
 // {"error": {...}} for an ApiError.
 nlohmann::json error_body(const ApiError& e);

@@ -14,6 +14,13 @@
 //   </s><s>[INST] ...
 //
 // A missing or unrecognised template falls back to ChatML (with a warning).
+//
+// Tools (chat_tools.cpp): ChatML writes Qwen 2.5's Hermes-style section (a
+// <tools> block in the system turn, calls as <tool_call> JSON, results as
+// <tool_response> in a user turn); Llama 3 its JSON form (tools in the first
+// user turn, results in an "ipython" turn); Gemma and Llama 2, whose templates
+// have no tool section, the generic fallback: the ChatML texts as plain
+// content (instructions in the system text, results in a user turn).
 // The output never starts with a BOS token: the tokenizer adds BOS when the
 // vocabulary asks for it (as llama.cpp's chat templates do).
 //
@@ -35,9 +42,30 @@ namespace gguf {
 class GgufFile;
 }
 
+// A call the assistant made (history), as the API gave it.
+struct ChatToolCall {
+  std::string name;
+  std::string arguments;  // JSON text (an object)
+};
+
 struct ChatMessage {
-  std::string role;  // "system", "user", "assistant" (ChatML and Llama3 also take "tool")
+  std::string role;  // "system", "user", "assistant", "tool"
   std::string content;
+  std::vector<ChatToolCall> tool_calls{};  // assistant only
+};
+
+// A function the model may call (see "Tool calling" in README.md).
+struct ChatTool {
+  std::string name;
+  std::string description;
+  std::string parameters;  // JSON Schema text
+};
+
+// How a template's model writes a call: tagged, between `open` and `close`
+// ({"name": ..., "<args_key>": {...}} inside), or bare (open empty: the reply
+// is the JSON object).
+struct ChatToolFormat {
+  std::string open, close, args_key;
 };
 
 class ChatTemplate {
@@ -55,12 +83,17 @@ class ChatTemplate {
   // Formats the conversation; add_generation_prompt appends the header that
   // starts the assistant's turn. Throws InvalidArgument for a role the format
   // cannot express.
-  std::string apply(std::span<const ChatMessage> msgs, bool add_generation_prompt) const;
+  // `tools`: the functions offered (none: no tool section).
+  std::string apply(std::span<const ChatMessage> msgs, bool add_generation_prompt,
+                    std::span<const ChatTool> tools = {}) const;
 
   // The same prompt as runs of template text (parse_special) and message
   // content (not parsed); their concatenation is apply()'s text.
-  std::vector<TextSegment> segments(std::span<const ChatMessage> msgs,
-                                    bool add_generation_prompt) const;
+  std::vector<TextSegment> segments(std::span<const ChatMessage> msgs, bool add_generation_prompt,
+                                    std::span<const ChatTool> tools = {}) const;
+
+  // How this template's model writes tool calls.
+  ChatToolFormat tool_format() const;
 
   // The system prompt the template injects when the conversation has none
   // ("" if it injects none).
@@ -70,8 +103,10 @@ class ChatTemplate {
   ChatTemplate(Kind kind, std::string default_system)
       : kind_(kind), default_system_(std::move(default_system)) {}
   class Prompt;
-  void chatml(std::span<const ChatMessage> msgs, bool add_generation_prompt, Prompt& out) const;
-  void llama3(std::span<const ChatMessage> msgs, bool add_generation_prompt, Prompt& out) const;
+  void chatml(std::span<const ChatMessage> msgs, bool add_generation_prompt,
+              std::span<const ChatTool> tools, Prompt& out) const;
+  void llama3(std::span<const ChatMessage> msgs, bool add_generation_prompt,
+              std::span<const ChatTool> tools, Prompt& out) const;
   void gemma(std::span<const ChatMessage> msgs, bool add_generation_prompt, Prompt& out) const;
   void llama2(std::span<const ChatMessage> msgs, bool add_generation_prompt, Prompt& out) const;
 
@@ -83,6 +118,7 @@ class ChatTemplate {
 // template's markers as control tokens, message content never parsed for
 // special tokens. Throws InvalidArgument like ChatTemplate::apply.
 std::vector<int32_t> encode_chat(const Tokenizer& tok, const ChatTemplate& tmpl,
-                                 std::span<const ChatMessage> msgs, bool add_generation_prompt);
+                                 std::span<const ChatMessage> msgs, bool add_generation_prompt,
+                                 std::span<const ChatTool> tools = {});
 
 }  // namespace tern

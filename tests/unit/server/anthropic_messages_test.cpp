@@ -54,7 +54,14 @@ TEST(AnthropicMessages, Refusals) {
   no_max.erase("max_tokens");
   EXPECT_EQ(error_of(no_max).param(), "max_tokens");
   EXPECT_EQ(error_of(request({{"temperature", 1.5}})).param(), "temperature");
-  EXPECT_EQ(error_of(request({{"tools", json::array({{{"name", "f"}}})}})).param(), "tools");
+  // Custom tools are accepted; server tools (a typed entry) and unknown tool_choice names are not.
+  EXPECT_NO_THROW(parse_anthropic_request(request({{"tools", json::array({{{"name", "f"}}})}})));
+  EXPECT_EQ(error_of(request({{"tools", json::array({{{"type", "bash_20250124"}}})}})).param(),
+            "tools[0].type");
+  EXPECT_EQ(error_of(request({{"tools", json::array({{{"name", "f"}}})},
+                              {"tool_choice", {{"type", "tool"}, {"name", "g"}}}}))
+                .param(),
+            "tool_choice.function.name");
   EXPECT_EQ(error_of(request({{"thinking", {{"type", "enabled"}}}})).param(), "thinking");
   json prefill = request();
   prefill["messages"].push_back({{"role", "assistant"}, {"content", "Sure"}});

@@ -170,7 +170,8 @@ TEST(OpenAiRequest, UnsupportedFields) {
   EXPECT_EQ(chat_error(chat({{"n", 0}})).param(), "n");
   EXPECT_EQ(chat_error(chat({{"n", kMaxChoices + 1}})).param(), "n");
   EXPECT_EQ(chat_error(chat({{"top_logprobs", 2}})).param(), "top_logprobs");
-  EXPECT_EQ(chat_error(chat({{"tools", json::array({{{"type", "function"}}})}})).param(), "tools");
+  EXPECT_EQ(chat_error(chat({{"tools", json::array({{{"type", "function"}}})}})).param(),
+            "tools[0].function");
   EXPECT_EQ(chat_error(chat({{"response_format", {{"type", "xml"}}}})).param(),
             "response_format.type");
   // Neutral values of unsupported features, and harmless extras, pass.

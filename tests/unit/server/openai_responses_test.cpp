@@ -65,11 +65,14 @@ TEST(OpenAiResponses, Refusals) {
   EXPECT_EQ(error_of(json::object()).param(), "input");
   EXPECT_EQ(
       error_of(json{{"input", "x"}, {"tools", json::array({{{"type", "function"}}})}}).param(),
-      "tools");
+      "tools[0].function.name");
   EXPECT_EQ(
       error_of(json{{"input", "x"}, {"text", {{"format", {{"type", "json_schema"}}}}}}).param(),
       "text.format");
+  // A function_call_output needs the call it answers; other item types are refused.
   EXPECT_EQ(error_of(json{{"input", json::array({{{"type", "function_call_output"}}})}}).param(),
+            "input[0].call_id");
+  EXPECT_EQ(error_of(json{{"input", json::array({{{"type", "item_reference"}}})}}).param(),
             "input[0].type");
   EXPECT_EQ(error_of(json{{"input", "x"}, {"max_output_tokens", 0}}).param(), "max_output_tokens");
   EXPECT_NO_THROW(parse_responses_request(

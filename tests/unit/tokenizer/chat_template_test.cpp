@@ -157,7 +157,10 @@ TEST(ChatTemplate, RejectsUnknownRoles) {
   }
   const Msgs tool = {{"tool", "42"}};
   EXPECT_NO_THROW(ChatTemplate::of_kind(ChatTemplate::Kind::ChatML).apply(tool, true));
-  EXPECT_THROW(ChatTemplate::of_kind(ChatTemplate::Kind::Gemma).apply(tool, true), InvalidArgument);
+  // Gemma has no tool role: the generic fallback writes tool results as a user turn.
+  EXPECT_EQ(ChatTemplate::of_kind(ChatTemplate::Kind::Gemma).apply(tool, true),
+            "<start_of_turn>user\n<tool_response>\n42\n</tool_response><end_of_turn>\n"
+            "<start_of_turn>model\n");
 }
 
 TEST(ChatTemplate, UnknownTemplateFallsBackToChatMLWithWarning) {

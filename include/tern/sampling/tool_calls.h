@@ -1,0 +1,97 @@
+#pragma once
+// Tool calls in a model's output, independent of any API: the JSON Schema a
+// forced call must satisfy (for JsonConstraint), and an incremental parser
+// that splits generated text into content and calls.
+//
+// A call is written in one of two syntaxes (ToolCallSyntax):
+//   tagged  <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>   (Hermes / Qwen /
+//   SmolLM2,
+//           and the generic fallback); several calls may follow each other.
+//   bare    {"name": "f", "parameters": {...}}   (Llama 3.x): the whole reply is one JSON object.
+// Nothing here knows about HTTP or tokens.
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tern {
+
+struct ToolSpec {
+  std::string name;
+  std::string description;
+  std::string parameters = "{\"type\":\"object\",\"properties\":{}}";  // JSON Schema text
+  bool strict = false;
+};
+
+struct ToolCallSyntax {
+  std::string open = "<tool_call>";  // empty: the bare syntax
+  std::string close = "</tool_call>";
+  std::string args_key = "arguments";  // Llama 3: "parameters"
+
+  bool tagged() const { return !open.empty(); }
+  // The frame a forced call is decoded in (JsonConstraint::Frame's texts).
+  std::string frame_open() const { return tagged() ? open + "\n" : std::string(); }
+  std::string frame_close() const { return tagged() ? "\n" + close : std::string(); }
+};
+
+// The JSON Schema of one call to any of `tools`: an object {"name": <one of
+// the names>, <args_key>: <that tool's parameters>} (anyOf over the tools).
+// Throws SchemaError (json_schema.h) when a tool's parameters are not JSON.
+std::string tool_call_schema(std::span<const ToolSpec> tools, std::string_view args_key);
+
+struct ParsedToolCall {
+  std::string name;
+  std::string arguments;  // compact JSON text (an object)
+};
+
+// Splits streamed text into content and calls. Text that may be the start of
+// the opening tag is held back until it is decided, so a call never leaks into
+// content; a call whose body is not a JSON object with a "name" is given back
+// as content, tags included. Whitespace right after a call is dropped.
+class ToolCallParser {
+ public:
+  // stream_arguments: also report each call while it is written (deltas), its
+  // name as soon as it is known and its arguments in fragments as they come
+  // (tagged syntax, name first; other calls arrive whole as one delta).
+  explicit ToolCallParser(ToolCallSyntax syntax, bool stream_arguments = false)
+      : syntax_(std::move(syntax)), stream_(stream_arguments) {}
+
+  // A piece of call `index`: `name` is set on its first delta only.
+  struct CallDelta {
+    size_t index = 0;
+    std::string name;
+    std::string arguments;  // the next fragment of the arguments' JSON text
+  };
+  struct Parts {
+    std::string content;
+    std::vector<ParsedToolCall> calls;  // completed calls
+    std::vector<CallDelta> deltas;      // stream_arguments only
+  };
+  Parts push(std::string_view text);
+  // The end of the output: whatever was held back.
+  Parts flush();
+  size_t calls_seen() const { return calls_seen_; }
+
+  // One call's body ({"name": ..., "arguments"|"parameters": ...}); false if it is not one.
+  static bool parse_call(std::string_view body, ParsedToolCall& out);
+
+ private:
+  void emit_content(std::string_view s, Parts& out);
+  void push_tagged(Parts& out);
+  void add_call(ParsedToolCall c, Parts& out);
+  void stream_open_call(Parts& out);
+  void finish_streamed_call(std::string_view body, Parts& out);
+
+  ToolCallSyntax syntax_;
+  std::string buf_;  // held back: a possible opening tag, or an unfinished call
+  enum class State { Start, Text, Call, Bare } state_ = State::Start;
+  bool after_call_ = false;
+  size_t calls_seen_ = 0;
+  bool stream_ = false;
+  // The call being streamed: its arguments start at args_at_ in buf_, and
+  // buf_[args_at_, args_sent_) has been reported (0: its name is not out yet).
+  size_t args_at_ = 0, args_sent_ = 0;
+  std::string streamed_name_;
+};
+
+}  // namespace tern

@@ -1,0 +1,239 @@
+// Tool-call schemas and the output parser (see tool_calls.h).
+#include "tern/sampling/tool_calls.h"
+
+#include <nlohmann/json.hpp>
+
+#include "tern/sampling/json_schema.h"
+
+namespace tern {
+namespace {
+
+using json = nlohmann::json;
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+// Bytes at the end of `s` that are a proper prefix of `tag` (they may still become it).
+size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
+  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
+    if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
+  return 0;
+}
+
+}  // namespace
+
+std::string tool_call_schema(std::span<const ToolSpec> tools, std::string_view args_key) {
+  json alts = json::array();
+  for (const ToolSpec& t : tools) {
+    json params = json::parse(t.parameters, nullptr, /*allow_exceptions=*/false);
+    if (params.is_discarded())
+      throw SchemaError("", "the parameters of tool '" + t.name + "' are not valid JSON");
+    const std::string key(args_key);
+    alts.push_back(json{{"type", "object"},
+                        {"properties", {{"name", {{"const", t.name}}}, {key, std::move(params)}}},
+                        {"required", {"name", key}},
+                        {"additionalProperties", false}});
+  }
+  if (alts.size() == 1) return alts[0].dump();
+  return json{{"anyOf", std::move(alts)}}.dump();
+}
+
+bool ToolCallParser::parse_call(std::string_view body, ParsedToolCall& out) {
+  const json j = json::parse(trim(body), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return false;
+  auto name = j.find("name");
+  if (name == j.end() || !name->is_string() || name->get<std::string>().empty()) return false;
+  auto args = j.find("arguments");
+  if (args == j.end()) args = j.find("parameters");
+  json a = args == j.end() ? json::object() : *args;
+  if (a.is_string()) a = json::parse(a.get<std::string>(), nullptr, false);  // already encoded
+  if (!a.is_object()) return false;
+  out.name = name->get<std::string>();
+  out.arguments = a.dump();
+  return true;
+}
+
+void ToolCallParser::emit_content(std::string_view s, Parts& out) {
+  if (after_call_) {
+    while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+    if (s.empty()) return;
+    after_call_ = false;
+  }
+  out.content.append(s);
+}
+
+void ToolCallParser::add_call(ParsedToolCall c, Parts& out) {
+  if (stream_ && args_sent_ == 0) out.deltas.push_back({calls_seen_, c.name, c.arguments});
+  out.calls.push_back(std::move(c));
+  ++calls_seen_;
+  after_call_ = true;
+  args_at_ = args_sent_ = 0;
+}
+
+// While a call is written: once its head {"name": "f", "arguments": is in,
+// its name goes out, then its arguments as they grow, minus a tail that may
+// still turn out to be the call's own closing brace or tag.
+void ToolCallParser::stream_open_call(Parts& out) {
+  if (args_sent_ == 0) {
+    size_t i = 0;
+    auto ws = [&] {
+      while (i < buf_.size() && is_space(buf_[i])) ++i;
+    };
+    auto lit = [&](std::string_view s) {
+      ws();
+      if (buf_.compare(i, s.size(), s) != 0) return false;
+      i += s.size();
+      return true;
+    };
+    if (!lit("{") || !lit("\"name\"") || !lit(":") || !lit("\"")) return;
+    const size_t name_end = buf_.find('"', i);
+    if (name_end == std::string::npos) return;
+    const std::string name = buf_.substr(i, name_end - i);
+    if (name.empty() || name.find('\\') != std::string::npos) return;
+    i = name_end + 1;
+    if (!lit(",") || !(lit("\"" + syntax_.args_key + "\"")) || !lit(":")) return;
+    ws();
+    if (i >= buf_.size()) return;
+    out.deltas.push_back({calls_seen_, name, ""});
+    streamed_name_ = name;
+    args_at_ = args_sent_ = i;
+  }
+  size_t end = buf_.size() - partial_tag_suffix(buf_, syntax_.close);
+  while (end > args_sent_ && (is_space(buf_[end - 1]) || buf_[end - 1] == '}')) --end;
+  if (end > args_sent_) {
+    out.deltas.push_back({calls_seen_, "", buf_.substr(args_sent_, end - args_sent_)});
+    args_sent_ = end;
+  }
+}
+
+// The closing tag of a streamed call: the rest of its arguments, up to the
+// object's own closing brace.
+void ToolCallParser::finish_streamed_call(std::string_view body, Parts& out) {
+  size_t end = body.size();
+  while (end > args_at_ && is_space(body[end - 1])) --end;
+  if (end > args_at_ && body[end - 1] == '}') --end;  // the call object's brace
+  while (end > args_at_ && is_space(body[end - 1])) --end;
+  if (end > args_sent_)
+    out.deltas.push_back({calls_seen_, "", std::string(body.substr(args_sent_, end - args_sent_))});
+  ParsedToolCall c;
+  if (!parse_call(body, c)) {  // already announced: keep what was written
+    c.name = streamed_name_;
+    c.arguments = std::string(body.substr(args_at_, end - args_at_));
+  }
+  out.calls.push_back(std::move(c));
+  ++calls_seen_;
+  after_call_ = true;
+  args_at_ = args_sent_ = 0;
+}
+
+// Tagged syntax: text up to an opening tag is content; a call ends at the closing tag.
+void ToolCallParser::push_tagged(Parts& out) {
+  for (;;) {
+    if (state_ == State::Call) {
+      const size_t end = buf_.find(syntax_.close);
+      if (end == std::string::npos) {
+        if (stream_) stream_open_call(out);
+        return;
+      }
+      ParsedToolCall c;
+      if (args_sent_ > 0) {
+        finish_streamed_call(std::string_view(buf_).substr(0, end), out);
+      } else if (parse_call(std::string_view(buf_).substr(0, end), c)) {
+        add_call(std::move(c), out);
+      } else {
+        emit_content(syntax_.open + buf_.substr(0, end) + syntax_.close, out);
+      }
+      buf_.erase(0, end + syntax_.close.size());
+      state_ = State::Text;
+      continue;
+    }
+    const size_t at = buf_.find(syntax_.open);
+    if (at != std::string::npos) {
+      emit_content(std::string_view(buf_).substr(0, at), out);
+      buf_.erase(0, at + syntax_.open.size());
+      state_ = State::Call;
+      continue;
+    }
+    const size_t keep = partial_tag_suffix(buf_, syntax_.open);
+    emit_content(std::string_view(buf_).substr(0, buf_.size() - keep), out);
+    buf_.erase(0, buf_.size() - keep);
+    return;
+  }
+}
+
+ToolCallParser::Parts ToolCallParser::push(std::string_view text) {
+  Parts out;
+  buf_.append(text);
+  if (syntax_.tagged()) {
+    push_tagged(out);
+    return out;
+  }
+  // Bare syntax: a reply whose first visible byte is '{' is held whole.
+  if (state_ == State::Start) {
+    const std::string_view t = trim(buf_);
+    if (t.empty()) return out;
+    state_ = t.front() == '{' ? State::Bare : State::Text;
+  }
+  if (state_ == State::Text) {
+    emit_content(buf_, out);
+    buf_.clear();
+  }
+  return out;
+}
+
+ToolCallParser::Parts ToolCallParser::flush() {
+  Parts out;
+  if (state_ == State::Bare) {
+    // One object, or several separated by ';' (Llama 3.2's parallel form).
+    std::vector<ParsedToolCall> calls;
+    bool ok = true;
+    size_t from = 0;
+    const std::string_view all = buf_;
+    while (ok && from <= all.size()) {
+      size_t semi = all.find(';', from);
+      ParsedToolCall c;
+      // A ';' inside a string breaks the split: try the whole rest first.
+      if (parse_call(all.substr(from), c)) {
+        calls.push_back(std::move(c));
+        break;
+      }
+      if (semi == std::string_view::npos) ok = false;
+      while (ok && !parse_call(all.substr(from, semi - from), c)) {
+        semi = all.find(';', semi + 1);
+        if (semi == std::string_view::npos) ok = false;
+      }
+      if (!ok) break;
+      calls.push_back(std::move(c));
+      from = semi + 1;
+    }
+    if (ok) {
+      for (auto& c : calls) add_call(std::move(c), out);
+    } else {
+      emit_content(buf_, out);
+    }
+  } else if (state_ == State::Call) {
+    // An unterminated call (the output ended first): a call if its body is complete.
+    ParsedToolCall c;
+    if (args_sent_ > 0) {
+      finish_streamed_call(buf_, out);
+    } else if (parse_call(buf_, c)) {
+      add_call(std::move(c), out);
+    } else {
+      emit_content(syntax_.open + buf_, out);
+    }
+  } else {
+    emit_content(buf_, out);
+  }
+  buf_.clear();
+  state_ = State::Text;
+  return out;
+}
+
+}  // namespace tern
