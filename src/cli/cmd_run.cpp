@@ -7,6 +7,7 @@
 #include "tern/core/error.h"
 #include "tern/tokenizer/chat_template.h"
 #include "tern/tokenizer/tokenizer.h"
+#include "vision_flags.h"
 
 namespace tern::cli {
 
@@ -18,6 +19,8 @@ void add_run_command(CLI::App& app) {
     bool chat = false;
     std::string system;
     bool stats = false;
+    std::string mmproj;
+    std::vector<std::string> images;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("run", "generate text from a prompt");
@@ -25,23 +28,40 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--chat", o->chat, "wrap the prompt as a user message in the chat template");
   cmd->add_option("--system", o->system, "system message (with --chat)");
   cmd->add_flag("--stats", o->stats, "print timings to stderr at the end");
+  cmd->add_option("--mmproj", o->mmproj, "vision projector GGUF (llama.cpp mmproj) for --image");
+  cmd->add_option("--image", o->images,
+                  "image file (PNG, JPEG, BMP, GIF); repeatable; placed at each <__media__> in "
+                  "the prompt, else before it");
   o->model.add(*cmd);
   o->sampling.add(*cmd);
   cmd->callback([o] {
     const SamplingParams sp = o->sampling.params();
     auto engine = load_engine(o->model, 1);
     const Tokenizer& tok = engine->tokenizer();
-    std::vector<int32_t> ids;
+    if (!o->images.empty() && o->mmproj.empty())
+      throw InvalidArgument("--image needs --mmproj (the model's vision projector)");
+    std::vector<TextSegment> text;
     if (o->chat) {
       std::vector<ChatMessage> msgs;
       if (!o->system.empty()) msgs.push_back({"system", o->system});
       msgs.push_back({"user", o->prompt});
-      ids = encode_chat(tok, engine->chat_template(), msgs, /*add_generation_prompt=*/true);
+      text = engine->chat_template().segments(msgs, /*add_generation_prompt=*/true);
     } else {
-      ids = tok.encode(o->prompt, /*add_bos=*/true, /*parse_special=*/false);
+      text = {{o->prompt, /*parse_special=*/false}};
+    }
+    MediaPrompt prompt;
+    std::unique_ptr<VisionSide> vision;
+    if (!o->mmproj.empty()) {
+      vision = std::make_unique<VisionSide>(o->mmproj, *engine);
+      std::vector<std::shared_ptr<const vision::Image>> images;
+      for (const std::string& path : o->images) images.push_back(load_image_file(path));
+      prompt = vision->build(text, /*add_bos=*/true, images);
+    } else {
+      prompt.tokens = o->chat ? tok.encode(text, /*add_bos=*/true)
+                              : tok.encode(o->prompt, /*add_bos=*/true, /*parse_special=*/false);
     }
     LocalGenerator gen(*engine);
-    const LocalResult r = gen.generate(std::move(ids), sp);
+    const LocalResult r = gen.generate(std::move(prompt.tokens), sp, std::move(prompt.media));
     std::fputc('\n', stdout);
     if (o->stats) print_stats(r);
     if (r.finish.reason == sched::FinishReason::Error) throw Error(r.finish.error);

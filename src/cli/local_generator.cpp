@@ -92,7 +92,8 @@ LocalGenerator::~LocalGenerator() {
   scheduler_.stop();
 }
 
-LocalResult LocalGenerator::generate(std::vector<int32_t> prompt, SamplingParams params) {
+LocalResult LocalGenerator::generate(std::vector<int32_t> prompt, SamplingParams params,
+                                     std::vector<vision::MediaSpan> media) {
   LocalResult r;
   if (params.seed == kRandomSeed) {  // drawn here so that --stats can print it
     std::random_device rd;
@@ -102,6 +103,7 @@ LocalResult LocalGenerator::generate(std::vector<int32_t> prompt, SamplingParams
   sched::Request req;
   req.id = "cli-" + std::to_string(++n_requests_);
   req.prompt = std::move(prompt);
+  req.media = std::move(media);
   req.params = std::move(params);
   r.finish = client_.run(std::move(req), [&](std::string_view piece) {
     r.text.append(piece);

@@ -38,7 +38,9 @@ class LocalGenerator {
 
   // Generates a continuation of `prompt`, printing it to stdout; throws
   // InvalidArgument for a prompt the scheduler refuses.
-  LocalResult generate(std::vector<int32_t> prompt, SamplingParams params);
+  // media: the prompt's image spans (engine/media_prompt.h), if any.
+  LocalResult generate(std::vector<int32_t> prompt, SamplingParams params,
+                       std::vector<vision::MediaSpan> media = {});
 
  private:
   sched::Metrics metrics_;

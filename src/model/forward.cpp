@@ -1,6 +1,7 @@
 // The forward pass over a batch. Linear layers run once over all T rows of
 // the batch (weights read once per step for every sequence); attention runs
 // per token against its own sequence's KV, causally.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -68,13 +69,19 @@ void Model::embed(const Batch& batch, float* x) const {
   const size_t row_bytes = embd_->row_bytes();
   int t = 0;
   for (const BatchEntry& e : batch.entries) {
-    for (int32_t id : e.tokens) {
+    auto run = e.embeddings.begin();  // the next media run of this entry
+    for (size_t j = 0; j < e.tokens.size(); ++j, ++t) {
       float* xr = x + size_t(t) * d;
-      kernels::dequantize_row(embd_->type, embd_->data + size_t(id) * row_bytes, xr, d);
+      while (run != e.embeddings.end() && int(j) >= run->offset + run->n) ++run;
+      if (run != e.embeddings.end() && int(j) >= run->offset) {
+        // A media position: its projected row, as llama.cpp feeds embeddings (unscaled).
+        std::copy_n(run->rows + size_t(int(j) - run->offset) * d, d, xr);
+        continue;
+      }
+      kernels::dequantize_row(embd_->type, embd_->data + size_t(e.tokens[j]) * row_bytes, xr, d);
       if (cfg_.embed_scale != 1.0f) {
         for (int i = 0; i < d; ++i) xr[i] *= cfg_.embed_scale;
       }
-      ++t;
     }
   }
 }
@@ -281,6 +288,12 @@ void Model::forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPo
         throw InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary (" +
                               std::to_string(cfg_.n_vocab) + ")");
       }
+    }
+    int end = 0;  // embedding runs: sorted, disjoint, inside the entry's tokens
+    for (const EmbeddingRun& r : e.embeddings) {
+      if (r.offset < end || r.n <= 0 || r.offset + r.n > int(e.tokens.size()) || !r.rows)
+        throw InvalidArgument("embedding rows outside their entry's positions, or overlapping");
+      end = r.offset + r.n;
     }
   }
   // Room for every new token (a no-op when the caller reserved already).
