@@ -365,11 +365,17 @@ bool Scheduler::waits_for_sibling(const Request& r, const std::vector<Request>& 
 
 // Gives s a KV sequence and attaches the longest cached prefix of its tokens.
 void Scheduler::attach(Sequence& s) {
-  // An image's positions are keyed by its content hash (at the span's first
-  // position; the chain carries it to every later block), so KV is shared
-  // only between prompts with the same images at the same places.
+  // An image's positions are keyed by its content hash and which of its rows
+  // they hold (at each span's first position; the chain carries it to every
+  // later block), so KV is shared only between prompts with the same images
+  // at the same places.
   kv::SeqKeys keys;
-  for (const vision::MediaSpan& m : s.req.media) keys.extras.push_back({m.pos, m.hash});
+  for (const vision::MediaSpan& m : s.req.media) {
+    Sha256 h;
+    h.update("tern-media-span-v1").update(m.hash.data(), m.hash.size());
+    h.update_u32(uint32_t(m.row0)).update_u32(uint32_t(m.n));
+    keys.extras.push_back({m.pos, h.finish()});
+  }
   s.seq = engine_.new_sequence(keys);
   const kv::KvStats before = engine_.cache_stats();
   s.in_kv = engine_.attach_prefix(s.seq, s.tokens);
