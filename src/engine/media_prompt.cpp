@@ -71,6 +71,8 @@ void VisionPrompter::append_image(MediaPrompt& p, const std::shared_ptr<const vi
     m.hash = hash;
     m.image = image;
     m.source = source;
+    // llama.cpp decodes gemma3's image tokens with non-causal attention.
+    m.bidirectional = encoder_.config().projector == vision::ProjectorType::Gemma3;
     p.media.push_back(std::move(m));
     p.tokens.insert(p.tokens.end(), size_t(per_tile), placeholder_);
   }

@@ -162,9 +162,25 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
         w.attn_splits.push_back({int(ei), t, n_seg, part});
         part += size_t(n_seg) * size_t(c.n_kv_heads) * part_stride;
       } else {
-        for (int b = 0; b * tok_block < n; ++b)
-          w.attn_blocks.push_back(
-              {int(ei), t + b * tok_block, std::min(tok_block, n - b * tok_block)});
+        // Causal stretches in blocks; a bidirectional run's tokens one by one,
+        // each attending up to the run's end.
+        auto causal = [&](int j0, int j1) {
+          for (int j = j0; j < j1; j += tok_block) {
+            const int t0 = t + j;
+            w.attn_blocks.push_back(
+                {int(ei), t0, std::min(tok_block, j1 - j), w.tok_pos[size_t(t0)]});
+          }
+        };
+        int j = 0;
+        for (const EmbeddingRun& r : batch.entries[ei].embeddings) {
+          if (!r.bidirectional) continue;
+          causal(j, r.offset);
+          const int last = w.tok_pos[size_t(t + r.offset + r.n - 1)];
+          for (int k = r.offset; k < r.offset + r.n; ++k)
+            w.attn_blocks.push_back({int(ei), t + k, 1, last});
+          j = r.offset + r.n;
+        }
+        causal(j, n);
       }
       t += n;
     }
@@ -178,8 +194,8 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
       const int kvh = int(task % c.n_kv_heads);
       const auto& bt = w.attn_blocks[w.attn_blocks.size() - 1 - size_t(task / c.n_kv_heads)];
       const size_t at = size_t(bt.t0) * qd + size_t(kvh) * group * hd;
-      kv.attend(batch.entries[size_t(bt.entry)].seq, l, kvh, w.tok_pos[size_t(bt.t0)], bt.n_tok,
-                group, w.q.data() + at, qd, w.attn.data() + at, qd, window);
+      kv.attend(batch.entries[size_t(bt.entry)].seq, l, kvh, bt.pos0, bt.n_tok, group,
+                w.q.data() + at, qd, w.attn.data() + at, qd, window);
       return;
     }
     int64_t k = task - n_block_tasks;

@@ -58,8 +58,21 @@ void media_runs(Sequence& s, int n, int d_model, std::vector<EmbeddingRun>& runs
     const int a = std::max(lo, int(m.pos)), b = std::min(hi, int(m.pos + m.n));
     if (a >= b) continue;
     const vision::Embeddings& e = media_rows(s, i, d_model);
-    runs.push_back({a - lo, b - a, e.data.data() + size_t(m.row0 + (a - m.pos)) * size_t(d_model)});
+    runs.push_back({a - lo, b - a, e.data.data() + size_t(m.row0 + (a - m.pos)) * size_t(d_model),
+                    m.bidirectional});
   }
+}
+
+// A prefill chunk of n tokens for s, moved so that it never ends inside a
+// bidirectional span: cut before the span, or (starting in it) run to its end.
+int fit_chunk(const Sequence& s, int n) {
+  const int lo = s.in_kv;
+  for (const vision::MediaSpan& m : s.req.media) {
+    const int end = m.pos + m.n;
+    if (!m.bidirectional || lo + n <= m.pos || lo + n >= end) continue;
+    n = lo < m.pos ? m.pos - lo : end - lo;
+  }
+  return n;
 }
 
 // Lets go of the rows of images whose every span is in the KV.
@@ -214,7 +227,8 @@ void Scheduler::run_step() {
   }
   size_t kept = n_decode;
   for (size_t i = n_decode; i < plan_.size() && budget > 0; ++i) {
-    const int n = std::min(budget, plan_[i].first->pending());
+    int n = std::min(budget, plan_[i].first->pending());
+    if (!plan_[i].first->req.media.empty()) n = fit_chunk(*plan_[i].first, n);
     plan_[kept++] = {plan_[i].first, n};
     budget -= n;
   }

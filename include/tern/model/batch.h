@@ -26,10 +26,15 @@ enum class LogitsMode : uint8_t {
 
 // Positions [offset, offset + n) of an entry take rows (n, d_model) as their
 // input embeddings (used as they are: no embedding scale).
+// bidirectional: the run's positions attend to every position of the run
+// (llama.cpp's non-causal image attention, for gemma3), not only the earlier
+// ones; the run should then hold the image's whole span (a span cut over two
+// steps sees only its own part, as llama.cpp's does over two ubatches).
 struct EmbeddingRun {
   int offset = 0;
   int n = 0;
   const float* rows = nullptr;  // (n, d_model), valid for the step
+  bool bidirectional = false;
 };
 
 struct BatchEntry {

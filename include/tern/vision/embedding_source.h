@@ -53,7 +53,10 @@ struct MediaSpan {
   int32_t pos = 0;
   int32_t n = 0;
   int32_t row0 = 0;
-  Sha256Digest hash{};                      // pixel_hash(*image)
+  Sha256Digest hash{};  // pixel_hash(*image)
+  // The span's positions attend to each other both ways (gemma3, as
+  // llama.cpp decodes its images); a prefill chunk never ends inside it.
+  bool bidirectional = false;
   std::shared_ptr<const Image> image;       // what the source encodes
   std::shared_ptr<EmbeddingSource> source;  // where the rows come from
 };

@@ -13,12 +13,12 @@
 #include <memory>
 
 #include "../vision/synthetic_images.h"
-#include "testutil.h"
 #include "tern/core/task_pool.h"
 #include "tern/engine/engine.h"
 #include "tern/engine/media_prompt.h"
 #include "tern/vision/mmproj_writer.h"
 #include "tern/vision/pixel_hash.h"
+#include "testutil.h"
 #include "tiny_model.h"
 
 namespace tern {
@@ -194,8 +194,7 @@ TEST_F(VisionBatchTest, MixedBatchEqualsEachAlone) {
   const auto alone_b = prefill(*engine, sb_alone, ib, 2, rb, {int(ib.size())});
   engine->free_sequence(sb_alone);
 
-  const SeqId sa = engine->new_sequence(), st = engine->new_sequence(),
-              sb = engine->new_sequence();
+  const SeqId sa = engine->new_sequence(), st = engine->new_sequence(), sb = engine->new_sequence();
   prefill(*engine, sb, {ib.begin(), ib.begin() + 7}, 2, rb, {7});
   const std::vector<EmbeddingRun> run_a{{4, ra.n_tokens, ra.data.data()}};
   const std::vector<EmbeddingRun> run_b{
@@ -214,12 +213,39 @@ TEST_F(VisionBatchTest, MixedBatchEqualsEachAlone) {
   for (SeqId s : {sa, st, sb}) engine->free_sequence(s);
 }
 
+// A bidirectional run (gemma3's images): its first position sees the run's
+// last row; a causal run's does not.
+TEST_F(VisionBatchTest, BidirectionalRunsSeeTheWholeImage) {
+  const vision::Embeddings r = rows("gradient");
+  const int pos = 3;
+  const auto ids = prompt_ids(pos, r.n_tokens, 2);
+  vision::Embeddings changed = r;
+  for (int i = 0; i < r.n_embd; ++i) changed.data[size_t(r.n_tokens - 1) * r.n_embd + i] *= -1.0f;
+  auto first_image_logits = [&](const vision::Embeddings& rows, bool bidirectional) {
+    const SeqId s = engine->new_sequence();
+    const std::vector<EmbeddingRun> runs{{pos, rows.n_tokens, rows.data.data(), bidirectional}};
+    Batch b;
+    b.entries.push_back({s, std::span<const int32_t>(ids), LogitsMode::All, runs});
+    StepOutput out;
+    engine->step(b, out);
+    const auto row = out.row(out.first_row[0] + pos);
+    engine->free_sequence(s);
+    return std::vector<float>(row.begin(), row.end());
+  };
+  const auto causal = first_image_logits(r, false);
+  EXPECT_EQ(causal, first_image_logits(changed, false));
+  const auto both = first_image_logits(r, true);
+  EXPECT_GT(max_abs_diff(both, first_image_logits(changed, true)), 1e-4 * max_abs(both));
+  EXPECT_GT(max_abs_diff(both, causal), 1e-4 * max_abs(both));
+}
+
 TEST_F(VisionBatchTest, EmbeddingRunsOutsideTheEntryAreRefused) {
   const vision::Embeddings r = rows("gradient");
   const auto ids = prompt_ids(2, 4, 0);
   const SeqId s = engine->new_sequence();
-  for (const EmbeddingRun& bad : {EmbeddingRun{4, 4, r.data.data()}, EmbeddingRun{-1, 2, r.data.data()},
-                                  EmbeddingRun{0, 0, r.data.data()}, EmbeddingRun{0, 2, nullptr}}) {
+  for (const EmbeddingRun& bad :
+       {EmbeddingRun{4, 4, r.data.data()}, EmbeddingRun{-1, 2, r.data.data()},
+        EmbeddingRun{0, 0, r.data.data()}, EmbeddingRun{0, 2, nullptr}}) {
     const std::vector<EmbeddingRun> runs{bad};
     Batch b;
     b.entries.push_back({s, std::span<const int32_t>(ids), LogitsMode::Last, runs});

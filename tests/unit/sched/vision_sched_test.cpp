@@ -12,13 +12,13 @@
 
 #include "../vision/synthetic_images.h"
 #include "collector.h"
-#include "testutil.h"
 #include "tern/core/task_pool.h"
 #include "tern/engine/engine.h"
 #include "tern/sched/scheduler.h"
 #include "tern/tokenizer/tokenizer.h"
 #include "tern/vision/mmproj_writer.h"
 #include "tern/vision/pixel_hash.h"
+#include "testutil.h"
 #include "tiny_engine.h"
 
 namespace tern::sched {
@@ -58,8 +58,8 @@ class VisionSchedTest : public ::testing::Test {
   }
 
   // text, then the image (all tiles; placeholder id 1) when `image` is set, then more text.
-  static Request request(const std::string& id, const std::string& before,
-                         const std::string& image, const std::string& after, const Collector& c) {
+  static Request request(const std::string& id, const std::string& before, const std::string& image,
+                         const std::string& after, const Collector& c) {
     Request r;
     r.id = id;
     r.prompt = engine_->tokenizer().encode(before, true, false);
@@ -141,14 +141,40 @@ TEST_F(VisionSchedTest, MixedBatchGivesEachItsTextAlone) {
   }
 }
 
+// Bidirectional spans (gemma3's images) are never cut by a chunk: 7-token
+// steps give the text of one 512-token prefill.
+TEST_F(VisionSchedTest, BidirectionalSpansAreNeverCut) {
+  auto both_ways = [&](Request r) {
+    for (auto& m : r.media) m.bidirectional = true;
+    return r;
+  };
+  std::string texts[2];
+  int i = 0;
+  for (int step : {512, 7}) {
+    Scheduler s(*engine_, SchedulerOptions{2, 64, step, 0}, metrics_);
+    s.start();
+    Collector c, other;
+    ASSERT_EQ(s.submit(both_ways(request("bi", "Both ways", "text", " then", c))),
+              SubmitStatus::Accepted);
+    ASSERT_EQ(s.submit(request("t", "some text alongside", "", "", other)), SubmitStatus::Accepted);
+    const Finish f = c.wait();
+    other.wait();
+    EXPECT_NE(f.reason, FinishReason::Error) << f.error;
+    texts[i++] = c.text();
+  }
+  EXPECT_EQ(texts[0], texts[1]);
+}
+
 TEST_F(VisionSchedTest, PrefixCacheFollowsTheImage) {
   Scheduler s(*engine_, SchedulerOptions{1, 64, 512, 0}, metrics_);
   s.start();
   const std::string before(40, 'x');  // a first block of text only (BOS + 40 bytes > 32)
   auto run = [&](const std::string& image) {
     Collector c;
-    EXPECT_EQ(s.submit(request("r", before, image, " tell me more about it, and about everything else in the picture", c)),
-              SubmitStatus::Accepted);
+    EXPECT_EQ(
+        s.submit(request("r", before, image,
+                         " tell me more about it, and about everything else in the picture", c)),
+        SubmitStatus::Accepted);
     const Finish f = c.wait();
     EXPECT_NE(f.reason, FinishReason::Error) << f.error;
     return std::make_tuple(f.usage.cached_tokens, c.text(), f.usage.prompt_tokens);
