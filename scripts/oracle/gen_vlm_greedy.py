@@ -10,7 +10,7 @@ in memory, so CI needs neither llama.cpp nor the file):
             models/SmolLM2-135M-Instruct.Q4_1.gguf + idefics3 tiny, seed 42,
             n_embd 576 (only when --idefics3-text names that file)
 The oracle is scripts/oracle/mtmd_greedy.cpp (libmtmd + libllama of the peer
-build, scripts/build_peer.sh), built by scripts/oracle/build_mtmd_greedy.sh.
+build, scripts/build_peer.sh), built by scripts/oracle/build_mtmd_embed.sh mtmd_greedy.
 
   scripts/oracle/gen_vlm_greedy.py [--idefics3-text FILE]
 """
@@ -35,7 +35,7 @@ def main() -> int:
     ap.add_argument("--idefics3-text", default="")
     ap.add_argument("--threads", default="2")
     args = ap.parse_args()
-    oracle = subprocess.run([os.path.join(ROOT, "scripts/oracle/build_mtmd_greedy.sh")],
+    oracle = subprocess.run([os.path.join(ROOT, "scripts/oracle/build_mtmd_embed.sh"), "mtmd_greedy"],
                             check=True, capture_output=True, text=True).stdout.strip()
     pairs = [("gemma3", "models/gemma-3-270m-it-Q4_K_M.gguf", 640)]
     if args.idefics3_text:

@@ -1,6 +1,6 @@
 // The image-prompt oracle: llama.cpp (libmtmd + libllama) runs a text model
 // with its projector on a prompt with images and decodes greedily, for tern's
-// tests to compare with. Built by scripts/oracle/build_mtmd_greedy.sh against
+// tests to compare with. Built by scripts/oracle/build_mtmd_embed.sh mtmd_greedy against
 // the peer; not part of tern's build.
 //
 //   mtmd_greedy MODEL MMPROJ THREADS N_PREDICT PROMPT [IMAGE...]

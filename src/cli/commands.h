@@ -19,5 +19,6 @@ void add_serve_command(CLI::App& app);         // cmd_serve.cpp
 void add_gen_mmproj_command(CLI::App& app);    // cmd_gen_mmproj.cpp
 void add_gen_scripted_command(CLI::App& app);  // cmd_gen_scripted.cpp
 void add_encode_image_command(CLI::App& app);  // cmd_encode_image.cpp
+void add_gen_vlm_text_command(CLI::App& app);  // cmd_gen_vlm_text.cpp
 
 }  // namespace tern::cli

@@ -23,6 +23,7 @@
 #include "tern/engine/engine.h"
 #include "tern/engine/media_prompt.h"
 #include "tern/vision/mmproj_writer.h"
+#include "tern/vision/vlm_text_writer.h"
 #include "testutil.h"
 
 namespace tern {
@@ -49,8 +50,16 @@ class VisionOracle : public ::testing::Test {
     auto& e = engines_[name];
     if (!e) {
       EngineOptions o;
-      o.model_path =
-          name == "gemma-3-270m-it-Q4_K_M.gguf" ? test::gemma3_model_path() : test::temp_path(name);
+      if (name == "gemma-3-270m-it-Q4_K_M.gguf") {
+        o.model_path = test::gemma3_model_path();
+      } else if (name == "smolvlm-text.gguf") {  // gen-vlm-text on the default model
+        if (!test::file_exists(test::default_model_path())) return nullptr;
+        o.model_path = test::temp_path(name);
+        vision::write_smolvlm_text(test::default_model_path(), o.model_path);
+      } else {
+        ADD_FAILURE() << "unknown text model " << name;
+        return nullptr;
+      }
       if (!test::file_exists(o.model_path)) return nullptr;
       o.n_ctx = 1024;
       o.max_seqs = 2;
@@ -127,6 +136,7 @@ class VisionOracle : public ::testing::Test {
 
 TEST_F(VisionOracle, TeacherForcedGreedyAgreesWithLlamaCpp) {
   int total = 0, agree = 0, cases = 0;
+  std::map<std::string, std::pair<int, int>> per_type;  // projector -> (agree, total)
   for (const auto& c : (*golden_)["cases"]) {
     Engine* e = engine_for(c["text_model"].get<std::string>());
     if (!e) continue;
@@ -134,10 +144,13 @@ TEST_F(VisionOracle, TeacherForcedGreedyAgreesWithLlamaCpp) {
     const auto ref = c["tokens"].get<std::vector<int32_t>>();
     const auto margins = c["margins"].get<std::vector<float>>();
     const auto got = greedy(c, *e, /*teacher_forced=*/true);
+    auto& [t_agree, t_total] = per_type[c["projector"].get<std::string>()];
     for (size_t i = 0; i < ref.size(); ++i) {
       ++total;
+      ++t_total;
       if (got[i] == ref[i]) {
         ++agree;
+        ++t_agree;
       } else {
         EXPECT_LT(margins[i], kNearTie)
             << c["projector"] << " " << c["images"] << " " << c["prompt"] << " step " << i
@@ -148,6 +161,8 @@ TEST_F(VisionOracle, TeacherForcedGreedyAgreesWithLlamaCpp) {
   ASSERT_GT(cases, 0) << "no text model of the fixture found: run scripts/setup.sh";
   std::printf("image prompts, teacher-forced greedy agreement: %d / %d tokens (%.1f%%), %d cases\n",
               agree, total, 100.0 * agree / total, cases);
+  for (const auto& [type, at] : per_type)
+    std::printf("  %s: %d / %d\n", type.c_str(), at.first, at.second);
   EXPECT_GE(agree, total * 9 / 10);
 }
 
