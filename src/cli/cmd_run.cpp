@@ -47,7 +47,9 @@ void add_run_command(CLI::App& app) {
       msgs.push_back({"user", o->prompt});
       text = engine->chat_template().segments(msgs, /*add_generation_prompt=*/true);
     } else {
-      text = {{o->prompt, /*parse_special=*/false}};
+      // With images, special tokens in the prompt are parsed (as llama-mtmd-cli
+      // does): a VLM prompt spells its turns, e.g. SmolVLM's <end_of_utterance>.
+      text = {{o->prompt, /*parse_special=*/!o->mmproj.empty()}};
     }
     MediaPrompt prompt;
     std::unique_ptr<VisionSide> vision;
