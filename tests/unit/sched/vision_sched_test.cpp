@@ -14,6 +14,7 @@
 #include "collector.h"
 #include "tern/core/task_pool.h"
 #include "tern/engine/engine.h"
+#include "tern/kv/paged_kv.h"
 #include "tern/sched/scheduler.h"
 #include "tern/tokenizer/tokenizer.h"
 #include "tern/vision/mmproj_writer.h"
@@ -190,6 +191,61 @@ TEST_F(VisionSchedTest, PrefixCacheFollowsTheImage) {
       << "the same image and prompt missed the cache";
   EXPECT_EQ(std::get<1>(same), std::get<1>(first));
   EXPECT_EQ(std::get<0>(other), block) << "a different image shared KV past the text before it";
+}
+
+// Under KV pressure (1 MiB of DRAM: 13 blocks, no flash tier) four image
+// requests of ~5 blocks each preempt one another; a preempted sequence gets
+// its image's rows again when its recompute reaches them, and every text
+// equals its run on a roomy engine.
+TEST_F(VisionSchedTest, PreemptedImageRequestsRecomputeTheirRows) {
+  auto engine = [](size_t dram_mb) {
+    EngineOptions o;
+    o.model_path = testutil::tiny_model_path();
+    o.n_ctx = 512;
+    o.max_seqs = 8;
+    o.kv_dram_mb = dram_mb;
+    o.kv_flash_mb = 0;
+    return Engine::load(o);
+  };
+  auto run_all = [&](Engine& e, int max_batch, Metrics& m) {
+    Scheduler s(e, SchedulerOptions{max_batch, 64, 64, 0}, m);
+    std::vector<std::unique_ptr<Collector>> cs;
+    std::vector<Request> rs;
+    for (int i = 0; i < 4; ++i) {
+      cs.push_back(std::make_unique<Collector>());
+      Request r = request("p" + std::to_string(i),
+                          std::to_string(i) + ": a long preamble that keeps going for a while " +
+                              std::string(size_t(40), char('a' + i)),
+                          kCases[i % 2 == 0 ? i : 0].image, " and what follows?", *cs.back());
+      r.params.max_tokens = 60;
+      rs.push_back(std::move(r));
+    }
+    s.start();
+    std::vector<std::string> texts;
+    for (size_t i = 0; i < rs.size(); ++i) {
+      EXPECT_EQ(s.submit(std::move(rs[i])), SubmitStatus::Accepted);
+      if (max_batch > 1) continue;
+      const Finish f = cs[i]->wait();  // one at a time
+      EXPECT_EQ(f.reason, FinishReason::Length) << f.error;
+    }
+    for (auto& c : cs) {
+      if (max_batch > 1) {
+        const Finish f = c->wait();
+        EXPECT_EQ(f.reason, FinishReason::Length) << f.error;
+      }
+      texts.push_back(c->text());
+    }
+    return texts;
+  };
+  auto roomy = engine(64);
+  Metrics m1, m2;
+  const auto solo = run_all(*roomy, 1, m1);
+  auto tight = engine(1);
+  ASSERT_EQ(tight->kv().stats().dram_blocks, 13);
+  const auto pressed = run_all(*tight, 4, m2);
+  EXPECT_EQ(pressed, solo);
+  EXPECT_GT(m2.preemptions.load(), 0u);
+  tight->kv().check_invariants();
 }
 
 TEST_F(VisionSchedTest, RowsThatDoNotFitFailOnlyTheirRequest) {
