@@ -29,13 +29,19 @@ using testutil::Collector;
 
 class VisionSchedTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
+  // The scheduler model with dram_mb of KV DRAM and no flash tier.
+  static std::unique_ptr<Engine> load_engine(size_t dram_mb) {
     EngineOptions o;
     o.model_path = testutil::tiny_model_path();
     o.n_ctx = 1024;
     o.max_seqs = 8;
+    o.kv_dram_mb = dram_mb;
     o.kv_flash_mb = 0;
-    engine_ = Engine::load(o).release();
+    return Engine::load(o);
+  }
+
+  static void SetUpTestSuite() {
+    engine_ = load_engine(256).release();
     vision::MmprojSpec spec =
         vision::mmproj_preset(vision::ProjectorType::Idefics3, vision::MmprojShape::Tiny);
     spec.config.d_out = engine_->config().d_model;
@@ -198,15 +204,6 @@ TEST_F(VisionSchedTest, PrefixCacheFollowsTheImage) {
 // its image's rows again when its recompute reaches them, and every text
 // equals its run on a roomy engine.
 TEST_F(VisionSchedTest, PreemptedImageRequestsRecomputeTheirRows) {
-  auto engine = [](size_t dram_mb) {
-    EngineOptions o;
-    o.model_path = testutil::tiny_model_path();
-    o.n_ctx = 512;
-    o.max_seqs = 8;
-    o.kv_dram_mb = dram_mb;
-    o.kv_flash_mb = 0;
-    return Engine::load(o);
-  };
   auto run_all = [&](Engine& e, int max_batch, Metrics& m) {
     Scheduler s(e, SchedulerOptions{max_batch, 64, 64, 0}, m);
     std::vector<std::unique_ptr<Collector>> cs;
@@ -237,10 +234,10 @@ TEST_F(VisionSchedTest, PreemptedImageRequestsRecomputeTheirRows) {
     }
     return texts;
   };
-  auto roomy = engine(64);
+  auto roomy = load_engine(64);
   Metrics m1, m2;
   const auto solo = run_all(*roomy, 1, m1);
-  auto tight = engine(1);
+  auto tight = load_engine(1);
   ASSERT_EQ(tight->kv().stats().dram_blocks, 13);
   const auto pressed = run_all(*tight, 4, m2);
   EXPECT_EQ(pressed, solo);
