@@ -2,7 +2,10 @@
 // Decoded images: PNG, JPEG, BMP and GIF (first frame) from memory, always as
 // 8-bit RGB, with a pixel-count limit checked from the header before any
 // pixel is decoded (so a small file claiming a huge image is refused cheaply).
-// (An image's identity for caches, pixel_hash(), is in pixel_hash.h.)
+//
+// pixel_hash() is an image's identity for caches: SHA-256 over its size and
+// pixels, so the same picture sent as PNG or BMP hashes the same, while a
+// re-encoded (lossy) JPEG does not.
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -38,5 +41,9 @@ struct DecodeLimits {
 
 // Decodes `bytes` into RGB. Throws ImageError naming what is wrong.
 Image decode_image(std::span<const uint8_t> bytes, const DecodeLimits& limits = {});
+
+// SHA-256 over width, height, channels (3) as little-endian u32, then the
+// pixels. Equal for equal pixels, whatever file format carried them.
+Sha256Digest pixel_hash(const Image& img);
 
 }  // namespace tern::vision
