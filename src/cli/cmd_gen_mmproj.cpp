@@ -18,6 +18,7 @@ void add_gen_mmproj_command(CLI::App& app) {
     std::string weights = "f16";
     std::string out;
     uint32_t seed = 1;
+    int n_embd = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("gen-mmproj", "write a random-weight vision projector GGUF");
@@ -30,6 +31,9 @@ void add_gen_mmproj_command(CLI::App& app) {
       ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
   cmd->add_option("--out", o->out, "output file")->required();
   cmd->add_option("--seed", o->seed, "random seed");
+  cmd->add_option("--n-embd", o->n_embd,
+                  "projector output width (the text model's n_embd; default: the preset's)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([o] {
     const auto type = *vision::projector_from_name(o->type);
     vision::MmprojSpec spec = vision::mmproj_preset(
@@ -38,6 +42,7 @@ void add_gen_mmproj_command(CLI::App& app) {
                        : o->weights == "q8_0" ? DType::Q8_0
                                               : DType::F16;
     spec.seed = o->seed;
+    if (o->n_embd > 0) spec.config.d_out = o->n_embd;
     vision::write_mmproj(spec, o->out);
     const vision::Mmproj mm = vision::Mmproj::open(o->out);
     const vision::VisionConfig& c = mm.config();

@@ -7,6 +7,7 @@
 #include "tern/core/error.h"
 #include "tern/tokenizer/chat_template.h"
 #include "tern/tokenizer/tokenizer.h"
+#include "vision_flags.h"
 
 namespace tern::cli {
 
@@ -20,6 +21,8 @@ void add_run_command(CLI::App& app) {
     bool stats = false;
     std::string lora;
     float lora_scale = 1.0f;
+    std::string mmproj;
+    std::vector<std::string> images;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("run", "generate text from a prompt");
@@ -30,6 +33,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--lora", o->lora, "LoRA adapter GGUF (llama.cpp's adapter format)");
   cmd->add_option("--lora-scale", o->lora_scale, "scale of the adapter's term")
       ->check(CLI::Range(-16.0, 16.0));
+  cmd->add_option("--mmproj", o->mmproj, "vision projector GGUF (llama.cpp mmproj) for --image");
+  cmd->add_option("--image", o->images,
+                  "image file (PNG, JPEG, BMP, GIF); repeatable; placed at each <__media__> in "
+                  "the prompt, else before it");
   o->model.add(*cmd);
   o->sampling.add(*cmd);
   cmd->callback([o] {
@@ -38,17 +45,33 @@ void add_run_command(CLI::App& app) {
     LoraSelection lora;
     if (!o->lora.empty()) lora = {LoraAdapter::load(o->lora, engine->config()), o->lora_scale};
     const Tokenizer& tok = engine->tokenizer();
-    std::vector<int32_t> ids;
+    if (!o->images.empty() && o->mmproj.empty())
+      throw InvalidArgument("--image needs --mmproj (the model's vision projector)");
+    std::vector<TextSegment> text;
     if (o->chat) {
       std::vector<ChatMessage> msgs;
       if (!o->system.empty()) msgs.push_back({"system", o->system});
       msgs.push_back({"user", o->prompt});
-      ids = encode_chat(tok, engine->chat_template(), msgs, /*add_generation_prompt=*/true);
+      text = engine->chat_template().segments(msgs, /*add_generation_prompt=*/true);
     } else {
-      ids = tok.encode(o->prompt, /*add_bos=*/true, /*parse_special=*/false);
+      // With images, special tokens in the prompt are parsed (as llama-mtmd-cli
+      // does): a VLM prompt spells its turns, e.g. SmolVLM's <end_of_utterance>.
+      text = {{o->prompt, /*parse_special=*/!o->mmproj.empty()}};
+    }
+    MediaPrompt prompt;
+    std::unique_ptr<VisionSide> vision;
+    if (!o->mmproj.empty()) {
+      vision = std::make_unique<VisionSide>(o->mmproj, *engine);
+      std::vector<std::shared_ptr<const vision::Image>> images;
+      for (const std::string& path : o->images) images.push_back(load_image_file(path));
+      prompt = vision->build(text, /*add_bos=*/true, images);
+    } else {
+      prompt.tokens = o->chat ? tok.encode(text, /*add_bos=*/true)
+                              : tok.encode(o->prompt, /*add_bos=*/true, /*parse_special=*/false);
     }
     LocalGenerator gen(*engine);
-    const LocalResult r = gen.generate(std::move(ids), sp, std::move(lora));
+    const LocalResult r =
+        gen.generate(std::move(prompt.tokens), sp, std::move(prompt.media), std::move(lora));
     std::fputc('\n', stdout);
     if (o->stats) print_stats(r);
     if (r.finish.reason == sched::FinishReason::Error) throw Error(r.finish.error);

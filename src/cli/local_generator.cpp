@@ -93,6 +93,7 @@ LocalGenerator::~LocalGenerator() {
 }
 
 LocalResult LocalGenerator::generate(std::vector<int32_t> prompt, SamplingParams params,
+                                     std::vector<vision::MediaSpan> media,
                                      LoraSelection lora) {
   LocalResult r;
   if (params.seed == kRandomSeed) {  // drawn here so that --stats can print it
@@ -103,6 +104,7 @@ LocalResult LocalGenerator::generate(std::vector<int32_t> prompt, SamplingParams
   sched::Request req;
   req.id = "cli-" + std::to_string(++n_requests_);
   req.prompt = std::move(prompt);
+  req.media = std::move(media);
   req.params = std::move(params);
   req.lora = std::move(lora);
   r.finish = client_.run(std::move(req), [&](std::string_view piece) {

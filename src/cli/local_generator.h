@@ -38,8 +38,10 @@ class LocalGenerator {
 
   // Generates a continuation of `prompt`, printing it to stdout; throws
   // InvalidArgument for a prompt the scheduler refuses.
-  // lora: the adapter to run with (none: the base model).
-  LocalResult generate(std::vector<int32_t> prompt, SamplingParams params, LoraSelection lora = {});
+  // media: the prompt's image spans (engine/media_prompt.h), if any; lora:
+  // the adapter to run with (none: the base model).
+  LocalResult generate(std::vector<int32_t> prompt, SamplingParams params,
+                       std::vector<vision::MediaSpan> media = {}, LoraSelection lora = {});
 
  private:
   sched::Metrics metrics_;

@@ -1,6 +1,7 @@
 // The forward pass over a batch. Linear layers run once over all T rows of
 // the batch (weights read once per step for every sequence); attention runs
 // per token against its own sequence's KV, causally.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -68,13 +69,19 @@ void Model::embed(const Batch& batch, float* x) const {
   const size_t row_bytes = embd_->row_bytes();
   int t = 0;
   for (const BatchEntry& e : batch.entries) {
-    for (int32_t id : e.tokens) {
+    auto run = e.embeddings.begin();  // the next media run of this entry
+    for (size_t j = 0; j < e.tokens.size(); ++j, ++t) {
       float* xr = x + size_t(t) * d;
-      kernels::dequantize_row(embd_->type, embd_->data + size_t(id) * row_bytes, xr, d);
+      while (run != e.embeddings.end() && int(j) >= run->offset + run->n) ++run;
+      if (run != e.embeddings.end() && int(j) >= run->offset) {
+        // A media position: its projected row, as llama.cpp feeds embeddings (unscaled).
+        std::copy_n(run->rows + size_t(int(j) - run->offset) * d, d, xr);
+        continue;
+      }
+      kernels::dequantize_row(embd_->type, embd_->data + size_t(e.tokens[j]) * row_bytes, xr, d);
       if (cfg_.embed_scale != 1.0f) {
         for (int i = 0; i < d; ++i) xr[i] *= cfg_.embed_scale;
       }
-      ++t;
     }
   }
 }
@@ -158,9 +165,25 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
         w.attn_splits.push_back({int(ei), t, n_seg, part});
         part += size_t(n_seg) * size_t(c.n_kv_heads) * part_stride;
       } else {
-        for (int b = 0; b * tok_block < n; ++b)
-          w.attn_blocks.push_back(
-              {int(ei), t + b * tok_block, std::min(tok_block, n - b * tok_block)});
+        // Causal stretches in blocks; a bidirectional run's tokens one by one,
+        // each attending up to the run's end.
+        auto causal = [&](int j0, int j1) {
+          for (int j = j0; j < j1; j += tok_block) {
+            const int t0 = t + j;
+            w.attn_blocks.push_back(
+                {int(ei), t0, std::min(tok_block, j1 - j), w.tok_pos[size_t(t0)]});
+          }
+        };
+        int j = 0;
+        for (const EmbeddingRun& r : batch.entries[ei].embeddings) {
+          if (!r.bidirectional) continue;
+          causal(j, r.offset);
+          const int last = w.tok_pos[size_t(t + r.offset + r.n - 1)];
+          for (int k = r.offset; k < r.offset + r.n; ++k)
+            w.attn_blocks.push_back({int(ei), t + k, 1, last});
+          j = r.offset + r.n;
+        }
+        causal(j, n);
       }
       t += n;
     }
@@ -174,8 +197,8 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
       const int kvh = int(task % c.n_kv_heads);
       const auto& bt = w.attn_blocks[w.attn_blocks.size() - 1 - size_t(task / c.n_kv_heads)];
       const size_t at = size_t(bt.t0) * qd + size_t(kvh) * group * hd;
-      kv.attend(batch.entries[size_t(bt.entry)].seq, l, kvh, w.tok_pos[size_t(bt.t0)], bt.n_tok,
-                group, w.q.data() + at, qd, w.attn.data() + at, qd, window);
+      kv.attend(batch.entries[size_t(bt.entry)].seq, l, kvh, bt.pos0, bt.n_tok, group,
+                w.q.data() + at, qd, w.attn.data() + at, qd, window);
       return;
     }
     int64_t k = task - n_block_tasks;
@@ -303,6 +326,12 @@ void Model::forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPo
         throw InvalidArgument("token id " + std::to_string(id) + " is outside the vocabulary (" +
                               std::to_string(cfg_.n_vocab) + ")");
       }
+    }
+    int end = 0;  // embedding runs: sorted, disjoint, inside the entry's tokens
+    for (const EmbeddingRun& r : e.embeddings) {
+      if (r.offset < end || r.n <= 0 || r.offset + r.n > int(e.tokens.size()) || !r.rows)
+        throw InvalidArgument("embedding rows outside their entry's positions, or overlapping");
+      end = r.offset + r.n;
     }
   }
   // Room for every new token (a no-op when the caller reserved already).

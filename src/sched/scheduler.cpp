@@ -92,6 +92,15 @@ SubmitStatus Scheduler::submit(Request r) {
   for (int32_t t : r.prompt)
     if (t < 0 || t >= n_vocab_)
       throw InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary");
+  int32_t media_end = 0;
+  for (const vision::MediaSpan& m : r.media) {
+    if (m.pos < media_end || m.n <= 0 || m.row0 < 0 || int64_t(m.pos) + m.n > n || !m.image ||
+        !m.source)
+      throw InvalidArgument("request " + r.id +
+                            ": image spans must lie inside the prompt, in order, without "
+                            "overlapping, each with its image and a source of rows");
+    media_end = m.pos + m.n;
+  }
   for (const auto& [t, bias] : r.params.logit_bias)
     if (t >= n_vocab_)
       throw InvalidArgument("logit_bias: token id " + std::to_string(t) +
@@ -357,8 +366,18 @@ bool Scheduler::waits_for_sibling(const Request& r, const std::vector<Request>& 
 
 // Gives s a KV sequence and attaches the longest cached prefix of its tokens.
 void Scheduler::attach(Sequence& s) {
+  // An image's positions are keyed by its content hash and which of its rows
+  // they hold (at each span's first position; the chain carries it to every
+  // later block), so KV is shared only between prompts with the same images
+  // at the same places.
   kv::SeqKeys keys;
   keys.salt = lora_salt(s.req.lora);  // KV under one adapter is never reused under another
+  for (const vision::MediaSpan& m : s.req.media) {
+    Sha256 h;
+    h.update("tern-media-span-v1").update(m.hash.data(), m.hash.size());
+    h.update_u32(uint32_t(m.row0)).update_u32(uint32_t(m.n));
+    keys.extras.push_back({m.pos, h.finish()});
+  }
   s.seq = engine_.new_sequence(keys);
   const kv::KvStats before = engine_.cache_stats();
   s.in_kv = engine_.attach_prefix(s.seq, s.tokens);

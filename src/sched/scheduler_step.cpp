@@ -25,6 +25,67 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+// The rows of s.req.media[i]'s image: kept ones (any span of the same
+// image), else from its source. Throws what the source throws, or
+// InvalidArgument when the rows do not fit the span or the model.
+const vision::Embeddings& media_rows(Sequence& s, size_t i, int d_model) {
+  auto& rows = s.media_rows;
+  const vision::MediaSpan& m = s.req.media[i];
+  if (!rows[i]) {
+    for (size_t j = 0; j < rows.size() && !rows[i]; ++j)
+      if (rows[j] && s.req.media[j].hash == m.hash) rows[i] = rows[j];
+  }
+  if (!rows[i]) {
+    rows[i] = m.source->rows_for(m.hash, *m.image);
+    if (!rows[i]) throw InvalidArgument("the image's embedding rows are missing");
+  }
+  const vision::Embeddings& e = *rows[i];
+  if (e.n_embd != d_model)
+    throw InvalidArgument("image embeddings are " + std::to_string(e.n_embd) +
+                          " wide but the text model's embedding width is " +
+                          std::to_string(d_model));
+  if (int64_t(m.row0) + m.n > e.n_tokens || e.data.size() < size_t(e.n_tokens) * size_t(d_model))
+    throw InvalidArgument("the image has " + std::to_string(e.n_tokens) +
+                          " embedding rows, fewer than its place in the prompt needs");
+  return e;
+}
+
+// Appends to runs the embedding runs of s's positions [in_kv, in_kv + n).
+void media_runs(Sequence& s, int n, int d_model, std::vector<EmbeddingRun>& runs) {
+  const int lo = s.in_kv, hi = s.in_kv + n;
+  for (size_t i = 0; i < s.req.media.size(); ++i) {
+    const vision::MediaSpan& m = s.req.media[i];
+    const int a = std::max(lo, int(m.pos)), b = std::min(hi, int(m.pos + m.n));
+    if (a >= b) continue;
+    const vision::Embeddings& e = media_rows(s, i, d_model);
+    runs.push_back({a - lo, b - a, e.data.data() + size_t(m.row0 + (a - m.pos)) * size_t(d_model),
+                    m.bidirectional});
+  }
+}
+
+// A prefill chunk of n tokens for s, moved so that it never ends inside a
+// bidirectional span: cut before the span, or (starting in it) run to its end.
+int fit_chunk(const Sequence& s, int n) {
+  const int lo = s.in_kv;
+  for (const vision::MediaSpan& m : s.req.media) {
+    const int end = m.pos + m.n;
+    if (!m.bidirectional || lo + n <= m.pos || lo + n >= end) continue;
+    n = lo < m.pos ? m.pos - lo : end - lo;
+  }
+  return n;
+}
+
+// Lets go of the rows of images whose every span is in the KV.
+void release_passed_media(Sequence& s) {
+  for (size_t i = 0; i < s.media_rows.size(); ++i) {
+    if (!s.media_rows[i]) continue;
+    bool needed = false;
+    for (const vision::MediaSpan& m : s.req.media)
+      needed |= m.hash == s.req.media[i].hash && m.pos + m.n > s.in_kv;
+    if (!needed) s.media_rows[i].reset();
+  }
+}
+
 }  // namespace
 
 // Makes room in the KV cache for n more tokens of s. When the pool is full
@@ -166,7 +227,8 @@ void Scheduler::run_step() {
   }
   size_t kept = n_decode;
   for (size_t i = n_decode; i < plan_.size() && budget > 0; ++i) {
-    const int n = std::min(budget, plan_[i].first->pending());
+    int n = std::min(budget, plan_[i].first->pending());
+    if (!plan_[i].first->req.media.empty()) n = fit_chunk(*plan_[i].first, n);
     plan_[kept++] = {plan_[i].first, n};
     budget -= n;
   }
@@ -179,6 +241,9 @@ void Scheduler::run_step() {
     if (s->done || !s->has_kv()) continue;  // preempted for an older one
     reserve_for(*s, n);
   }
+  runs_.clear();
+  entry_runs_.clear();
+  const int d_model = engine_.config().d_model;
   for (auto& [s, n] : plan_) {
     if (s->done || !s->has_kv()) continue;
     // Making room for one sequence may have found a block another one needs
@@ -187,6 +252,18 @@ void Scheduler::run_step() {
       kv_failed(*s, why);
       continue;
     }
+    const size_t first_run = runs_.size();
+    if (!s->req.media.empty()) {
+      try {  // an image's rows, encoded on first need
+        media_runs(*s, n, d_model, runs_);
+      } catch (const std::exception& e) {
+        runs_.resize(first_run);
+        logger()->error("[{}] image: {}", s->req.id, e.what());
+        finish(*s, FinishReason::Error, e.what());
+        continue;
+      }
+    }
+    entry_runs_.push_back({first_run, runs_.size()});
     const bool last = s->in_kv + n == int(s->tokens.size());
     batch_.entries.push_back({s->seq,
                               std::span<const int32_t>(s->tokens.data() + s->in_kv, size_t(n)),
@@ -196,6 +273,10 @@ void Scheduler::run_step() {
   if (batch_.entries.empty()) {
     park_preempted();
     return;
+  }
+  for (size_t i = 0; i < batch_.entries.size(); ++i) {  // runs_ no longer grows
+    const auto [b, e] = entry_runs_[i];
+    batch_.entries[i].embeddings = std::span<const EmbeddingRun>(runs_.data() + b, e - b);
   }
 
   const auto t0 = Clock::now();
@@ -238,6 +319,7 @@ void Scheduler::run_step() {
     const auto& e = batch_.entries[i];
     const int n = int(e.tokens.size());
     s.in_kv += n;
+    if (!s.req.media.empty()) release_passed_media(s);
     if (const std::string& why = engine_.failure(s.seq); !why.empty()) {
       kv_failed(s, why);  // its logits are not to be trusted
       continue;

@@ -36,7 +36,8 @@ class Sequence {
         sampler(req.params, n_vocab),
         decoder(tok),
         stop(req.params.stop),
-        tokens(req.prompt) {
+        tokens(req.prompt),
+        media_rows(req.media.size()) {
     // The repeat penalty looks at the prompt too.
     for (int32_t t : req.prompt) sampler.accept(t, false);
     sampler.constrain(make_constraint(req.params, tok));
@@ -54,9 +55,12 @@ class Sequence {
   StopMatcher stop;
 
   std::vector<int32_t> tokens;  // prompt + sampled tokens to feed back
-  int in_kv = 0;                // tokens[0, in_kv) are in the KV cache
-  int n_generated = 0;          // tokens sampled
-  bool done = false;            // finished: retire at this boundary
+  // media_rows[i]: the rows of req.media[i]'s image while its prefill needs
+  // them (spans of one image share them); null before and after.
+  std::vector<std::shared_ptr<const vision::Embeddings>> media_rows;
+  int in_kv = 0;        // tokens[0, in_kv) are in the KV cache
+  int n_generated = 0;  // tokens sampled
+  bool done = false;    // finished: retire at this boundary
   int preemptions = 0;
   int io_retries = 0;  // recomputes after a flash-tier failure
 

@@ -2,6 +2,14 @@
 // A batch for one forward pass: several sequences, each contributing a run of
 // new tokens (a prefill chunk or a single decode token). Linear layers run once
 // over all rows of the batch; attention runs per sequence against its own KV.
+//
+// A position holds a token id or, for media (an image's projected tiles), an
+// embedding row: EmbeddingRun lists the entry's positions whose input is a
+// row instead of the token's embedding. Their token ids are still there
+// (placeholders: the KV's prefix chain hashes them, with the media's content
+// hash as an extra key). Text-only entries leave `embeddings` empty and cost
+// nothing more. Positions are plain 1-D (the three projector types' text
+// models use ordinary RoPE positions for image tokens).
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -17,11 +25,25 @@ enum class LogitsMode : uint8_t {
   All,   // logits for every token of the entry (perplexity)
 };
 
+// Positions [offset, offset + n) of an entry take rows (n, d_model) as their
+// input embeddings (used as they are: no embedding scale).
+// bidirectional: the run's positions attend to every position of the run
+// (llama.cpp's non-causal image attention, for gemma3), not only the earlier
+// ones; the run should then hold the image's whole span (a span cut over two
+// steps sees only its own part, as llama.cpp's does over two ubatches).
+struct EmbeddingRun {
+  int offset = 0;
+  int n = 0;
+  const float* rows = nullptr;  // (n, d_model), valid for the step
+  bool bidirectional = false;
+};
+
 struct BatchEntry {
   SeqId seq = -1;
   std::span<const int32_t> tokens;  // new tokens, appended after the sequence's KV
   LogitsMode logits = LogitsMode::Last;
   LoraSelection lora{};  // the adapter this entry's rows run with (none: the base model)
+  std::span<const EmbeddingRun> embeddings = {};  // sorted, disjoint, inside tokens
 };
 
 struct Batch {

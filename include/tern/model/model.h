@@ -54,6 +54,7 @@ struct Workspace {
   // split-K decodes (entry, token, segments, offset of their partial states).
   struct AttnBlock {
     int entry, t0, n_tok;
+    int pos0;  // token t0 attends [0, pos0 + 1) (its position, or its bidirectional run's end - 1)
   };
   struct AttnSplit {
     int entry, t0, n_seg;

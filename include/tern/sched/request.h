@@ -12,6 +12,7 @@
 #include "tern/model/lora.h"
 #include "tern/sampling/params.h"
 #include "tern/sched/stream.h"
+#include "tern/vision/embedding_source.h"
 
 namespace tern::sched {
 
@@ -20,7 +21,10 @@ using Clock = std::chrono::steady_clock;
 struct Request {
   std::string id;               // request id, carried by every log line about it
   std::vector<int32_t> prompt;  // token ids, non-empty
-  SamplingParams params;        // validated; max_tokens -1 = until the context is full
+  // Images in the prompt: runs of positions whose input is an embedding row
+  // (their prompt ids are placeholders), sorted by position, disjoint.
+  std::vector<vision::MediaSpan> media;
+  SamplingParams params;  // validated; max_tokens -1 = until the context is full
   std::shared_ptr<Stream> stream;
   // Who asked (the server names the connection): when requests wait, batch
   // slots and admission are shared fairly between clients, so one client's

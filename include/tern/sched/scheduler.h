@@ -167,6 +167,9 @@ class Scheduler {
   StepOutput out_;
   std::vector<Sequence*> entry_seq_;                          // (batch entries) whose entry it is
   std::vector<std::pair<Sequence*, int>> plan_, plan_order_;  // this step's (sequence, tokens)
+  // This step's embedding runs (images), and each entry's [first, end) of them.
+  std::vector<EmbeddingRun> runs_;
+  std::vector<std::pair<size_t, size_t>> entry_runs_;
   // Step costs (EWMA, ms): a decode-only step, and a prefill token on top of
   // the decodes; they size the prefill share (SchedulerOptions::itl_slack).
   double decode_step_ms_ = 0, prefill_token_ms_ = 0;

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "tern/vision/pixel_hash.h"
+
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"

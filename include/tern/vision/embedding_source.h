@@ -1,0 +1,64 @@
+#pragma once
+// Where an image's embedding rows come from, and how a prompt refers to them.
+//
+// A prompt with images is token ids plus MediaSpans: each span is a run of
+// prompt positions whose input is a run of the image's embedding rows (the
+// token ids there are placeholders). The scheduler asks the span's
+// EmbeddingSource for the rows on the engine thread just before the first
+// step that needs them, keeps them with the sequence until its prefill has
+// passed every span of that image, then lets them go. The KV prefix chain keys
+// the span's positions by `hash` (pixel_hash), so two different images never
+// share KV and the same image in the same prompt finds its cached KV.
+//
+// EncoderSource encodes on every call; an embedding cache keyed by the hash
+// can sit in front of it (or of any source) behind the same interface.
+#include <cstdint>
+#include <memory>
+
+#include "tern/core/sha256.h"
+#include "tern/vision/encoder.h"
+#include "tern/vision/image.h"
+
+namespace tern {
+class TaskPool;
+}
+
+namespace tern::vision {
+
+class EmbeddingSource {
+ public:
+  virtual ~EmbeddingSource() = default;
+  // Every row of the image (all tiles, in layout order): (n_tokens, n_embd).
+  // May take long (an encode). Throws (ImageError, InvalidArgument, ...) with
+  // a message for the request's error.
+  virtual std::shared_ptr<const Embeddings> rows_for(const Sha256Digest& hash,
+                                                     const Image& image) = 0;
+};
+
+// Runs the encoder on the caller's thread (its kernels on `pool`). The
+// encoder and pool must outlive it.
+class EncoderSource final : public EmbeddingSource {
+ public:
+  EncoderSource(const VisionEncoder& encoder, TaskPool& pool) : encoder_(encoder), pool_(pool) {}
+  std::shared_ptr<const Embeddings> rows_for(const Sha256Digest& hash, const Image& image) override;
+
+ private:
+  const VisionEncoder& encoder_;
+  TaskPool& pool_;
+};
+
+// Positions [pos, pos + n) of a prompt take rows [row0, row0 + n) of the
+// image's rows.
+struct MediaSpan {
+  int32_t pos = 0;
+  int32_t n = 0;
+  int32_t row0 = 0;
+  Sha256Digest hash{};  // pixel_hash(*image)
+  // The span's positions attend to each other both ways (gemma3, as
+  // llama.cpp decodes its images); a prefill chunk never ends inside it.
+  bool bidirectional = false;
+  std::shared_ptr<const Image> image;       // what the source encodes
+  std::shared_ptr<EmbeddingSource> source;  // where the rows come from
+};
+
+}  // namespace tern::vision

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Records llama.cpp's greedy continuations of prompts with images, for
+tests/unit/engine/vision_oracle_test.cpp (tests/fixtures/vision/vlm_greedy.json).
+
+Each pair is a real text model with a seeded random projector of its width,
+written by `tern gen-mmproj` (tern's test regenerates the same projector
+in memory, so CI needs neither llama.cpp nor the file):
+  gemma3:   models/gemma-3-270m-it-Q4_K_M.gguf + gemma3 tiny, seed 42, n_embd 640
+  idefics3: the SmolVLM-shaped text model `tern gen-vlm-text` makes from
+            models/SmolLM2-135M-Instruct.Q4_1.gguf + idefics3 tiny, seed 42,
+            n_embd 576 (only when --idefics3-text names that file)
+The oracle is scripts/oracle/mtmd_greedy.cpp (libmtmd + libllama of the peer
+build, scripts/build_peer.sh), built by scripts/oracle/build_mtmd_embed.sh mtmd_greedy.
+
+  scripts/oracle/gen_vlm_greedy.py [--idefics3-text FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TERN = os.path.join(ROOT, "build", "tern")
+N_PREDICT = 16
+IMAGES = ["gradient", "noise", "text"]
+PROMPTS = ["<__media__> The capital of France is", "Here is a picture: <__media__>\nIt shows"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--idefics3-text", default="")
+    ap.add_argument("--threads", default="2")
+    args = ap.parse_args()
+    oracle = subprocess.run([os.path.join(ROOT, "scripts/oracle/build_mtmd_embed.sh"), "mtmd_greedy"],
+                            check=True, capture_output=True, text=True).stdout.strip()
+    pairs = [("gemma3", "models/gemma-3-270m-it-Q4_K_M.gguf", 640)]
+    if args.idefics3_text:
+        pairs.append(("idefics3", args.idefics3_text, 576))
+    out = {"how": "scripts/oracle/gen_vlm_greedy.py (llama.cpp b11434 libmtmd + libllama, "
+                  "mtmd_helper_eval_chunks with n_batch 2048, greedy)",
+           "n_predict": N_PREDICT, "cases": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for ptype, text_model, n_embd in pairs:
+            mmproj = os.path.join(tmp, ptype + ".gguf")
+            subprocess.run([TERN, "gen-mmproj", "--type", ptype, "--shape", "tiny", "--seed", "42",
+                            "--n-embd", str(n_embd), "--out", mmproj], check=True,
+                           capture_output=True)
+            for prompt in PROMPTS:
+                for image in IMAGES:
+                    r = subprocess.run([oracle, text_model, mmproj, args.threads, str(N_PREDICT),
+                                        prompt, image], check=True, capture_output=True,
+                                       text=True)
+                    rec = json.loads(r.stdout)
+                    rec.update({"projector": ptype, "seed": 42, "n_embd": n_embd,
+                                "text_model": os.path.basename(text_model), "prompt": prompt,
+                                "images": [image]})
+                    out["cases"].append(rec)
+                    print(ptype, image, repr(prompt), rec["tokens"][:6], file=sys.stderr)
+    path = os.path.join(ROOT, "tests/fixtures/vision/vlm_greedy.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
