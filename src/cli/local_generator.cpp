@@ -93,8 +93,7 @@ LocalGenerator::~LocalGenerator() {
 }
 
 LocalResult LocalGenerator::generate(std::vector<int32_t> prompt, SamplingParams params,
-                                     std::vector<vision::MediaSpan> media,
-                                     LoraSelection lora) {
+                                     std::vector<vision::MediaSpan> media, LoraSelection lora) {
   LocalResult r;
   if (params.seed == kRandomSeed) {  // drawn here so that --stats can print it
     std::random_device rd;

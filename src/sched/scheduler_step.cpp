@@ -267,7 +267,9 @@ void Scheduler::run_step() {
     const bool last = s->in_kv + n == int(s->tokens.size());
     batch_.entries.push_back({s->seq,
                               std::span<const int32_t>(s->tokens.data() + s->in_kv, size_t(n)),
-                              last ? LogitsMode::Last : LogitsMode::None, s->req.lora});
+                              last ? LogitsMode::Last : LogitsMode::None,
+                              {},
+                              s->req.lora});
     entry_seq_.push_back(s);
   }
   if (batch_.entries.empty()) {

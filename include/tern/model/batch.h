@@ -42,8 +42,8 @@ struct BatchEntry {
   SeqId seq = -1;
   std::span<const int32_t> tokens;  // new tokens, appended after the sequence's KV
   LogitsMode logits = LogitsMode::Last;
-  LoraSelection lora{};  // the adapter this entry's rows run with (none: the base model)
   std::span<const EmbeddingRun> embeddings = {};  // sorted, disjoint, inside tokens
+  LoraSelection lora{};  // the adapter this entry's rows run with (none: the base model)
 };
 
 struct Batch {

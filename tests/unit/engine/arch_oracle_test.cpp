@@ -124,7 +124,7 @@ void check_prompts(Loaded& l, const nlohmann::json& prompts, const LoraSelection
     const auto ids = p["prompt_ids"].get<std::vector<int32_t>>();
     const SeqId s = l.kv->create();
     Batch b;
-    b.entries = {{s, ids, LogitsMode::All, lora}};
+    b.entries = {{s, ids, LogitsMode::All, {}, lora}};
     StepOutput out;
     l.model->forward(b, *l.kv, out, l.pool);
     l.kv->release(s);

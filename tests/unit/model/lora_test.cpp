@@ -91,7 +91,7 @@ std::vector<float> last_logits(Model& m, kv::PagedKv& kv, TaskPool& pool,
                                const std::vector<int32_t>& toks, LoraSelection lora) {
   TestKv& tkv = static_cast<TestKv&>(kv);
   Batch b;
-  b.entries.push_back({tkv.alloc(), toks, LogitsMode::Last, std::move(lora)});
+  b.entries.push_back({tkv.alloc(), toks, LogitsMode::Last, {}, std::move(lora)});
   StepOutput out;
   m.forward(b, kv, out, pool);
   tkv.free(b.entries[0].seq);
@@ -158,7 +158,7 @@ TEST(Lora, MixedBatchRowsEachGetTheirOwnAdapter) {
   EXPECT_NE(alone[1], last_logits(*base.model, kv, pool, prompts[1], {b, 1.0f}));
   Batch batch;
   for (size_t i = 0; i < sel.size(); ++i) {
-    batch.entries.push_back({kv.alloc(), prompts[i], LogitsMode::Last, sel[i]});
+    batch.entries.push_back({kv.alloc(), prompts[i], LogitsMode::Last, {}, sel[i]});
   }
   StepOutput out;
   base.model->forward(batch, kv, out, pool);
