@@ -42,6 +42,9 @@ namespace {
 
 // Images and video in chat messages (server/media_parts.h).
 void add_media_flags(CLI::App& cmd, server::MediaOptions& m, size_t& media_mb, size_t& cache_mb) {
+  cmd.add_option("--mmproj", m.mmproj,
+                 "vision projector GGUF (llama.cpp mmproj) for the model: chat messages may then "
+                 "carry image_url / video parts");
   cmd.add_option("--media-dir", m.media_dir,
                  "allow local image / video paths and file:// URLs under this directory "
                  "(default: none are allowed)");

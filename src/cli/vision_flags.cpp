@@ -19,18 +19,4 @@ std::shared_ptr<const vision::Image> load_image_file(const std::string& path) {
   }
 }
 
-VisionSide::VisionSide(const std::string& mmproj_path, Engine& engine)
-    : encoder_(vision::VisionEncoder::load(mmproj_path)) {
-  try {
-    prompter_ =
-        std::make_unique<VisionPrompter>(encoder_, engine.tokenizer(), engine.config().d_model);
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(mmproj_path + ": " + e.what());
-  }
-  source_ = std::make_shared<vision::EncoderSource>(encoder_, engine.pool());
-  log::get("vision")->info("{}: {} projector, {} rows per tile", mmproj_path,
-                           vision::projector_name(encoder_.config().projector),
-                           encoder_.tokens_per_tile());
-}
-
 }  // namespace tern::cli

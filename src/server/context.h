@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tern/core/log.h"
+#include "tern/engine/vision_side.h"
 #include "tern/server/media_parts.h"
 #include "tern/server/metrics_text.h"
 #include "tern/server/openai_request.h"
@@ -39,14 +40,23 @@ struct ServerContext {
         metrics(m),
         opts(std::move(o)),
         files(StaticFiles::find_root(opts.web_root)),
-        media(opts.media) {}
+        media(opts.media) {
+    if (!opts.media.mmproj.empty()) {
+      vision = std::make_unique<VisionSide>(opts.media.mmproj, e, &media.cache());
+      media.set_vision(true);
+    }
+  }
 
   Engine& engine;
   sched::Scheduler& scheduler;
   sched::Metrics& metrics;
   const ServerOptions opts;
   const StaticFiles files;
-  MediaService media;    // media policy, embedding cache, media metrics (thread-safe)
+  MediaService media;  // media policy, embedding cache, media metrics (thread-safe)
+  // The vision projector (--mmproj), its rows cached in media.cache(); null
+  // on a text-only server. Immutable after start; its source runs on the
+  // engine thread.
+  std::unique_ptr<VisionSide> vision;
   std::string model_id;  // what /v1/models lists
   // Chat output is split into reasoning and answer (--reasoning-format);
   // think_open is the "<think>" token when the vocabulary has one (-1 if not).

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "tern/engine/engine.h"
+#include "tern/engine/vision_side.h"
 #include "tern/sched/scheduler.h"
 #include "tern/tokenizer/chat_template.h"
 #include "tern/tokenizer/tokenizer.h"
@@ -22,7 +23,9 @@ std::string response_id(GenerationRequest::Kind kind, const std::string& rid) {
 
 namespace {
 
-std::vector<int32_t> prompt_tokens(ServerContext& ctx, const GenerationRequest& g) {
+// The prompt's token ids; with images (--mmproj), also their spans.
+std::vector<int32_t> prompt_tokens(ServerContext& ctx, const GenerationRequest& g,
+                                   std::vector<vision::MediaSpan>& media) {
   const Tokenizer& tok = ctx.engine.tokenizer();
   if (g.kind == GenerationRequest::Kind::Completion) {
     if (!g.prompt_tokens.empty()) {
@@ -45,6 +48,14 @@ std::vector<int32_t> prompt_tokens(ServerContext& ctx, const GenerationRequest& 
   if (g.uses_tools())
     for (const ToolSpec& t : g.tools) tools.push_back({t.name, t.description, t.parameters});
   try {
+    if (!g.images.empty()) {
+      if (!ctx.vision) throw InvalidArgument("this server has no vision projector (--mmproj)");
+      const std::vector<TextSegment> text =
+          ctx.engine.chat_template().segments(msgs, /*add_generation_prompt=*/true, tools);
+      MediaPrompt p = ctx.vision->build(text, /*add_bos=*/true, g.images);
+      media = std::move(p.media);
+      return std::move(p.tokens);
+    }
     // Message content is tokenized literally: only the template's markers are control tokens.
     return encode_chat(tok, ctx.engine.chat_template(), msgs, /*add_generation_prompt=*/true,
                        tools);
@@ -116,7 +127,8 @@ Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, con
                              const std::string& client, sched::Stream::Notify notify) {
   std::string lora_name;
   const LoraSelection lora = resolve_lora(ctx, g, &lora_name);
-  std::vector<int32_t> ids = prompt_tokens(ctx, g);
+  std::vector<vision::MediaSpan> media;
+  std::vector<int32_t> ids = prompt_tokens(ctx, g, media);
   const char* param = g.kind == GenerationRequest::Kind::Chat ? "messages" : "prompt";
   Submission s;
   s.prompt_tokens = int(ids.size());
@@ -149,6 +161,7 @@ Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, con
     r.client = client;
     r.session = g.session;
     r.lora = lora;
+    r.media = media;
     if (i > 0) r.after = s.streams[0];
     try {
       submit_one(ctx, std::move(r), param);

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "json_fields.h"
+#include "tern/engine/media_prompt.h"
 #include "tern/vision/video.h"
 
 namespace tern::server {
@@ -156,6 +157,43 @@ MessageMedia parse_message_media(const json& body) {
     }
   }
   return out;
+}
+
+json with_media_markers(const json& body, MessageMedia& m,
+                        std::vector<std::shared_ptr<const vision::Image>>& images) {
+  json out = body;
+  json& msgs = out["messages"];
+  size_t next = 0;
+  for (json& msg : msgs) {
+    json* c = msg.is_object() && msg.contains("content") ? &msg["content"] : nullptr;
+    if (!c || !c->is_array()) continue;
+    for (json& part : *c) {
+      std::string type;
+      if (!part.is_object() || !get_string(part, "type", type)) continue;
+      if (type != "image_url" && type != "video_url" && type != "video") continue;
+      MediaItem& it = m.items.at(next++);
+      std::string markers;
+      for (vision::Image& frame : it.frames) {
+        markers += kMediaMarker;
+        images.push_back(std::make_shared<const vision::Image>(std::move(frame)));
+      }
+      it.frames.clear();
+      part = json{{"type", "text"}, {"text", markers}};
+    }
+  }
+  return out;
+}
+
+GenerationRequest parse_chat_with_media(MediaService& media, const json& body,
+                                        const std::vector<std::string>& extra_keys,
+                                        UnknownFields unknown) {
+  MessageMedia m = media.check_chat_request(body);
+  if (!m.any()) return parse_chat_request(body, extra_keys, unknown);
+  std::vector<std::shared_ptr<const vision::Image>> images;
+  GenerationRequest g =
+      parse_chat_request(with_media_markers(body, m, images), extra_keys, unknown);
+  g.images = std::move(images);
+  return g;
 }
 
 MediaService::MediaService(const MediaOptions& opts)

@@ -22,9 +22,8 @@ class OpenAiExchange final : public ApiExchange {
   OpenAiExchange(ServerContext& ctx, GenerationRequest::Kind kind) : ctx_(ctx), kind_(kind) {}
 
   GenerationRequest parse(const json& body) override {
-    if (kind_ == GenerationRequest::Kind::Chat) ctx_.media.check_chat_request(body);
     GenerationRequest g = kind_ == GenerationRequest::Kind::Chat
-                              ? parse_chat_request(body, {}, ctx_.unknown_fields())
+                              ? parse_chat_with_media(ctx_.media, body, {}, ctx_.unknown_fields())
                               : parse_completion_request(body, {}, ctx_.unknown_fields());
     usage_ = g.include_usage;
     n_ = g.n;

@@ -346,10 +346,9 @@ awaitable<void> WsSession::on_generate(const json& msg, const std::string& id, b
             for (const auto& k : own) body.erase(k);
             co_return exchange->parse(body);
           }
-          if (!msg.contains("prompt")) ctx_.media.check_chat_request(msg);
           co_return msg.contains("prompt")
               ? parse_completion_request(msg, own, ctx_.unknown_fields())
-              : parse_chat_request(msg, own, ctx_.unknown_fields());
+              : parse_chat_with_media(ctx_.media, msg, own, ctx_.unknown_fields());
         },
         net::use_awaitable);
     // One stream of deltas per generate: several choices or log probabilities

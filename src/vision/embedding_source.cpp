@@ -7,4 +7,18 @@ std::shared_ptr<const Embeddings> EncoderSource::rows_for(const Sha256Digest& /*
   return std::make_shared<const Embeddings>(encoder_.encode(image, pool_));
 }
 
+CachedSource::CachedSource(EmbeddingCache& cache, const VisionEncoder& encoder, TaskPool& pool,
+                           const Sha256Digest& projector)
+    : cache_(cache),
+      encoder_(encoder),
+      pool_(pool),
+      projector_(projector),
+      preprocess_(preprocess_fingerprint(encoder.config())) {}
+
+std::shared_ptr<const Embeddings> CachedSource::rows_for(const Sha256Digest& hash,
+                                                         const Image& image) {
+  const EmbeddingKey key{hash, projector_, preprocess_};
+  return cache_.get_or_encode(key, [&] { return encoder_.encode(image, pool_); });
+}
+
 }  // namespace tern::vision

@@ -7,8 +7,9 @@
 namespace tern::server {
 
 struct MediaOptions {
-  std::string media_dir;                      // --media-dir ("" : local paths refused)
-  bool allow_remote = false;                  // --allow-remote-media
+  std::string mmproj;         // --mmproj: the vision projector ("" : a text-only server)
+  std::string media_dir;      // --media-dir ("" : local paths refused)
+  bool allow_remote = false;  // --allow-remote-media
   int64_t max_image_pixels = 32'000'000;      // --max-image-pixels (also per video frame)
   size_t max_media_bytes = size_t(20) << 20;  // --max-media-mb: encoded bytes per item
   size_t cache_bytes = size_t(256) << 20;     // --mm-cache-mb: embedding cache in DRAM

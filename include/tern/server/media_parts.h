@@ -24,6 +24,7 @@
 #include "tern/core/sha256.h"
 #include "tern/server/api_error.h"
 #include "tern/server/media_options.h"
+#include "tern/server/openai_request.h"
 #include "tern/vision/embedding_cache.h"
 #include "tern/vision/media_source.h"
 
@@ -59,6 +60,12 @@ struct MessageMedia {
 // Shapes only (no loading): every message's content parts. Throws ApiError.
 MessageMedia parse_message_media(const nlohmann::json& body);
 
+// A copy of a chat body whose media parts are text parts holding one media
+// marker (engine/media_prompt.h's kMediaMarker) per frame; the frames move to
+// `images` in marker order. m must be the body's loaded MessageMedia.
+nlohmann::json with_media_markers(const nlohmann::json& body, MessageMedia& m,
+                                  std::vector<std::shared_ptr<const vision::Image>>& images);
+
 struct MediaCounters {
   std::atomic<uint64_t> images{0}, videos{0}, frames{0};  // loaded successfully
   std::atomic<uint64_t> refused{0};                       // media that failed to load
@@ -74,7 +81,8 @@ class MediaService {
   vision::EmbeddingCache& cache() { return cache_; }
   const vision::EmbeddingCache& cache() const { return cache_; }
   const MediaCounters& counters() const { return counters_; }
-  bool vision() const { return vision_; }  // set once a projector is loaded (not yet)
+  bool vision() const { return vision_; }  // a projector is loaded (--mmproj)
+  void set_vision(bool on) { vision_ = on; }
 
   // Loads every item's frames (and their hashes). Throws ApiError naming the
   // part: 403 for a forbidden source, 400 otherwise.
@@ -99,5 +107,13 @@ class MediaService {
 // with OpenSSL (peer and host name verified), within the policy's byte, time
 // and redirect limits.
 std::vector<uint8_t> fetch_remote_media(const std::string& url, const vision::MediaPolicy& policy);
+
+class MediaService;
+// A chat request whose messages may carry media: checked and loaded by
+// `media` (ApiErrors as check_chat_request), then parsed with each frame as a
+// media marker in its message's text and the frames in GenerationRequest::images.
+GenerationRequest parse_chat_with_media(MediaService& media, const nlohmann::json& body,
+                                        const std::vector<std::string>& extra_keys,
+                                        UnknownFields unknown);
 
 }  // namespace tern::server

@@ -3,6 +3,7 @@
 // completions), shared by the HTTP routes and the WebSocket protocol. Every
 // problem becomes an ApiError (400) naming the field, in the words OpenAI uses.
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -11,6 +12,7 @@
 #include "tern/sampling/params.h"
 #include "tern/sampling/tool_calls.h"
 #include "tern/server/api_error.h"
+#include "tern/vision/image.h"
 
 namespace tern::server {
 
@@ -58,6 +60,9 @@ struct GenerationRequest {
   // Session key: the `user` field, or the X-Session-Id header (which wins).
   // Non-empty: the request's KV stays pinned after it ends (--session-ttl).
   std::string session;
+  // Chat with media (--mmproj): the images and video frames, in the order of
+  // the media markers in the messages' text (media_parts.h).
+  std::vector<std::shared_ptr<const vision::Image>> images;
 };
 
 // Longest session key accepted (X-Session-Id, `user`).

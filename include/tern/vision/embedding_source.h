@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "tern/core/sha256.h"
+#include "tern/vision/embedding_cache.h"
 #include "tern/vision/encoder.h"
 #include "tern/vision/image.h"
 
@@ -45,6 +46,23 @@ class EncoderSource final : public EmbeddingSource {
  private:
   const VisionEncoder& encoder_;
   TaskPool& pool_;
+};
+
+// An EmbeddingCache in front of the encoder: rows keyed by (pixel hash,
+// projector fingerprint, preprocessing settings), encoded on a miss. The
+// cache, encoder and pool must outlive it.
+class CachedSource final : public EmbeddingSource {
+ public:
+  CachedSource(EmbeddingCache& cache, const VisionEncoder& encoder, TaskPool& pool,
+               const Sha256Digest& projector);
+  std::shared_ptr<const Embeddings> rows_for(const Sha256Digest& hash, const Image& image) override;
+
+ private:
+  EmbeddingCache& cache_;
+  const VisionEncoder& encoder_;
+  TaskPool& pool_;
+  Sha256Digest projector_;
+  Sha256Digest preprocess_;
 };
 
 // Positions [pos, pos + n) of a prompt take rows [row0, row0 + n) of the

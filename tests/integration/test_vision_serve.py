@@ -1,0 +1,136 @@
+"""Images in chat through the real server (`tern serve --mmproj`): the
+SmolVLM-shaped text model (`tern gen-vlm-text` from SmolLM2) with a seeded
+tiny idefics3 projector (`tern gen-mmproj`). The same picture sent as a data:
+URL and as a path under --media-dir is the same picture (same greedy text,
+and the second request reuses the KV around it); the server's answer equals
+`tern run --chat --mmproj --image` on the same files; the embedding cache
+serves the rows when the text before the image changes; and a different
+picture changes the KV key at the image."""
+from __future__ import annotations
+
+import base64
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import requests
+from openai import OpenAI
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
+from test_vision_cli import SMOLLM2, TERN, tern, write_bmp  # noqa: E402
+
+from tern_server import TernServer  # noqa: E402
+
+QUESTION = "Describe the picture."
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    d = tmp_path_factory.mktemp("vlm")
+    media = d / "media"
+    media.mkdir()
+    f = {"text": str(d / "smolvlm-text.gguf"), "mmproj": str(d / "i3.gguf"), "media": str(media),
+         "a": write_bmp(media / "a.bmp", 64, 48, 5), "b": write_bmp(media / "b.bmp", 40, 70, 11)}
+    for args in (["gen-vlm-text", "--from", SMOLLM2, "--out", f["text"]],
+                 ["gen-mmproj", "--type", "idefics3", "--seed", "42", "--n-embd", "576",
+                  "--out", f["mmproj"]]):
+        r = tern(*args)
+        assert r.returncode == 0, r.stderr
+    return f
+
+
+@pytest.fixture(scope="module")
+def server(pair):
+    with TernServer("--mmproj", pair["mmproj"], "--media-dir", pair["media"],
+                    model=pair["text"]) as srv:
+        yield srv
+
+
+def data_url(path: str) -> str:
+    return "data:image/bmp;base64," + base64.b64encode(Path(path).read_bytes()).decode()
+
+
+def ask(server, url: str, system: str | None = None, max_tokens: int = 12) -> dict:
+    messages = [{"role": "system", "content": system}] if system else []
+    messages.append({"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": QUESTION}]})
+    r = requests.post(server.url + "/v1/chat/completions", timeout=600,
+                      json={"messages": messages, "max_tokens": max_tokens, "temperature": 0})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def metric(server, name: str) -> float:
+    return server.metrics().get(name, 0.0)
+
+
+def test_models_say_vision(server):
+    models = requests.get(server.url + "/v1/models", timeout=30).json()["data"]
+    assert models[0]["capabilities"]["vision"] is True
+
+
+def test_data_url_and_path_are_the_same_picture_and_match_tern_run(server, pair):
+    first = ask(server, data_url(pair["a"]))
+    text = first["choices"][0]["message"]["content"]
+    n_prompt = first["usage"]["prompt_tokens"]
+    plain = requests.post(server.url + "/tokenize", timeout=60, json={
+        "messages": [{"role": "user", "content": QUESTION}], "add_generation_prompt": True}).json()
+    assert n_prompt > len(plain["tokens"]) + 16  # the image's tiles are in the prompt
+    # The same file by path: same text, and the KV up to the question is reused.
+    again = ask(server, pair["a"])
+    assert again["choices"][0]["message"]["content"] == text
+    assert again["usage"]["prompt_tokens"] == n_prompt
+    assert again["usage"]["prompt_tokens_details"]["cached_tokens"] == (n_prompt - 1) // 32 * 32
+    # tern run on the same files builds the same prompt and gives the same text.
+    r = subprocess.run([TERN, "run", "-m", pair["text"], "--mmproj", pair["mmproj"], "--image",
+                        pair["a"], "--chat", "-p", "<__media__>\n" + QUESTION, "-n", "12",
+                        "--temp", "0"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == text.strip()
+
+
+def test_embedding_cache_serves_the_rows_when_the_text_before_changes(server, pair):
+    ask(server, data_url(pair["a"]), system="You are terse.")
+    hits = metric(server, 'tern_mm_cache_hits_total{tier="dram"}')
+    r = ask(server, data_url(pair["a"]), system="You are verbose and friendly.")
+    assert metric(server, 'tern_mm_cache_hits_total{tier="dram"}') > hits
+    assert r["choices"][0]["message"]["content"]
+
+
+def test_a_different_picture_does_not_share_kv_at_the_image(server, pair):
+    a = ask(server, data_url(pair["a"]), system="Picture check.")
+    b = ask(server, data_url(pair["b"]), system="Picture check.")
+    # The image starts inside the first 32-token block, so a different
+    # picture shares no block with a; the same picture again shares them all.
+    assert b["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    b2 = ask(server, data_url(pair["b"]), system="Picture check.")
+    assert b2["usage"]["prompt_tokens_details"]["cached_tokens"] == (b["usage"]["prompt_tokens"] - 1) // 32 * 32
+    assert b2["choices"][0]["message"]["content"] == b["choices"][0]["message"]["content"]
+    assert a["choices"][0]["message"]["content"] != "" and b["choices"][0]["message"]["content"] != ""
+
+
+def test_openai_sdk_streams_an_image_chat(server, pair):
+    client = OpenAI(base_url=server.url + "/v1", api_key="none")
+    stream = client.chat.completions.create(
+        model="tern", max_tokens=8, temperature=0, stream=True,
+        messages=[{"role": "user", "content": [
+            {"type": "text", "text": "Look:"},
+            {"type": "image_url", "image_url": {"url": data_url(pair["b"]), "detail": "auto"}}]}])
+    text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+    assert text
+
+
+def test_bad_images_are_400_and_the_server_keeps_serving(server, pair):
+    for url, status in [("data:image/png;base64,AAAA", 400), ("/etc/passwd", 403)]:
+        r = requests.post(server.url + "/v1/chat/completions", timeout=60, json={
+            "max_tokens": 2, "messages": [{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": url}}]}]})
+        assert r.status_code == status, r.text
+    # A literal media marker without an image is refused, not crashed on.
+    r = requests.post(server.url + "/v1/chat/completions", timeout=60, json={
+        "max_tokens": 2, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "<__media__> and"},
+            {"type": "image_url", "image_url": {"url": data_url(pair["a"])}}]}]})
+    assert r.status_code == 400, r.text
+    assert ask(server, data_url(pair["a"]))["choices"][0]["message"]["content"]
