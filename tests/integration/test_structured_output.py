@@ -45,6 +45,74 @@ SCHEMAS = {
 }
 
 
+# Thirty more, for the issue's suite of >= 40: scalars with ranges, enums and
+# constants with escapes and unicode, nested objects and arrays, unions,
+# optional properties, $defs references (typed additionalProperties, whose
+# key names are unbounded, are walked in tests/unit/sampling/json_schema_test.cpp). (Recursion
+# is in "tree" above; an unbounded recursive schema could run to max_tokens.)
+N = {"type": "integer", "minimum": -5, "maximum": 50}
+MORE = {
+    "bool": {"type": "boolean"},
+    "null": {"type": "null"},
+    "small_int": {"type": "integer", "minimum": 0, "maximum": 9},
+    "negative": {"type": "integer", "minimum": -99, "maximum": -1},
+    "ratio": {"type": "number", "minimum": 0, "maximum": 1},
+    "short_string": {"type": "string", "minLength": 2, "maxLength": 6},
+    "unicode_enum": {"enum": ["caf\u00e9", "na\u00efve", "\u65e5\u672c", "\u00fcber"]},
+    "escape_enum": {"enum": ["a\"b", "back\\slash", "tab\there", "new\nline"]},
+    "mixed_enum": {"enum": ["x", 1, 2.5, True, None, {"k": [1, 2]}]},
+    "const_unicode": {"type": "object", "properties": {"greeting": {"const": "gr\u00fc\u00df dich"}},
+                      "required": ["greeting"], "additionalProperties": False},
+    "string_or_int": {"anyOf": [S, N]},
+    "one_of_scalars": {"oneOf": [{"type": "boolean"}, {"type": "null"}]},
+    "int_array": {"type": "array", "items": N, "minItems": 2, "maxItems": 5},
+    "matrix": {"type": "array", "items": {"type": "array", "items": N, "minItems": 1, "maxItems": 3},
+               "minItems": 1, "maxItems": 3},
+    "empty_array": {"type": "array", "maxItems": 0},
+    "address": {"type": "object", "properties": {
+        "street": S, "city": S, "zip": {"type": "string", "minLength": 5, "maxLength": 5}},
+        "required": ["street", "city", "zip"], "additionalProperties": False},
+    "nested": {"type": "object", "properties": {
+        "user": {"type": "object", "properties": {"name": S, "age": N}, "required": ["name", "age"],
+                 "additionalProperties": False},
+        "active": {"type": "boolean"}}, "required": ["user", "active"], "additionalProperties": False},
+    "optional_props": {"type": "object", "properties": {"a": N, "b": S, "c": {"type": "boolean"}},
+                       "required": ["a"], "additionalProperties": False},
+    "flags": {"type": "object", "properties": {"read": {"type": "boolean"}, "write": {"type": "boolean"},
+                                               "exec": {"type": "boolean"}},
+              "required": ["read", "write", "exec"], "additionalProperties": False},
+    "list_of_objects": {"type": "array", "items": {
+        "type": "object", "properties": {"k": {"enum": ["a", "b"]}, "v": N}, "required": ["k", "v"],
+        "additionalProperties": False}, "minItems": 1, "maxItems": 3},
+    "nullable_string": {"type": ["string", "null"], "maxLength": 10},
+    "nullable_object": {"anyOf": [{"type": "null"}, {"type": "object", "properties": {"x": N},
+                                                      "required": ["x"], "additionalProperties": False}]},
+    "tuple_open": {"type": "array", "prefixItems": [{"const": "head"}, N], "items": {"type": "boolean"},
+                   "minItems": 2, "maxItems": 4},
+    "event": {"type": "object", "properties": {
+        "type": {"enum": ["click", "view", "buy"]}, "ts": {"type": "integer", "minimum": 0, "maximum": 99999},
+        "meta": {"type": "object", "properties": {"src": S}, "required": ["src"], "additionalProperties": False}},
+        "required": ["type", "ts", "meta"], "additionalProperties": False},
+    "defs_ref": {"$defs": {"pt": {"type": "object", "properties": {"x": N, "y": N}, "required": ["x", "y"],
+                                  "additionalProperties": False}},
+                 "type": "object", "properties": {"from": {"$ref": "#/$defs/pt"}, "to": {"$ref": "#/$defs/pt"}},
+                 "required": ["from", "to"], "additionalProperties": False},
+    "color_hex": {"type": "string", "minLength": 7, "maxLength": 7},
+    "pair": {"type": "array", "prefixItems": [{"type": "boolean"}, {"type": "null"}], "items": False,
+             "minItems": 2},
+    "tool_args": {"type": "object", "properties": {
+        "path": {"type": "string", "minLength": 1, "maxLength": 20},
+        "recursive": {"type": "boolean"}, "depth": {"type": "integer", "minimum": 1, "maximum": 5}},
+        "required": ["path", "recursive", "depth"], "additionalProperties": False},
+    "rating": {"type": "object", "properties": {"stars": {"type": "integer", "minimum": 1, "maximum": 5},
+                                                "comment": {"type": ["string", "null"], "maxLength": 20}},
+               "required": ["stars", "comment"], "additionalProperties": False},
+    "words": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 6}, "minItems": 3,
+              "maxItems": 3},
+}
+SCHEMAS.update(MORE)
+assert len(SCHEMAS) >= 40
+
 def response_format(name, schema):
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
 
