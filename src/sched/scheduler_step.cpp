@@ -36,7 +36,12 @@ const vision::Embeddings& media_rows(Sequence& s, size_t i, int d_model) {
       if (rows[j] && s.req.media[j].hash == m.hash) rows[i] = rows[j];
   }
   if (!rows[i]) {
-    rows[i] = m.source->rows_for(m.hash, *m.image);
+    const auto t0 = Clock::now();
+    vision::EmbeddingSource::Fetched f = m.source->fetch(m.hash, *m.image);
+    s.image_fetch_ms += ms_between(t0, Clock::now());
+    s.images_fetched += 1;
+    s.image_cache_hits += f.cached ? 1 : 0;
+    rows[i] = std::move(f.rows);
     if (!rows[i]) throw InvalidArgument("the image's embedding rows are missing");
   }
   const vision::Embeddings& e = *rows[i];
@@ -397,6 +402,9 @@ void Scheduler::finish(Sequence& s, FinishReason reason, std::string error, std:
   f.timings.cache_flash_n = s.reused_flash;
   f.timings.preemptions = s.preemptions;
   if (!s.req.session.empty()) f.timings.session_cache_n = f.timings.cache_n;
+  f.timings.image_n = s.images_fetched;
+  f.timings.image_cache_hits = s.image_cache_hits;
+  f.timings.image_encode_ms = s.image_fetch_ms;
   f.timings.predicted_n = s.n_generated;
   f.timings.finish_detail = std::move(detail);
   if (reason == FinishReason::Stop && s.stop.matched() >= 0)

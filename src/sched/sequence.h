@@ -62,6 +62,11 @@ class Sequence {
   int n_generated = 0;  // tokens sampled
   bool done = false;    // finished: retire at this boundary
   int preemptions = 0;
+  // Images whose rows were fetched for this request: from a cache, and the
+  // time spent fetching (encoding, on a miss).
+  int images_fetched = 0;
+  int image_cache_hits = 0;
+  double image_fetch_ms = 0;
   int io_retries = 0;  // recomputes after a flash-tier failure
 
   // Prompt accounting for timings (first admission only: a recompute after

@@ -17,8 +17,15 @@ CachedSource::CachedSource(EmbeddingCache& cache, const VisionEncoder& encoder, 
 
 std::shared_ptr<const Embeddings> CachedSource::rows_for(const Sha256Digest& hash,
                                                          const Image& image) {
+  return fetch(hash, image).rows;
+}
+
+EmbeddingSource::Fetched CachedSource::fetch(const Sha256Digest& hash, const Image& image) {
   const EmbeddingKey key{hash, projector_, preprocess_};
-  return cache_.get_or_encode(key, [&] { return encoder_.encode(image, pool_); });
+  Fetched f;
+  f.rows = cache_.get_or_encode(
+      key, [&] { return encoder_.encode(image, pool_); }, &f.cached);
+  return f;
 }
 
 }  // namespace tern::vision

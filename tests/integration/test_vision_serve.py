@@ -73,6 +73,8 @@ def test_models_say_vision(server):
 def test_data_url_and_path_are_the_same_picture_and_match_tern_run(server, pair):
     first = ask(server, data_url(pair["a"]))
     text = first["choices"][0]["message"]["content"]
+    t = first["timings"]  # the first time this server sees the picture: encoded
+    assert t["image_n"] == 1 and t["image_cache_hits"] == 0 and t["image_encode_ms"] > 0
     n_prompt = first["usage"]["prompt_tokens"]
     plain = requests.post(server.url + "/tokenize", timeout=60, json={
         "messages": [{"role": "user", "content": QUESTION}], "add_generation_prompt": True}).json()
@@ -95,6 +97,7 @@ def test_embedding_cache_serves_the_rows_when_the_text_before_changes(server, pa
     hits = metric(server, 'tern_mm_cache_hits_total{tier="dram"}')
     r = ask(server, data_url(pair["a"]), system="You are verbose and friendly.")
     assert metric(server, 'tern_mm_cache_hits_total{tier="dram"}') > hits
+    assert r["timings"]["image_n"] == 1 and r["timings"]["image_cache_hits"] == 1
     assert r["choices"][0]["message"]["content"]
 
 

@@ -60,6 +60,12 @@ struct Timings {
   // Requests with a session key: the prompt tokens found in the cache (the
   // session's earlier turns, pinned, or anything shared); -1 without a key.
   int session_cache_n = -1;
+  // Images whose embedding rows this request fetched (not counting images
+  // inside a reused KV prefix), how many of them the embedding cache had,
+  // and the time spent getting rows (encoding on a miss).
+  int image_n = 0;
+  int image_cache_hits = 0;
+  double image_encode_ms = 0;
   int predicted_n = 0;  // tokens generated
   // Why the generation ended early when the reason alone does not say
   // (e.g. "length" because the KV budget ran out, not max_tokens); "" otherwise.

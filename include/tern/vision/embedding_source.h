@@ -34,6 +34,14 @@ class EmbeddingSource {
   // a message for the request's error.
   virtual std::shared_ptr<const Embeddings> rows_for(const Sha256Digest& hash,
                                                      const Image& image) = 0;
+  // The same rows, saying whether a cache had them (false: encoded now).
+  struct Fetched {
+    std::shared_ptr<const Embeddings> rows;
+    bool cached = false;
+  };
+  virtual Fetched fetch(const Sha256Digest& hash, const Image& image) {
+    return {rows_for(hash, image), false};
+  }
 };
 
 // Runs the encoder on the caller's thread (its kernels on `pool`). The
@@ -56,6 +64,7 @@ class CachedSource final : public EmbeddingSource {
   CachedSource(EmbeddingCache& cache, const VisionEncoder& encoder, TaskPool& pool,
                const Sha256Digest& projector);
   std::shared_ptr<const Embeddings> rows_for(const Sha256Digest& hash, const Image& image) override;
+  Fetched fetch(const Sha256Digest& hash, const Image& image) override;
 
  private:
   EmbeddingCache& cache_;
