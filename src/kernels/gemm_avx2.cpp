@@ -6,6 +6,8 @@
 // (8*3810 = 30480) and one vpmaddwd with ones widens them to int32 per group.
 // int8 x int8: vpmaddubsw needs one unsigned operand, so |w| and sign(a, w);
 // a pair reaches 2*128*127 = 32512, so every product is widened at once.
+// int5 x int8: a pair reaches 2*31*127 = 7874, so the low and high halves of
+// a chunk share one int16 add (15748) and are widened together.
 #include "dispatch.h"
 #include "gemm_x86.inl"
 #include "ops_avx2.h"
@@ -35,6 +37,11 @@ struct Avx2Dot {
     return keep(_mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1))));
   }
   static __m256i finish8(__m256i acc, int32_t) { return acc; }
+  static __m256i dot_u5(__m256i acc, __m256i lo, __m256i a_lo, __m256i hi, __m256i a_hi) {
+    const __m256i p =
+        _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo), _mm256_maddubs_epi16(hi, a_hi));
+    return keep(_mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1))));
+  }
 };
 
 }  // namespace

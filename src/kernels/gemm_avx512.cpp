@@ -37,6 +37,9 @@ struct Vnni256Dot {  // vpdpbusd ymm, EVEX-encoded (AVX512-VNNI + VL)
   static __m256i finish8(__m256i acc, int32_t isum) {
     return _mm256_sub_epi32(acc, _mm256_set1_epi32(128 * isum));
   }
+  static __m256i dot_u5(__m256i acc, __m256i lo, __m256i a_lo, __m256i hi, __m256i a_hi) {
+    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(acc, lo, a_lo), hi, a_hi);
+  }
 };
 
 // 32 bytes of tile t0's block and 32 of tile t1's side by side.
@@ -69,6 +72,19 @@ inline void store16(float* y, __m512 v, int n) {
   }
 }
 
+// Group g's epilogue for R rows of an unsigned-code format: acc += sum * (d
+// * d_x) + m * s_x, the reference's two fused multiply-adds.
+template <int R>
+inline void add_group_asym(__m512* acc, const __m512i* sum, __m512 d, __m512 m, const Rows& x,
+                           int g) {
+  for (int r = 0; r < R; ++r) {
+    const size_t gi = size_t(r) * x.groups + g;
+    const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(x.d[gi]));
+    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]), dd, acc[r]);
+    acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(x.s[gi]), acc[r]);
+  }
+}
+
 // y[r][0..n_valid) for R rows and the tile pair (a, b): 16 output channels.
 template <int R>
 void int4_pair(const Int4Block* a, const Int4Block* b, const Rows& x, float* y, int y_stride,
@@ -91,13 +107,7 @@ void int4_pair(const Int4Block* a, const Int4Block* b, const Rows& x, float* y, 
         sum[r] = _mm512_dpbusd_epi32(sum[r], hi, bcast4_512(q + 16));
       }
     }
-    const __m512 d = load_f16_pair(a[g].d, b[g].d), m = load_f16_pair(a[g].m, b[g].m);
-    for (int r = 0; r < R; ++r) {
-      const size_t gi = size_t(r) * x.groups + g;
-      const __m512 dd = _mm512_mul_ps(d, _mm512_set1_ps(x.d[gi]));
-      acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[r]), dd, acc[r]);
-      acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(x.s[gi]), acc[r]);
-    }
+    add_group_asym<R>(acc, sum, load_f16_pair(a[g].d, b[g].d), load_f16_pair(a[g].m, b[g].m), x, g);
   }
   for (int r = 0; r < R; ++r) store16(y + size_t(r) * y_stride, acc[r], n_valid);
 }
@@ -131,11 +141,53 @@ void int8_pair(const Int8Block* a, const Int8Block* b, const Rows& x, float* y, 
   for (int r = 0; r < R; ++r) store16(y + size_t(r) * y_stride, acc[r], n_valid);
 }
 
+// Chunk C of the 5-bit codes of two tiles (gemm_x86.inl's int5_lo / int5_hi, 512 bits wide).
+template <int C>
+inline __m512i int5_lo512(__m512i w, __m512i qh) {
+  return _mm512_or_si512(_mm512_and_si512(w, _mm512_set1_epi8(0x0f)),
+                         _mm512_and_si512(_mm512_slli_epi16(qh, 4 - C), _mm512_set1_epi8(0x10)));
+}
+template <int C>
+inline __m512i int5_hi512(__m512i w, __m512i qh) {
+  return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(w, 4), _mm512_set1_epi8(0x0f)),
+                         _mm512_and_si512(_mm512_srli_epi16(qh, C), _mm512_set1_epi8(0x10)));
+}
+
+template <int R>
+void int5_pair(const Int5Block* a, const Int5Block* b, const Rows& x, float* y, int y_stride,
+               int n_valid) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int g = 0; g < x.groups; ++g) {
+    x86::prefetch_ahead(a + g, x86::kAheadGemm, x86::kLines5);
+    x86::prefetch_ahead(b + g, x86::kAheadGemm, x86::kLines5);
+    __m512i sum[R];
+    for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_si512();
+    const __m512i qh = loadu_pair(a[g].qh, b[g].qh);
+    x86::for_chunks4([&](auto cc) {
+      constexpr int c = decltype(cc)::value;
+      const __m512i w = loadu_pair(a[g].q[c], b[g].q[c]);
+      const __m512i lo = int5_lo512<c>(w, qh), hi = int5_hi512<c>(w, qh);
+      for (int r = 0; r < R; ++r) {
+        const int8_t* q = x.q + size_t(r) * x.n_in + g * kGroup + 4 * c;
+        sum[r] = _mm512_dpbusd_epi32(sum[r], lo, bcast4_512(q));
+        sum[r] = _mm512_dpbusd_epi32(sum[r], hi, bcast4_512(q + 16));
+      }
+    });
+    const __m512 d = load_f16_pair(a[g].d, b[g].d);
+    add_group_asym<R>(acc, sum, d, _mm512_mul_ps(d, _mm512_set1_ps(-16.0f)), x, g);
+  }
+  for (int r = 0; r < R; ++r) store16(y + size_t(r) * y_stride, acc[r], n_valid);
+}
+
 template <int R>
 void pair_rows(const PackedMatrix& w, int t, const Rows& x, float* y, int n_valid) {
   if (w.format == WeightFormat::Int4Asym) {
     const auto* a = reinterpret_cast<const Int4Block*>(w.tile(t));
     int4_pair<R>(a, a + x.groups, x, y, w.n_out, n_valid);
+  } else if (w.format == WeightFormat::Int5Sym) {
+    const auto* a = reinterpret_cast<const Int5Block*>(w.tile(t));
+    int5_pair<R>(a, a + x.groups, x, y, w.n_out, n_valid);
   } else {
     const auto* a = reinterpret_cast<const Int8Block*>(w.tile(t));
     int8_pair<R>(a, a + x.groups, x, y, w.n_out, n_valid);

@@ -25,6 +25,9 @@ struct VnniDot {
   static __m256i finish8(__m256i acc, int32_t isum) {
     return _mm256_sub_epi32(acc, _mm256_set1_epi32(128 * isum));
   }
+  static __m256i dot_u5(__m256i acc, __m256i lo, __m256i a_lo, __m256i hi, __m256i a_hi) {
+    return _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc, lo, a_lo), hi, a_hi);
+  }
 };
 
 }  // namespace

@@ -15,9 +15,12 @@
 //   __m256i prep8(w)                           per-chunk form of int8 weights, shared by all rows
 //   __m256i dot_s8(acc32, prep8(w), w, a)      acc32 += 4-byte dot products of w, a
 //   __m256i finish8(acc32, isum)               the group's exact int32 sums (isum = sum(a))
+//   __m256i dot_u5(acc32, lo, a_lo, hi, a_hi)  acc32 += dot products of two chunks of 5-bit codes
+//                                              (0..31) with a, widened to int32 at once
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "tern/kernels/packed.h"
 #include "tern/kernels/x86_simd.h"
@@ -51,6 +54,30 @@ constexpr int kAheadGemm = 16;  // groups: about one 576-input tile ahead
 constexpr int kAheadGemv = 8;
 constexpr int kLines4 = 3;  // cache lines an Int4Block spans (160 bytes)
 constexpr int kLines8 = 5;  // an Int8Block (272 bytes)
+constexpr int kLines5 = 3;  // an Int5Block (176 bytes)
+
+// Chunk C of an Int5Block as two vectors of 5-bit codes (packed.h): the low
+// and high nibbles of q[C], each with its fifth bit moved from qh to bit 4.
+// A 16-bit shift carries bits across the bytes of a lane, but never into bit
+// 4 for these counts (0..4), so the mask keeps exactly the wanted bit.
+template <int C>
+inline __m256i int5_lo(__m256i w, __m256i qh) {
+  return _mm256_or_si256(_mm256_and_si256(w, _mm256_set1_epi8(0x0f)),
+                         _mm256_and_si256(_mm256_slli_epi16(qh, 4 - C), _mm256_set1_epi8(0x10)));
+}
+template <int C>
+inline __m256i int5_hi(__m256i w, __m256i qh) {
+  return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w, 4), _mm256_set1_epi8(0x0f)),
+                         _mm256_and_si256(_mm256_srli_epi16(qh, C), _mm256_set1_epi8(0x10)));
+}
+// f(integral_constant<int, C>) for C = 0..3.
+template <class F>
+inline void for_chunks4(F&& f) {
+  f(std::integral_constant<int, 0>{});
+  f(std::integral_constant<int, 1>{});
+  f(std::integral_constant<int, 2>{});
+  f(std::integral_constant<int, 3>{});
+}
 
 // Activation rows as the kernels see them: row r of q starts at q + r*n_in,
 // its scales at d + r*groups and s + r*groups.
@@ -124,6 +151,37 @@ inline void int8_tile(const Int8Block* blk, const Rows& x, float* y, int y_strid
   for (int r = 0; r < R; ++r) store_tile(y + size_t(r) * y_stride, acc[r], n_valid);
 }
 
+// The same for one Int5Sym tile: codes 0..31, offset -16 as int4's minimum term.
+template <class Dot, int R>
+inline void int5_tile(const Int5Block* blk, const Rows& x, float* y, int y_stride, int n_valid) {
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int g = 0; g < x.groups; ++g) {
+    const Int5Block& b = blk[g];
+    prefetch_ahead(&b, kAheadGemm, kLines5);
+    __m256i sum[R];
+    for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_si256();
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qh));
+    for_chunks4([&](auto cc) {
+      constexpr int c = decltype(cc)::value;
+      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q[c]));
+      const __m256i lo = int5_lo<c>(w, qh), hi = int5_hi<c>(w, qh);
+      for (int r = 0; r < R; ++r) {
+        const int8_t* a = x.q + size_t(r) * x.n_in + g * kGroup + 4 * c;
+        sum[r] = Dot::dot_u5(sum[r], lo, bcast4(a), hi, bcast4(a + 16));
+      }
+    });
+    const __m256 d = load_f16(b.d), m = _mm256_mul_ps(d, _mm256_set1_ps(-16.0f));
+    for (int r = 0; r < R; ++r) {
+      const size_t gi = size_t(r) * x.groups + g;
+      const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(x.d[gi]));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[r]), dd, acc[r]);
+      acc[r] = _mm256_fmadd_ps(m, _mm256_set1_ps(x.s[gi]), acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) store_tile(y + size_t(r) * y_stride, acc[r], n_valid);
+}
+
 // Decode (one activation row): NT tiles side by side, so that NT independent
 // accumulator chains hide the fma latency (one row has only one chain per
 // tile: two dependent fmas a group) and each activation broadcast feeds NT
@@ -190,10 +248,45 @@ inline void int8_gemv(const Int8Block* blk, int tile_blocks, const Rows& x, floa
 }
 
 template <class Dot, int NT>
+inline void int5_gemv(const Int5Block* blk, int tile_blocks, const Rows& x, float* y,
+                      int n_valid_last) {
+  __m256 acc[NT];
+  for (int k = 0; k < NT; ++k) acc[k] = _mm256_setzero_ps();
+  for (int g = 0; g < x.groups; ++g) {
+    __m256i sum[NT], qh[NT];
+    const int8_t* a = x.q + g * kGroup;
+    for (int k = 0; k < NT; ++k) {
+      prefetch_ahead(blk + k * tile_blocks + g, kAheadGemv, kLines5);
+      sum[k] = _mm256_setzero_si256();
+      qh[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[k * tile_blocks + g].qh));
+    }
+    for_chunks4([&](auto cc) {
+      constexpr int c = decltype(cc)::value;
+      const __m256i a_lo = bcast4(a + 4 * c), a_hi = bcast4(a + 16 + 4 * c);
+      for (int k = 0; k < NT; ++k) {
+        const __m256i w =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[k * tile_blocks + g].q[c]));
+        sum[k] = Dot::dot_u5(sum[k], int5_lo<c>(w, qh[k]), a_lo, int5_hi<c>(w, qh[k]), a_hi);
+      }
+    });
+    const __m256 xd = _mm256_set1_ps(x.d[g]), xs = _mm256_set1_ps(x.s[g]);
+    for (int k = 0; k < NT; ++k) {
+      const __m256 d = load_f16(blk[k * tile_blocks + g].d);
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[k]), _mm256_mul_ps(d, xd), acc[k]);
+      acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(-16.0f)), xs, acc[k]);
+    }
+  }
+  for (int k = 0; k < NT; ++k)
+    store_tile(y + k * kTileRows, acc[k], k == NT - 1 ? n_valid_last : kTileRows);
+}
+
+template <class Dot, int NT>
 inline void gemv_tiles(const PackedMatrix& w, int t, const Rows& x, float* y) {
   const int n_valid_last = std::min(kTileRows, w.n_out - (t + NT - 1) * kTileRows);
   if (w.format == WeightFormat::Int4Asym) {
     int4_gemv<Dot, NT>(reinterpret_cast<const Int4Block*>(w.tile(t)), x.groups, x, y, n_valid_last);
+  } else if (w.format == WeightFormat::Int5Sym) {
+    int5_gemv<Dot, NT>(reinterpret_cast<const Int5Block*>(w.tile(t)), x.groups, x, y, n_valid_last);
   } else {
     int8_gemv<Dot, NT>(reinterpret_cast<const Int8Block*>(w.tile(t)), x.groups, x, y, n_valid_last);
   }
@@ -203,6 +296,8 @@ template <class Dot, int R>
 inline void tile_rows(const PackedMatrix& w, int t, const Rows& x, float* y, int n_valid) {
   if (w.format == WeightFormat::Int4Asym) {
     int4_tile<Dot, R>(reinterpret_cast<const Int4Block*>(w.tile(t)), x, y, w.n_out, n_valid);
+  } else if (w.format == WeightFormat::Int5Sym) {
+    int5_tile<Dot, R>(reinterpret_cast<const Int5Block*>(w.tile(t)), x, y, w.n_out, n_valid);
   } else {
     int8_tile<Dot, R>(reinterpret_cast<const Int8Block*>(w.tile(t)), x, y, w.n_out, n_valid);
   }

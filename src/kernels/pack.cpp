@@ -26,7 +26,13 @@ struct Q8_0Src {
   uint16_t d;
   int8_t qs[32];
 };
-static_assert(sizeof(Q4_1Src) == 20 && sizeof(Q4_0Src) == 18 && sizeof(Q8_0Src) == 34);
+struct Q5_0Src {
+  uint16_t d;
+  uint8_t qh[4];  // bit j: bit 4 of element j
+  uint8_t qs[16];
+};
+static_assert(sizeof(Q4_1Src) == 20 && sizeof(Q4_0Src) == 18 && sizeof(Q8_0Src) == 34 &&
+              sizeof(Q5_0Src) == 22);
 
 // Quantize one group of 32 floats to int4 asymmetric (round to nearest). The
 // scale and minimum are rounded to fp16 first and the codes computed from the
@@ -41,13 +47,17 @@ void quant_group_int4(const float* x, uint16_t& d16, uint16_t& m16, int* q) {
   for (int j = 0; j < kGroup; ++j) q[j] = std::clamp(int(std::lround((x[j] - m) * id)), 0, 15);
 }
 
-void quant_group_int8(const float* x, uint16_t& d16, int* q) {
+// Symmetric codes: x ~ d*(q - offset), |q - offset| <= qmax, d = amax/qmax.
+// int8: qmax 127, offset 0; int5: qmax 15, offset 16 (codes 1..31).
+void quant_group_sym(const float* x, int qmax, int offset, uint16_t& d16, int* q) {
   float amax = 0.0f;
   for (int j = 0; j < kGroup; ++j) amax = std::max(amax, std::fabs(x[j]));
-  d16 = f32_to_fp16(amax / 127.0f);
+  d16 = f32_to_fp16(amax / float(qmax));
   const float d = fp16_to_f32(d16);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  for (int j = 0; j < kGroup; ++j) q[j] = int(std::clamp(std::lround(x[j] * id), -127L, 127L));
+  for (int j = 0; j < kGroup; ++j) {
+    q[j] = offset + int(std::clamp(std::lround(x[j] * id), -long(qmax), long(qmax)));
+  }
 }
 
 // Group g (0..7 within its super-block) of a Q4_K row as int4 asym: the 4-bit
@@ -73,6 +83,18 @@ void q4_k_group(const block::Q4_K& sb, int g, uint16_t& d16, uint16_t& m16, int*
 void put_int4_row(Int4Block& b, int i, const int* q) {
   for (int k = 0; k < 16; ++k) b.q[k / 4][i][k % 4] = uint8_t(q[k] | (q[k + 16] << 4));
 }
+void put_int5_row(Int5Block& b, int i, const int* q) {
+  for (int k = 0; k < 16; ++k)
+    b.q[k / 4][i][k % 4] = uint8_t((q[k] & 0xf) | ((q[k + 16] & 0xf) << 4));
+  for (int j = 0; j < 4; ++j) {
+    uint8_t h = 0;
+    for (int c = 0; c < 4; ++c) {
+      h = uint8_t(h | (((q[4 * c + j] >> 4) & 1) << c) |
+                  (((q[16 + 4 * c + j] >> 4) & 1) << (4 + c)));
+    }
+    b.qh[i][j] = h;
+  }
+}
 void put_int8_row(Int8Block& b, int i, const int* q) {
   for (int k = 0; k < kGroup; ++k) b.q[k / 4][i][k % 4] = int8_t(q[k]);
 }
@@ -85,6 +107,8 @@ WeightFormat default_format_for(DType src) {
     case DType::Q4_1:
     case DType::Q4_K:
       return WeightFormat::Int4Asym;
+    case DType::Q5_0:
+      return WeightFormat::Int5Sym;
     default:
       return WeightFormat::Int8Sym;
   }
@@ -113,10 +137,28 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
         fmt == WeightFormat::Int4Asym && (src_type == DType::Q4_1 || src_type == DType::Q4_0);
     const bool exact8 = fmt == WeightFormat::Int8Sym && src_type == DType::Q8_0;
     const bool codes_q4k = fmt == WeightFormat::Int4Asym && src_type == DType::Q4_K;
-    if (!exact4 && !exact8 && !codes_q4k) dequantize_row(src_type, srow, row.data(), n_in);
+    const bool exact5 = fmt == WeightFormat::Int5Sym && src_type == DType::Q5_0;
+    if (!exact4 && !exact8 && !codes_q4k && !exact5) {
+      dequantize_row(src_type, srow, row.data(), n_in);
+    }
     int q[kGroup];
     for (int g = 0; g < groups; ++g) {
-      if (fmt == WeightFormat::Int4Asym) {
+      if (fmt == WeightFormat::Int5Sym) {
+        auto& b = reinterpret_cast<Int5Block*>(tile)[g];
+        if (exact5) {
+          const auto* sb = reinterpret_cast<const Q5_0Src*>(srow) + g;
+          uint32_t qh;
+          std::memcpy(&qh, sb->qh, 4);
+          for (int j = 0; j < 16; ++j) {
+            q[j] = (sb->qs[j] & 0xf) | int(((qh >> j) & 1) << 4);
+            q[j + 16] = (sb->qs[j] >> 4) | int(((qh >> (j + 16)) & 1) << 4);
+          }
+          std::memcpy(&b.d[i], &sb->d, 2);
+        } else {
+          quant_group_sym(row.data() + g * kGroup, 15, 16, b.d[i], q);
+        }
+        put_int5_row(b, i, q);
+      } else if (fmt == WeightFormat::Int4Asym) {
         auto& b = reinterpret_cast<Int4Block*>(tile)[g];
         if (exact4) {
           // Q4_1 and Q4_0 share the nibble order (low = element j, high = j+16).
@@ -150,7 +192,7 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
           std::memcpy(&b.d[i], sb, 2);
           for (int c = 0; c < 8; ++c) std::memcpy(b.q[c][i], sb + 2 + 4 * c, 4);
         } else {
-          quant_group_int8(row.data() + g * kGroup, b.d[i], q);
+          quant_group_sym(row.data() + g * kGroup, 127, 0, b.d[i], q);
           put_int8_row(b, i, q);
         }
       }
@@ -164,7 +206,11 @@ void unpack_row(const PackedMatrix& w, int r, float* dst) {
   const uint8_t* tile = w.tile(t);
   for (int g = 0; g < w.n_groups(); ++g) {
     float* out = dst + g * kGroup;
-    if (w.format == WeightFormat::Int4Asym) {
+    if (w.format == WeightFormat::Int5Sym) {
+      const auto& b = reinterpret_cast<const Int5Block*>(tile)[g];
+      const float d = fp16_to_f32(b.d[i]);
+      for (int k = 0; k < kGroup; ++k) out[k] = d * float(int5_code(b, i, k) - 16);
+    } else if (w.format == WeightFormat::Int4Asym) {
       const auto& b = reinterpret_cast<const Int4Block*>(tile)[g];
       const float d = fp16_to_f32(b.d[i]), m = fp16_to_f32(b.m[i]);
       for (int k = 0; k < kGroup; ++k) out[k] = d * float(int4_code(b, i, k)) + m;

@@ -17,6 +17,13 @@
 //   Int8Block (272 bytes):
 //     d[8]        fp16 scale of each row: w = d*q
 //     q[8][8][4]  q[c][i][j] = element 4c+j of row i
+//   Int5Block (176 bytes, the same 5.5 bits a weight as GGUF Q5_0):
+//     q[4][8][4]  the low 4 bits of each 5-bit code, as Int4Block's q
+//     qh[8][4]    qh[i][j]: bit c = bit 4 of element 4c+j of row i,
+//                 bit 4+c = bit 4 of element 16+4c+j (c = 0..3)
+//     d[8]        fp16 scale of each row: w = d*(code - 16)
+//   qh is laid out like one chunk of q, so the bits of chunk c move to bit 4
+//   of the very byte that holds their low nibbles with one shift and mask.
 //
 // Why this interleave: the x86 integer dot products (vpmaddubsw + vpmaddwd on
 // AVX2, vpdpbusd on AVX-VNNI) reduce 4 adjacent bytes into one 32-bit lane. With
@@ -45,16 +52,24 @@
 // (256 MACs) on AVX2 (the vpmaddubsw/vpaddw/fp32-epilogue uops bound it at ~8),
 // 7.5 on AVX-VNNI, 5.1 on AVX-512 VNNI; the GEMV runs at ~45 GB/s from L2.
 //
-// fp16 scales keep the bytes a weight at Q4_1's 0.625 (int4) and Q8_0's 1.0625
-// (int8): decode reads every weight once per token, so bytes are time. The
-// conversions Q4_1 -> Int4Asym, Q4_0 -> Int4Asym (m = -8d, exact in fp16) and
-// Q8_0 -> Int8Sym are lossless. Q4_K -> Int4Asym keeps every 4-bit code and
-// only rounds each 32-group's scale d*sc and minimum dmin*mn to fp16 (relative
-// error <= 2^-11 each, ~0.05%). Every other source is dequantized and
-// requantized: Q5_0/Q5_1/Q5_K/Q6_K into Int8Sym (per-32 amax/127 scale; the
-// added error is at most half an int8 step, amax/254, against the source's own
-// step of about range/31 (5-bit) or range/63 (Q6_K), so a few percent of the
-// source's quantization noise), anything else likewise.
+// Int5Sym (GEMV and GEMM alike) unpacks the high bits into bit 4 of the
+// nibbles (shift, and, or: three extra operations a 32-byte chunk) and feeds
+// the 0..31 codes to the same unsigned-by-signed dot products as int4; the
+// -16 offset is the int4 minimum term with m = -16 d. On AVX2, vpmaddubsw
+// pairs of 5-bit codes reach 2*31*127 = 7874, so the int16 partial sums are
+// widened every chunk instead of every group.
+//
+// fp16 scales keep the bytes a weight at Q4_1's 0.625 (int4), Q5_0's 0.6875
+// (int5) and Q8_0's 1.0625 (int8): decode reads every weight once per token,
+// so bytes are time. The conversions Q4_1 -> Int4Asym, Q4_0 -> Int4Asym
+// (m = -8d, exact in fp16), Q5_0 -> Int5Sym and Q8_0 -> Int8Sym are
+// lossless. Q4_K -> Int4Asym keeps every 4-bit code and only rounds each
+// 32-group's scale d*sc and minimum dmin*mn to fp16 (relative error <= 2^-11
+// each, ~0.05%). Every other source is dequantized and requantized:
+// Q5_1/Q5_K/Q6_K into Int8Sym (per-32 amax/127 scale; the added error is at
+// most half an int8 step, amax/254, against the source's own step of about
+// range/31 (5-bit) or range/63 (Q6_K), so a few percent of the source's
+// quantization noise), anything else likewise.
 #include <cstddef>
 #include <cstdint>
 
@@ -66,7 +81,7 @@ namespace tern::kernels {
 constexpr int kGroup = 32;    // quantization group along the reduction axis
 constexpr int kTileRows = 8;  // output channels per tile
 
-enum class WeightFormat : uint8_t { Int4Asym, Int8Sym };
+enum class WeightFormat : uint8_t { Int4Asym, Int8Sym, Int5Sym };
 
 struct Int4Block {
   uint16_t d[kTileRows];  // fp16
@@ -77,12 +92,24 @@ struct Int8Block {
   uint16_t d[kTileRows];  // fp16
   int8_t q[8][kTileRows][4];
 };
-static_assert(sizeof(Int4Block) == 160 && sizeof(Int8Block) == 272);
+struct Int5Block {
+  uint8_t q[4][kTileRows][4];
+  uint8_t qh[kTileRows][4];
+  uint16_t d[kTileRows];  // fp16
+};
+static_assert(sizeof(Int4Block) == 160 && sizeof(Int8Block) == 272 && sizeof(Int5Block) == 176);
 
 // The 4-bit code of element k (0..31) of row i in an Int4Block.
 inline int int4_code(const Int4Block& b, int i, int k) {
   const uint8_t byte = b.q[(k % 16) / 4][i][k % 4];
   return k < 16 ? (byte & 0xf) : (byte >> 4);
+}
+// The 5-bit code (0..31) of element k (0..31) of row i in an Int5Block.
+inline int int5_code(const Int5Block& b, int i, int k) {
+  const uint8_t byte = b.q[(k % 16) / 4][i][k % 4];
+  const int c = (k % 16) / 4 + (k < 16 ? 0 : 4);
+  const int high = (b.qh[i][k % 4] >> c) & 1;
+  return (k < 16 ? (byte & 0xf) : (byte >> 4)) | (high << 4);
 }
 // The int8 value of element k (0..31) of row i in an Int8Block.
 inline int int8_value(const Int8Block& b, int i, int k) {
@@ -99,19 +126,26 @@ struct PackedMatrix {
   int n_tiles() const { return (n_out + kTileRows - 1) / kTileRows; }
   int n_groups() const { return n_in / kGroup; }
   size_t block_bytes() const {
-    return format == WeightFormat::Int4Asym ? sizeof(Int4Block) : sizeof(Int8Block);
+    switch (format) {
+      case WeightFormat::Int4Asym:
+        return sizeof(Int4Block);
+      case WeightFormat::Int5Sym:
+        return sizeof(Int5Block);
+      default:
+        return sizeof(Int8Block);
+    }
   }
   const uint8_t* tile(int t) const { return data.data() + size_t(t) * n_groups() * block_bytes(); }
   size_t bytes() const { return data.size(); }
 };
 
 // Which packed format a GGUF source type maps to by default: 4-bit sources
-// stay 4-bit, everything else becomes int8.
+// stay 4-bit, Q5_0 keeps its 5-bit codes, everything else becomes int8.
 WeightFormat default_format_for(DType src);
 
 // Repack a GGUF tensor with rows of n_in elements (src: n_out rows of
-// dtype_row_bytes(src_type, n_in) bytes). Q4_1 / Q4_0 -> Int4Asym and
-// Q8_0 -> Int8Sym are exact, Q4_K -> Int4Asym exact up to fp16 scales; other
+// dtype_row_bytes(src_type, n_in) bytes). Q4_1 / Q4_0 -> Int4Asym,
+// Q5_0 -> Int5Sym and Q8_0 -> Int8Sym are exact, Q4_K -> Int4Asym exact up to fp16 scales; other
 // conversions dequantize and requantize (lossy).
 PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, WeightFormat fmt);
 

@@ -23,7 +23,9 @@ using test::Floats;
 
 PackedMatrix random_matrix(WeightFormat fmt, int n_out, int n_in, std::mt19937& rng) {
   // Through the real GGUF source types so the layout matches load time.
-  const DType src = fmt == WeightFormat::Int4Asym ? DType::Q4_1 : DType::Q8_0;
+  const DType src = fmt == WeightFormat::Int4Asym  ? DType::Q4_1
+                    : fmt == WeightFormat::Int5Sym ? DType::Q5_0
+                                                   : DType::Q8_0;
   std::normal_distribution<float> dist(0.0f, 0.1f);
   std::vector<float> row(static_cast<size_t>(n_in));
   const size_t rb = dtype_row_bytes(src, size_t(n_in));
@@ -52,7 +54,7 @@ TEST(Gemm, FastTablesMatchScalarBitForBit) {
   const int shapes[][3] = {{1, 8, 32},     {1, 1, 64},   {2, 9, 96},  {3, 17, 32},
                            {4, 24, 576},   {5, 7, 160},  {7, 40, 64}, {16, 33, 96},
                            {17, 16, 1536}, {9, 65, 128}, {6, 12, 64}, {8, 30, 96}};
-  for (WeightFormat fmt : {WeightFormat::Int4Asym, WeightFormat::Int8Sym}) {
+  for (WeightFormat fmt : {WeightFormat::Int4Asym, WeightFormat::Int8Sym, WeightFormat::Int5Sym}) {
     for (const auto& s : shapes) {
       const int rows = s[0], n_out = s[1], n_in = s[2];
       const PackedMatrix w = random_matrix(fmt, n_out, n_in, rng);
@@ -80,6 +82,38 @@ TEST(Gemm, FastTablesMatchScalarBitForBit) {
             }
           }
         }
+      }
+    }
+  }
+}
+
+// The largest products each format allows (5-bit code 31 or int8 -127 against
+// activations of +-127) in every lane: the AVX2 int16 partial sums must not
+// overflow anywhere, and every table equals the reference.
+TEST(Gemm, ExtremeCodesDoNotOverflow) {
+  const KernelTable& ref = scalar_kernels();
+  const int rows = 5, n_out = 24, n_in = 128;
+  std::vector<float> wf(size_t(n_out) * n_in), x(size_t(rows) * n_in);
+  for (size_t i = 0; i < wf.size(); ++i) wf[i] = (i / 7) % 3 == 0 ? -1.0f : 1.0f;
+  for (size_t i = 0; i < x.size(); ++i) x[i] = (i / 5) % 4 == 0 ? -1.0f : 1.0f;
+  QuantizedActs qa;
+  qa.resize(rows, n_in);
+  ref.quantize_rows(x.data(), 0, rows, n_in, qa);
+  for (WeightFormat fmt : {WeightFormat::Int4Asym, WeightFormat::Int8Sym, WeightFormat::Int5Sym}) {
+    const PackedMatrix w = pack_matrix(DType::F32, wf.data(), n_out, n_in, fmt);
+    std::vector<float> want(size_t(rows) * n_out);
+    ref.gemm_tiles(w, qa, want.data(), 0, rows, 0, w.n_tiles());
+    for (int o = 0; o < n_out; ++o) {  // the reference is the exact product of +-1 values
+      double exact = 0;
+      for (int k = 0; k < n_in; ++k) exact += double(wf[size_t(o) * n_in + k]) * x[size_t(k)];
+      ASSERT_NEAR(want[size_t(o)], exact, 1e-3 * n_in) << int(fmt);
+    }
+    for (const KernelTable* k : fast_tables()) {
+      for (int r1 : {1, rows}) {
+        std::vector<float> got(size_t(rows) * n_out, 0.0f);
+        k->gemm_tiles(w, qa, got.data(), 0, r1, 0, w.n_tiles());
+        ASSERT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * size_t(r1) * n_out), 0)
+            << k->isa << " format " << int(fmt) << " rows " << r1;
       }
     }
   }
@@ -124,13 +158,15 @@ TEST(Gemm, PooledMatmulMatchesSingleThreadedReference) {
     const PackedMatrix a = random_matrix(WeightFormat::Int4Asym, 200, n_in, rng);
     const PackedMatrix b = random_matrix(WeightFormat::Int4Asym, 36, n_in, rng);
     const PackedMatrix h = random_matrix(WeightFormat::Int8Sym, 77, n_in, rng);
+    const PackedMatrix f = random_matrix(WeightFormat::Int5Sym, 45, n_in, rng);
     Floats x(rows * n_in, 0, rng);
     QuantizedActs qa;
     quantize_activations(x.data(), rows, n_in, qa, pool);
-    std::vector<float> ya(size_t(rows) * 200), yb(size_t(rows) * 36), yh(size_t(rows) * 77);
-    matmul({{&a, ya.data()}, {&b, yb.data()}}, qa, pool);
+    std::vector<float> ya(size_t(rows) * 200), yb(size_t(rows) * 36), yh(size_t(rows) * 77),
+        yf(size_t(rows) * 45);
+    matmul({{&a, ya.data()}, {&b, yb.data()}, {&f, yf.data()}}, qa, pool);
     matmul(h, qa, yh.data(), pool);
-    for (const auto& [w, y] : {std::pair{&a, &ya}, {&b, &yb}, {&h, &yh}}) {
+    for (const auto& [w, y] : {std::pair{&a, &ya}, {&b, &yb}, {&h, &yh}, {&f, &yf}}) {
       std::vector<float> want(y->size());
       scalar_kernels().gemm_tiles(*w, qa, want.data(), 0, rows, 0, w->n_tiles());
       ASSERT_EQ(std::memcmp(want.data(), y->data(), sizeof(float) * want.size()), 0)
@@ -144,7 +180,7 @@ TEST(Gemm, PooledMatmulMatchesSingleThreadedReference) {
 TEST(Gemm, ReferenceMatchesDequantizedProduct) {
   std::mt19937 rng(11);
   const int rows = 3, n_out = 19, n_in = 96;
-  for (WeightFormat fmt : {WeightFormat::Int4Asym, WeightFormat::Int8Sym}) {
+  for (WeightFormat fmt : {WeightFormat::Int4Asym, WeightFormat::Int8Sym, WeightFormat::Int5Sym}) {
     const PackedMatrix w = random_matrix(fmt, n_out, n_in, rng);
     const QuantizedActs qa = quantized(scalar_kernels(), rows, n_in, rng);
     std::vector<float> y(size_t(rows) * n_out);
@@ -165,9 +201,9 @@ TEST(Gemm, ReferenceMatchesDequantizedProduct) {
             w_max = std::max(w_max, std::fabs(double(wr[size_t(i)])));
             x_abs += std::fabs(d * xq);
           }
-          // int4: the minimum's term uses s = d * sum q as stored (rounded);
+          // int4 and int5: the minimum's (offset's) term uses s = d * sum q as stored (rounded);
           // a generous bound in case it is ever stored in fp16 (2^-11 relative).
-          if (fmt == WeightFormat::Int4Asym) s_err += w_max * x_abs * std::ldexp(1.0, -11);
+          if (fmt != WeightFormat::Int8Sym) s_err += w_max * x_abs * std::ldexp(1.0, -11);
         }
         EXPECT_NEAR(y[size_t(r) * n_out + o], want, 1e-5 * mag + s_err + 1e-6)
             << "o " << o << " r " << r;

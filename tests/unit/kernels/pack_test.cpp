@@ -57,6 +57,12 @@ TEST(Pack, Q8_0ToInt8IsLossless) {
   expect_exact(DType::Q8_0, WeightFormat::Int8Sym);
 }
 
+TEST(Pack, Q5_0ToInt5IsLossless) {
+  expect_exact(DType::Q5_0, WeightFormat::Int5Sym);
+  EXPECT_EQ(default_format_for(DType::Q5_0), WeightFormat::Int5Sym);
+  EXPECT_EQ(sizeof(Int5Block) * 32 / (kTileRows * kGroup), dtype_row_bytes(DType::Q5_0, 32));
+}
+
 TEST(Pack, LossyConversionsStayWithinOneStep) {
   // F32 -> int4: error at most half a step d/2 per weight (plus fp16 rounding
   // of d and m); F32 -> int8 likewise with d = amax/127.
@@ -65,7 +71,7 @@ TEST(Pack, LossyConversionsStayWithinOneStep) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> x(size_t(n_out) * n_in);
   for (auto& v : x) v = dist(rng);
-  for (WeightFormat fmt : {WeightFormat::Int4Asym, WeightFormat::Int8Sym}) {
+  for (WeightFormat fmt : {WeightFormat::Int4Asym, WeightFormat::Int8Sym, WeightFormat::Int5Sym}) {
     const PackedMatrix w = pack_matrix(DType::F32, x.data(), n_out, n_in, fmt);
     std::vector<float> got(static_cast<size_t>(n_in));
     for (int r = 0; r < n_out; ++r) {
@@ -77,7 +83,9 @@ TEST(Pack, LossyConversionsStayWithinOneStep) {
           lo = std::min(lo, xg[k]), hi = std::max(hi, xg[k]),
           amax = std::max(amax, std::fabs(xg[k]));
         }
-        const float step = fmt == WeightFormat::Int4Asym ? (hi - lo) / 15 : amax / 127;
+        const float step = fmt == WeightFormat::Int4Asym  ? (hi - lo) / 15
+                           : fmt == WeightFormat::Int5Sym ? amax / 15
+                                                          : amax / 127;
         for (int k = 0; k < kGroup; ++k) {
           EXPECT_NEAR(got[size_t(g * kGroup + k)], xg[k], 0.51f * step + 2e-3f * amax)
               << "row " << r << " k " << g * kGroup + k;
