@@ -7,6 +7,7 @@
 #include "json_fields.h"
 #include "openai_tools.h"
 #include "tern/sampling/reasoning_split.h"
+#include "tern/server/media_translate.h"
 #include "tern/server/openai_response.h"
 
 namespace tern::server {
@@ -260,7 +261,15 @@ class AnthropicExchange final : public ApiExchange {
  public:
   AnthropicExchange(ServerContext& ctx, const std::string& rid) : ctx_(ctx), id_("msg_" + rid) {}
 
-  GenerationRequest parse(const json& body) override {
+  GenerationRequest parse(const json& raw) override {
+    ImageList images;
+    const json body = anthropic_with_media_markers(ctx_.media, raw, images);
+    GenerationRequest g = parse_text(body);
+    g.images = std::move(images);
+    return g;
+  }
+
+  GenerationRequest parse_text(const json& body) {
     // A reasoning model (--reasoning-format) thinks whether asked or not;
     // `thinking: {type: enabled}` shows that thinking as thinking blocks, as
     // Anthropic's extended thinking does. budget_tokens is not enforced

@@ -7,6 +7,7 @@
 #include "json_fields.h"
 #include "openai_tools.h"
 #include "tern/sampling/reasoning_split.h"
+#include "tern/server/media_translate.h"
 #include "tern/server/openai_response.h"
 
 namespace tern::server {
@@ -310,7 +311,14 @@ class ResponsesExchange final : public ApiExchange {
 
   GenerationRequest parse(const json& body) override {
     auto lookup = [this](const std::string& id) { return ctx_.responses.get(id); };
-    req_ = parse_responses_request(body, lookup, ctx_.unknown_fields());
+    ImageList images;
+    const json marked = responses_with_media_markers(ctx_.media, body, images);
+    req_ = parse_responses_request(marked, lookup, ctx_.unknown_fields());
+    // The conversation keeps its pictures, so a continuation shows them again.
+    attach_images(req_.conversation, std::move(images));
+    req_.g.images.clear();
+    for (const Message& m : req_.conversation)
+      req_.g.images.insert(req_.g.images.end(), m.images.begin(), m.images.end());
     meta_.echo = req_.echo;
     return req_.g;
   }

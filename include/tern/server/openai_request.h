@@ -28,6 +28,10 @@ struct Message {
   std::string content;
   std::vector<MessageToolCall> tool_calls{};  // assistant
   std::string tool_call_id{};                 // tool: the call this answers
+  // The frames of the media markers in `content`, when the message keeps
+  // them itself (a stored Responses conversation); chat keeps them in
+  // GenerationRequest::images instead.
+  std::vector<std::shared_ptr<const vision::Image>> images{};
 };
 
 // tool_choice: auto (the model decides; calls are parsed from its text), none

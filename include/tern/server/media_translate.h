@@ -1,0 +1,37 @@
+#pragma once
+// Images in the API shapes other than chat completions. Anthropic Messages
+// image blocks and Responses input_image parts are checked and loaded by the
+// same MediaService as chat's image_url parts (same sources, limits, pixel
+// hashes and errors), then replaced in place by text parts holding one media
+// marker per frame, so each API's own parser sees only text. The frames come
+// back in marker order.
+//
+//   Anthropic: {"type": "image", "source": {"type": "base64", "media_type":
+//              "image/png"|"image/jpeg"|"image/gif"|"image/webp", "data": ...}}
+//              or {"source": {"type": "url", "url": ...}}, in user messages.
+//   Responses: {"type": "input_image", "image_url": "<data:/file/http(s) URL>",
+//              "detail": "auto"|"low"|"high"} in input messages.
+// Errors are ApiErrors naming the block (e.g. messages[0].content[1].source);
+// a model without --mmproj answers 400 model_not_multimodal.
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "tern/server/media_parts.h"
+
+namespace tern::server {
+
+using ImageList = std::vector<std::shared_ptr<const vision::Image>>;
+
+nlohmann::json anthropic_with_media_markers(MediaService& media, const nlohmann::json& body,
+                                            ImageList& images);
+nlohmann::json responses_with_media_markers(MediaService& media, const nlohmann::json& body,
+                                            ImageList& images);
+
+// Gives each message whose content holds media markers but no images yet its
+// frames from `images`, in order (a Responses conversation keeps them, so a
+// continuation shows the same pictures). Throws ApiError when the markers
+// and the frames do not match.
+void attach_images(std::vector<Message>& messages, ImageList images);
+
+}  // namespace tern::server
