@@ -64,7 +64,8 @@ std::array<int, 3> pixel(const VisionConfig& c, const PixelTile& t, int x, int y
   std::array<int, 3> v{};
   for (int ch = 0; ch < 3; ++ch) {
     const float f = t.pixels[(size_t(y) * t.size + x) * 3 + size_t(ch)];
-    v[size_t(ch)] = int(std::lround((f * c.image_std[size_t(ch)] + c.image_mean[size_t(ch)]) * 255));
+    v[size_t(ch)] =
+        int(std::lround((f * c.image_std[size_t(ch)] + c.image_mean[size_t(ch)]) * 255));
   }
   return v;
 }
@@ -132,8 +133,8 @@ TEST(LlavaEncoder, FeatureLayerPicksTheHiddenState) {
   EXPECT_GT(max_abs_diff(ea.data, ec.data), 1e-2);
   // The fast path honours it too: closer to its own layer's reference.
   TaskPool pool(2);
-  const VisionEncoder fast = VisionEncoder::from_mmproj(penultimate.load(
-      [](MmprojSpec& s) { s.config.feature_layers = {1}; }));
+  const VisionEncoder fast = VisionEncoder::from_mmproj(
+      penultimate.load([](MmprojSpec& s) { s.config.feature_layers = {1}; }));
   const Embeddings fc = fast.encode_tile(tile, pool);
   EXPECT_LT(max_abs_diff(fc.data, ec.data), max_abs_diff(fc.data, ea.data));
 }
@@ -169,7 +170,10 @@ TEST(LlavaEncoder, RowsFollowThePatchesAndTheClassTokenIsDropped) {
 }
 
 TEST(LlavaFile, UnsupportedFilesAreRefusedClearly) {
-  EXPECT_HAS(load_error({}, [](auto& w) { w.set_i32_array("clip.vision.feature_layer", {1, 2}); }),
+  EXPECT_HAS(load_error({},
+                        [](auto& w) {
+                          w.set_i32_array("clip.vision.feature_layer", {1, 2});
+                        }),
              "feature_layer lists 2 layers: stacking several feature layers (Granite Vision) is "
              "not supported");
   EXPECT_HAS(load_error([](MmprojSpec& s) { s.config.has_post_ln = true; }),
