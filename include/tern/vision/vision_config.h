@@ -72,8 +72,9 @@ struct VisionConfig {
   // by clip.vision.feature_layer = {l}: the output of block l-1 (l blocks run,
   // no post-LN). Without that key, as for every other type, all stored blocks
   // run: LLaVA's converter already dropped the blocks after its feature layer
-  // (the last of 24 for LLaVA-1.5's "-2"). llama.cpp runs one block fewer
-  // there; see tests/fixtures/vision/README.md.
+  // (the last of 24 for LLaVA-1.5's "-2"). This llama.cpp runs one block
+  // fewer there (llama.cpp #25817; the peer is patched, see
+  // tests/fixtures/vision/README.md).
   int n_blocks_run() const;
   // Embedding rows one image becomes in the text model.
   int n_output_tokens() const;

@@ -117,9 +117,9 @@ TEST(LlavaPreprocess, BicubicKeepsAConstantAndOvershootsAnEdge) {
 // the key every stored block runs (the converter already dropped the rest).
 TEST(LlavaEncoder, FeatureLayerPicksTheHiddenState) {
   TinyLlava with_key, without_key, penultimate;
-  const Mmproj a = with_key.load();  // the preset: feature_layer = {n_layers} = {2}
-  ASSERT_EQ(a.config().feature_layers, std::vector<int>{2});
-  const Mmproj b = without_key.load([](MmprojSpec& s) { s.config.feature_layers.clear(); });
+  const Mmproj a = with_key.load([](MmprojSpec& s) { s.config.feature_layers = {2}; });
+  const Mmproj b = without_key.load();  // the preset, as the legacy converter writes LLaVA-1.5
+  ASSERT_TRUE(b.config().feature_layers.empty());
   const Mmproj c = penultimate.load([](MmprojSpec& s) { s.config.feature_layers = {1}; });
   EXPECT_EQ(a.config().n_blocks_run(), 2);
   EXPECT_EQ(b.config().n_blocks_run(), 2);
