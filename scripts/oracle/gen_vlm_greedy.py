@@ -9,10 +9,14 @@ in memory, so CI needs neither llama.cpp nor the file):
   idefics3: the SmolVLM-shaped text model `tern gen-vlm-text` makes from
             models/SmolLM2-135M-Instruct.Q4_1.gguf + idefics3 tiny, seed 42,
             n_embd 576 (only when --idefics3-text names that file)
+  mlp:      models/SmolLM2-135M-Instruct.Q4_1.gguf as it is (LLaVA wraps
+            nothing: the rows replace the marker) + mlp tiny, seed 42, n_embd 576
 The oracle is scripts/oracle/mtmd_greedy.cpp (libmtmd + libllama of the peer
 build, scripts/build_peer.sh), built by scripts/oracle/build_mtmd_embed.sh mtmd_greedy.
 
-  scripts/oracle/gen_vlm_greedy.py [--idefics3-text FILE]
+  scripts/oracle/gen_vlm_greedy.py [--idefics3-text FILE] [--only TYPE,...]
+
+--only re-records just those projector types and keeps the fixture's other cases.
 """
 from __future__ import annotations
 
@@ -34,15 +38,24 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--idefics3-text", default="")
     ap.add_argument("--threads", default="2")
+    ap.add_argument("--only", default="", help="comma-separated projector types to re-record")
     args = ap.parse_args()
     oracle = subprocess.run([os.path.join(ROOT, "scripts/oracle/build_mtmd_embed.sh"), "mtmd_greedy"],
                             check=True, capture_output=True, text=True).stdout.strip()
     pairs = [("gemma3", "models/gemma-3-270m-it-Q4_K_M.gguf", 640)]
     if args.idefics3_text:
         pairs.append(("idefics3", args.idefics3_text, 576))
+    pairs.append(("mlp", "models/SmolLM2-135M-Instruct.Q4_1.gguf", 576))
+    path = os.path.join(ROOT, "tests/fixtures/vision/vlm_greedy.json")
+    kept = []
+    if args.only:
+        only = set(args.only.split(","))
+        pairs = [p for p in pairs if p[0] in only]
+        with open(path) as f:
+            kept = [c for c in json.load(f)["cases"] if c["projector"] not in only]
     out = {"how": "scripts/oracle/gen_vlm_greedy.py (llama.cpp b11434 libmtmd + libllama, "
                   "mtmd_helper_eval_chunks with n_batch 2048, greedy)",
-           "n_predict": N_PREDICT, "cases": []}
+           "n_predict": N_PREDICT, "cases": kept}
     with tempfile.TemporaryDirectory() as tmp:
         for ptype, text_model, n_embd in pairs:
             mmproj = os.path.join(tmp, ptype + ".gguf")
@@ -60,7 +73,6 @@ def main() -> int:
                                 "images": [image]})
                     out["cases"].append(rec)
                     print(ptype, image, repr(prompt), rec["tokens"][:6], file=sys.stderr)
-    path = os.path.join(ROOT, "tests/fixtures/vision/vlm_greedy.json")
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")

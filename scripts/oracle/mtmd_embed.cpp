@@ -1,7 +1,7 @@
 // The vision oracle: llama.cpp's own preprocessing (mtmd's idefics3 tiling,
-// gemma3's fixed-size resize) and CLIP encoder run on a projector file, for tern's tests to compare
-// with. Built by scripts/oracle/build_mtmd_embed.sh against the peer's libmtmd; not part of tern's
-// build.
+// gemma3's and mlp's fixed-size resize) and CLIP encoder run on a projector file, for tern's tests
+// to compare with. Built by scripts/oracle/build_mtmd_embed.sh against the peer's libmtmd; not part
+// of tern's build.
 //
 // For timing only: TERN_ORACLE_MAX_TILES=n encodes the first n tiles of
 // each image (the output file is then incomplete).
@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<mtmd_image_preprocessor> pre;
   if (clip_get_projector_type(ctx) == PROJECTOR_TYPE_IDEFICS3)
     pre = std::make_unique<mtmd_image_preprocessor_idefics3>(ctx);
-  else if (clip_get_projector_type(ctx) == PROJECTOR_TYPE_GEMMA3)
+  else if (clip_get_projector_type(ctx) == PROJECTOR_TYPE_GEMMA3 ||
+           clip_get_projector_type(ctx) == PROJECTOR_TYPE_MLP)  // LLaVA-1.5: no pinpoints
     pre = std::make_unique<mtmd_image_preprocessor_fixed_size>(ctx);
   else {
     std::fprintf(stderr, "projector type not handled by this harness\n");

@@ -39,7 +39,7 @@ std::string escaped(const std::string& s) {  // newlines shown as \n
 
 void add_encode_image_command(CLI::App& app) {
   struct Opts {
-    std::string mmproj, image;
+    std::string mmproj, image, out;
     int size = 0, threads = 0, reps = 3;
     bool tile_only = false;
   };
@@ -51,6 +51,7 @@ void add_encode_image_command(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "threads (0: one per core)");
   cmd->add_option("-r,--reps", o->reps, "repetitions of each tile's encode (best is reported)");
   cmd->add_flag("--tile-only", o->tile_only, "encode one image_size tile, no preprocessing");
+  cmd->add_option("--out", o->out, "write the embeddings, f32 (tokens, n_embd) per tile in order");
   cmd->callback([o] {
     auto t0 = std::chrono::steady_clock::now();
     const vision::VisionEncoder enc = vision::VisionEncoder::load(o->mmproj);
@@ -84,12 +85,17 @@ void add_encode_image_command(CLI::App& app) {
       tiles = std::move(pre.tiles);
     }
     // GEMM work of one tile: 2 * params * patches (attention products added).
-    const double N = c.n_patches(), D = c.d_model;
-    const double gemm =
-        2.0 * N *
-            (3.0 * c.patch_size * c.patch_size * D + c.n_layers * (4 * D * D + 2 * D * c.d_ff)) +
-        2.0 * c.n_layers * 2 * N * N * D +
-        2.0 * c.n_output_tokens() * D * c.merge * c.merge * c.d_out;
+    const double N = c.n_patches(), T = c.n_positions(), D = c.d_model, L = c.n_blocks_run();
+    const double head = c.projector == vision::ProjectorType::Mlp
+                            ? 2.0 * N * (D * c.d_proj_hidden + double(c.d_proj_hidden) * c.d_out)
+                            : 2.0 * c.n_output_tokens() * D * c.merge * c.merge * c.d_out;
+    const double gemm = 2.0 * N * 3.0 * c.patch_size * c.patch_size * D +
+                        2.0 * T * L * (4 * D * D + 2 * D * c.d_ff) + 2.0 * L * 2 * T * T * D + head;
+    std::ofstream out;
+    if (!o->out.empty()) {
+      out.open(o->out, std::ios::binary);
+      if (!out) throw IoError("cannot write " + o->out);
+    }
     double total = 0;
     for (size_t t = 0; t < tiles.size(); ++t) {
       double best = 1e30;
@@ -97,6 +103,9 @@ void add_encode_image_command(CLI::App& app) {
         t0 = std::chrono::steady_clock::now();
         const vision::Embeddings e = enc.encode_tile(tiles[t], pool);
         best = std::min(best, seconds_since(t0));
+        if (r == 0 && out.is_open())
+          out.write(reinterpret_cast<const char*>(e.data.data()),
+                    std::streamsize(e.data.size() * sizeof(float)));
       }
       total += best;
       std::printf("tile %zu: %d x %d in %.1f ms (%.1f GFLOP/s)\n", t, enc.tokens_per_tile(),

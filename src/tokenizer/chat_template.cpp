@@ -77,6 +77,9 @@ void check_role(const ChatMessage& m, std::string_view tmpl, bool allow_tool) {
 }  // namespace
 
 ChatTemplate ChatTemplate::from_string(std::string_view src) {
+  // SmolVLM's template starts with <|im_start|> (its BOS) but its turns are
+  // "User: ...<end_of_utterance>", not ChatML's (llama.cpp tells them apart the same way).
+  if (contains(src, "<end_of_utterance>")) return ChatTemplate(Kind::SmolVLM, {});
   if (contains(src, "<|im_start|>"))
     return ChatTemplate(Kind::ChatML, find_default_system_prompt(src));
   if (contains(src, "<|start_header_id|>") && contains(src, "<|end_header_id|>"))
@@ -116,6 +119,8 @@ std::string_view ChatTemplate::name() const {
       return "gemma";
     case Kind::Llama2:
       return "llama2";
+    case Kind::SmolVLM:
+      return "smolvlm";
   }
   return "?";
 }
@@ -155,6 +160,9 @@ std::vector<TextSegment> ChatTemplate::segments(std::span<const ChatMessage> msg
       break;
     case Kind::Llama2:
       llama2(chat_tools::lower_generic(msgs, tools), add_generation_prompt, p);
+      break;
+    case Kind::SmolVLM:
+      smolvlm(chat_tools::lower_generic(msgs, tools), add_generation_prompt, p);
       break;
   }
   return p.take();
@@ -289,6 +297,27 @@ void ChatTemplate::llama2(std::span<const ChatMessage> msgs, bool add_generation
     }
   }
   (void)add_generation_prompt;  // the assistant's turn starts right after [/INST]
+}
+
+// SmolVLM (Idefics3), as llama.cpp's built-in "smolvlm" format writes it:
+// <|im_start|> once, system text followed by a blank line, "User: " and
+// "Assistant: " turns each closed by "<end_of_utterance>\n", and "Assistant:"
+// to start the reply. (The Jinja original drops the space after "User:" when
+// the turn opens with an image; llama.cpp keeps it, and so does tern.)
+void ChatTemplate::smolvlm(std::span<const ChatMessage> msgs, bool add_generation_prompt,
+                           Prompt& out) const {
+  out.markup("<|im_start|>");
+  for (const ChatMessage& m : msgs) {
+    check_role(m, name(), /*allow_tool=*/false);
+    if (m.role == "system") {
+      out.content(m.content).markup("\n\n");
+      continue;
+    }
+    out.markup(m.role == "user" ? "User: " : "Assistant: ")
+        .content(m.content)
+        .markup("<end_of_utterance>\n");
+  }
+  if (add_generation_prompt) out.markup("Assistant:");
 }
 
 std::vector<int32_t> encode_chat(const Tokenizer& tok, const ChatTemplate& tmpl,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <span>
 
 #include "tern/core/error.h"
 #include "tern/core/task_pool.h"
@@ -126,10 +127,13 @@ struct VisionEncoder::Impl {
   Linear patch;  // (D, 3 P^2 padded)
   Floats pos;    // (N, D)
   std::vector<Layer> layers;
-  Norm post_ln;      // empty when the file has none
-  Linear fc;         // idefics3: (d_out, D m^2); gemma3: (d_out, D)
-  Floats soft_norm;  // gemma3: (D)
-  Floats ones;       // (d_ff): GELU runs as geglu(x, 1)
+  Floats class_embd;  // CLIP: (D), the sequence's row 0 (before the patches)
+  Norm pre_ln;        // CLIP: after the positions; empty when the file has none
+  Norm post_ln;       // empty when the file has none
+  Linear fc;          // idefics3: (d_out, D m^2); gemma3: (d_out, D); mlp: mm.0 (H, D)
+  Linear fc2;         // mlp: mm.2 (d_out, H)
+  Floats soft_norm;   // gemma3: (D)
+  Floats ones;        // (d_ff): GELU runs as geglu(x, 1); quick GELU as swiglu(1.702 x, 1/1.702)
 
   explicit Impl(Mmproj m);
   // x (T, n_in) -> y (T, n_out) = x W^T + b
@@ -140,14 +144,11 @@ struct VisionEncoder::Impl {
   void layer_norm(const Norm& n, const float* x, float* y, int T, TaskPool& pool) const;
   void attention(const float* q, const float* k, const float* v, float* out, int T,
                  TaskPool& pool) const;
+  // f (T, d_ff) = act(f), the file's FFN activation
+  void ffn_activation(float* f, int T, TaskPool& pool) const;
 };
 
 VisionEncoder::Impl::Impl(Mmproj m) : mm(std::move(m)), c(mm.config()) {
-  if (c.projector == ProjectorType::Mlp)
-    throw InvalidArgument("vision encoder: projector type '" +
-                          std::string(projector_name(c.projector)) + "' is not implemented yet");
-  if (c.has_class_embd || c.has_pre_ln)
-    throw InvalidArgument("vision encoder: CLIP-style class token / pre-LN not implemented");
   if (c.d_model % kernels::kGroup != 0)
     throw InvalidArgument("vision encoder: embedding width " + std::to_string(c.d_model) +
                           " is not a multiple of 32");
@@ -156,7 +157,9 @@ VisionEncoder::Impl::Impl(Mmproj m) : mm(std::move(m)), c(mm.config()) {
   const VisionWeights& w = mm.weights();
   patch = make_linear(w.patch_w, w.patch_b);
   pos = detail::to_floats(w.pos_embd);
-  for (const VisionLayerWeights& L : w.layers)
+  if (c.has_class_embd) class_embd = detail::to_floats(w.class_embd);
+  if (c.has_pre_ln) pre_ln = {detail::to_floats(w.pre_ln_w), detail::to_floats(w.pre_ln_b)};
+  for (const VisionLayerWeights& L : std::span(w.layers).first(size_t(c.n_blocks_run())))
     layers.push_back(Layer{{detail::to_floats(L.ln1_w), detail::to_floats(L.ln1_b)},
                            {detail::to_floats(L.ln2_w), detail::to_floats(L.ln2_b)},
                            make_linear(L.q_w, L.q_b),
@@ -168,6 +171,9 @@ VisionEncoder::Impl::Impl(Mmproj m) : mm(std::move(m)), c(mm.config()) {
   if (c.has_post_ln) post_ln = {detail::to_floats(w.post_ln_w), detail::to_floats(w.post_ln_b)};
   if (c.projector == ProjectorType::Idefics3) {
     fc = make_linear(w.fc_w, nullptr);
+  } else if (c.projector == ProjectorType::Mlp) {
+    fc = make_linear(w.mm0_w, w.mm0_b);
+    fc2 = make_linear(w.mm2_w, w.mm2_b);
   } else {  // gemma3: the projection is stored [d_out, D]; pack its transpose
     const Floats p = detail::to_floats(w.input_proj_w);  // (D, d_out)
     Floats t(p.size());
@@ -176,7 +182,29 @@ VisionEncoder::Impl::Impl(Mmproj m) : mm(std::move(m)), c(mm.config()) {
     fc = Linear{pack_rows(t.data(), c.d_out, c.d_model), Floats(size_t(c.d_out), 0.0f), c.d_model};
     soft_norm = detail::to_floats(w.soft_norm_w);
   }
-  ones.assign(size_t(c.d_ff), 1.0f);
+  ones.assign(size_t(c.d_ff),
+              c.ffn == VisionFfn::GeluQuick ? 1.0f / detail::kQuickGeluScale : 1.0f);
+}
+
+void VisionEncoder::Impl::ffn_activation(float* f, int T, TaskPool& pool) const {
+  const int F = c.d_ff;
+  pool.parallel_for(T, 16, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) {
+      float* r = f + t * F;
+      switch (c.ffn) {
+        case VisionFfn::Gelu:
+          kernels::geglu(r, ones.data(), r, F);
+          break;
+        case VisionFfn::GeluQuick:  // x sigmoid(1.702 x) = silu(1.702 x) / 1.702
+          for (int i = 0; i < F; ++i) r[i] *= detail::kQuickGeluScale;
+          kernels::swiglu(r, ones.data(), r, F);
+          break;
+        case VisionFfn::Silu:
+          kernels::swiglu(r, ones.data(), r, F);
+          break;
+      }
+    }
+  });
 }
 
 // y (T, n_out) += b (n_out)
@@ -305,31 +333,34 @@ Embeddings VisionEncoder::encode_tile(const PixelTile& tile, TaskPool& pool) con
   if (tile.size != c.image_size || tile.pixels.size() != size_t(c.image_size) * c.image_size * 3)
     throw InvalidArgument("tile size does not match the encoder's image_size");
   const int N = c.n_patches(), D = c.d_model, F = c.d_ff, side = c.patches_per_side();
+  const int T = c.n_positions(), first = T - N;  // first: 1 with a class token (row 0)
 
-  // Patch embedding + positions: x (N, D).
+  // [class token] + patch embedding, + positions: x (T, D); CLIP's pre-LN.
   Floats patches(size_t(N) * m.patch.n_in);
   detail::extract_patches(tile.pixels.data(), c.image_size, c.patch_size, m.patch.n_in,
                           patches.data());
-  Floats x(size_t(N) * D), xn(x.size()), q(x.size()), k(x.size()), v(x.size()), a(x.size());
-  Floats f(size_t(N) * F);
-  m.linear(m.patch, patches.data(), N, x.data(), pool);
+  Floats x(size_t(T) * D), xn(x.size()), q(x.size()), k(x.size()), v(x.size()), a(x.size());
+  Floats f(size_t(T) * F);
+  m.linear(m.patch, patches.data(), N, x.data() + size_t(first) * D, pool);
+  std::copy(m.class_embd.begin(), m.class_embd.end(), x.begin());
   for (size_t i = 0; i < x.size(); ++i) x[i] += m.pos[i];
+  if (c.has_pre_ln) {
+    m.layer_norm(m.pre_ln, x.data(), xn.data(), T, pool);
+    x.swap(xn);
+  }
 
   for (const Layer& L : m.layers) {
     // x += o(attn(LN1(x)))
-    m.layer_norm(L.ln1, x.data(), xn.data(), N, pool);
-    m.qkv(L, xn.data(), N, q.data(), k.data(), v.data(), pool);
-    m.attention(q.data(), k.data(), v.data(), a.data(), N, pool);
-    m.linear(L.o, a.data(), N, q.data(), pool);
+    m.layer_norm(L.ln1, x.data(), xn.data(), T, pool);
+    m.qkv(L, xn.data(), T, q.data(), k.data(), v.data(), pool);
+    m.attention(q.data(), k.data(), v.data(), a.data(), T, pool);
+    m.linear(L.o, a.data(), T, q.data(), pool);
     for (size_t i = 0; i < x.size(); ++i) x[i] += q[i];
-    // x += fc2(gelu(fc1(LN2(x))))
-    m.layer_norm(L.ln2, x.data(), xn.data(), N, pool);
-    m.linear(L.up, xn.data(), N, f.data(), pool);
-    pool.parallel_for(N, 16, [&](int64_t b, int64_t e, int) {
-      for (int64_t t = b; t < e; ++t)
-        kernels::geglu(&f[size_t(t) * F], m.ones.data(), &f[size_t(t) * F], F);
-    });
-    m.linear(L.down, f.data(), N, q.data(), pool);
+    // x += fc2(act(fc1(LN2(x))))
+    m.layer_norm(L.ln2, x.data(), xn.data(), T, pool);
+    m.linear(L.up, xn.data(), T, f.data(), pool);
+    m.ffn_activation(f.data(), T, pool);
+    m.linear(L.down, f.data(), T, q.data(), pool);
     for (size_t i = 0; i < x.size(); ++i) x[i] += q[i];
   }
   if (c.has_post_ln) {
@@ -337,17 +368,28 @@ Embeddings VisionEncoder::encode_tile(const PixelTile& tile, TaskPool& pool) con
     x.swap(xn);
   }
 
-  const int mg = c.merge, T = N / (mg * mg);
+  if (c.projector == ProjectorType::Mlp) {
+    // Drop the class token; mm.2(GELU(mm.0(x))): (N, d_out).
+    Floats h(size_t(N) * m.fc.w.n_out);
+    m.linear(m.fc, x.data() + size_t(first) * D, N, h.data(), pool);
+    pool.parallel_for(int64_t(h.size()), 4096, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) h[size_t(i)] = detail::gelu_erf(h[size_t(i)]);
+    });
+    Embeddings out{N, c.d_out, Floats(size_t(N) * c.d_out)};
+    m.linear(m.fc2, h.data(), N, out.data.data(), pool);
+    return out;
+  }
+  const int mg = c.merge, n_out = N / (mg * mg);
   Floats merged(size_t(N) * D);
   if (c.projector == ProjectorType::Idefics3) {
     detail::pixel_shuffle(x.data(), side, D, mg, merged.data());  // (T, D m^2)
   } else {
     detail::avg_pool(x.data(), side, D, mg, merged.data());  // (T, D)
-    for (int t = 0; t < T; ++t)
+    for (int t = 0; t < n_out; ++t)
       detail::rms_norm(&merged[size_t(t) * D], m.soft_norm.data(), D, c.ln_eps);
   }
-  Embeddings out{T, c.d_out, Floats(size_t(T) * c.d_out)};
-  m.linear(m.fc, merged.data(), T, out.data.data(), pool);
+  Embeddings out{n_out, c.d_out, Floats(size_t(n_out) * c.d_out)};
+  m.linear(m.fc, merged.data(), n_out, out.data.data(), pool);
   return out;
 }
 

@@ -48,7 +48,7 @@ float activation(float x, VisionFfn f) {
     case VisionFfn::Gelu:  // tanh approximation, as SigLIP (gelu_pytorch_tanh) and ggml_gelu
       return float(0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
     case VisionFfn::GeluQuick:
-      return float(v / (1 + std::exp(-1.702 * v)));
+      return float(v / (1 + std::exp(-double(detail::kQuickGeluScale) * v)));
     case VisionFfn::Silu:
       return float(v / (1 + std::exp(-v)));
   }
@@ -87,56 +87,67 @@ Rows attention(const Rows& q, const Rows& k, const Rows& v, int T, int D, int H)
 Embeddings reference_encode_tile(const Mmproj& mm, const PixelTile& tile) {
   const VisionConfig& c = mm.config();
   const VisionWeights& w = mm.weights();
-  if (c.projector == ProjectorType::Mlp)
-    throw InvalidArgument("reference encoder: the mlp (LLaVA) projector is not implemented yet");
-  if (c.has_class_embd || c.has_pre_ln)
-    throw InvalidArgument("reference encoder: CLIP-style class token / pre-LN not implemented");
   const int S = c.image_size, P = c.patch_size, D = c.d_model, side = c.patches_per_side();
   const int N = c.n_patches(), K = 3 * P * P;
+  const int T = c.n_positions(), first = T - N;  // first: 1 with a class token (row 0)
   if (tile.size != S) throw InvalidArgument("tile size does not match the encoder");
 
-  // Patch embedding (conv as a matrix product) + positions: x (N, D).
+  // [class token] + patch embedding (conv as a matrix product), + positions:
+  // x (T, D), the class token first as in CLIP; then CLIP's pre-LN.
   Rows patches(size_t(N) * K);
   detail::extract_patches(tile.pixels.data(), S, P, K, patches.data());
   const Rows patch_w = to_floats(w.patch_w);  // (D, K)
   const Rows patch_b = w.patch_b ? to_floats(w.patch_b) : Rows(size_t(D), 0.0f);
-  const Rows pos = to_floats(w.pos_embd);  // (N, D)
-  Rows x(size_t(N) * D);
+  const Rows pos = to_floats(w.pos_embd);  // (T, D)
+  Rows x(size_t(T) * D);
+  if (first) {
+    const Rows cls = to_floats(w.class_embd);
+    for (int o = 0; o < D; ++o) x[size_t(o)] = float(double(cls[size_t(o)]) + pos[size_t(o)]);
+  }
   for (int t = 0; t < N; ++t)
     for (int o = 0; o < D; ++o) {
       double s = patch_b[size_t(o)];
       for (int i = 0; i < K; ++i)
         s += double(patches[size_t(t) * K + i]) * patch_w[size_t(o) * K + i];
-      x[size_t(t) * D + o] = float(s + pos[size_t(t) * D + o]);
+      x[size_t(first + t) * D + o] = float(s + pos[size_t(first + t) * D + o]);
     }
+  if (c.has_pre_ln) x = layer_norm(x, T, D, w.pre_ln_w, w.pre_ln_b, c.ln_eps);
 
-  for (const VisionLayerWeights& L : w.layers) {
-    Rows xn = layer_norm(x, N, D, L.ln1_w, L.ln1_b, c.ln_eps);
-    const Rows a = attention(linear(xn, N, L.q_w, L.q_b), linear(xn, N, L.k_w, L.k_b),
-                             linear(xn, N, L.v_w, L.v_b), N, D, c.n_heads);
-    const Rows o = linear(a, N, L.o_w, L.o_b);
+  for (int il = 0; il < c.n_blocks_run(); ++il) {
+    const VisionLayerWeights& L = w.layers[size_t(il)];
+    Rows xn = layer_norm(x, T, D, L.ln1_w, L.ln1_b, c.ln_eps);
+    const Rows a = attention(linear(xn, T, L.q_w, L.q_b), linear(xn, T, L.k_w, L.k_b),
+                             linear(xn, T, L.v_w, L.v_b), T, D, c.n_heads);
+    const Rows o = linear(a, T, L.o_w, L.o_b);
     for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-    xn = layer_norm(x, N, D, L.ln2_w, L.ln2_b, c.ln_eps);
-    Rows f = linear(xn, N, L.up_w, L.up_b);
+    xn = layer_norm(x, T, D, L.ln2_w, L.ln2_b, c.ln_eps);
+    Rows f = linear(xn, T, L.up_w, L.up_b);
     for (float& v : f) v = activation(v, c.ffn);
-    const Rows d = linear(f, N, L.down_w, L.down_b);
+    const Rows d = linear(f, T, L.down_w, L.down_b);
     for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
   }
-  if (c.has_post_ln) x = layer_norm(x, N, D, w.post_ln_w, w.post_ln_b, c.ln_eps);
+  if (c.has_post_ln) x = layer_norm(x, T, D, w.post_ln_w, w.post_ln_b, c.ln_eps);
 
-  const int m = c.merge, T = N / (m * m);
+  if (c.projector == ProjectorType::Mlp) {  // drop the class token; mm.2(GELU(mm.0(x)))
+    const Rows patch_rows(x.begin() + ptrdiff_t(first) * D, x.end());
+    Rows h = linear(patch_rows, N, w.mm0_w, w.mm0_b);
+    for (float& v : h) v = detail::gelu_erf(v);
+    return Embeddings{N, c.d_out, linear(h, N, w.mm2_w, w.mm2_b)};
+  }
+
+  const int m = c.merge, n_out = N / (m * m);
   if (c.projector == ProjectorType::Idefics3) {
     Rows shuffled(size_t(N) * D);
     detail::pixel_shuffle(x.data(), side, D, m, shuffled.data());
-    return Embeddings{T, c.d_out, linear(shuffled, T, w.fc_w, nullptr)};
+    return Embeddings{n_out, c.d_out, linear(shuffled, n_out, w.fc_w, nullptr)};
   }
   // gemma3: average pool, RMS norm by the soft embedding weight, projection
   // stored [d_out, D] (y = x P with P (D, d_out)).
-  Rows pooled(size_t(T) * D);
+  Rows pooled(size_t(n_out) * D);
   detail::avg_pool(x.data(), side, D, m, pooled.data());
   const Rows norm_w = to_floats(w.soft_norm_w), proj = to_floats(w.input_proj_w);
-  Embeddings out{T, c.d_out, Rows(size_t(T) * c.d_out)};
-  for (int t = 0; t < T; ++t) {
+  Embeddings out{n_out, c.d_out, Rows(size_t(n_out) * c.d_out)};
+  for (int t = 0; t < n_out; ++t) {
     float* r = &pooled[size_t(t) * D];
     detail::rms_norm(r, norm_w.data(), D, c.ln_eps);
     for (int o = 0; o < c.d_out; ++o) {

@@ -46,6 +46,10 @@ void detect_from_tensors(const gguf::GgufFile& f, VisionConfig& c) {
     case ProjectorType::Mlp:
       if (has("mm.3.weight"))
         fail(f, "the mlp projector with a norm (mm.3, Yi-style LLaVA) is not supported");
+      if (c.has_post_ln)
+        fail(f,
+             "an mlp (LLaVA) file with v.post_ln is not supported: LLaVA takes its features "
+             "from a hidden layer, before CLIP's post-LN");
       c.d_proj_hidden = int(dim_of(need(f, "mm.0.weight", c.projector), 1));
       c.d_out = int(dim_of(need(f, "mm.2.weight", c.projector), 1));
       break;

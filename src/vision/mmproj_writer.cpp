@@ -50,6 +50,9 @@ VisionConfig preset_config(const Preset& p, const PresetDims& d) {
                  .n_heads = d.heads,
                  .ln_eps = p.clip ? 1e-5f : 1e-6f,
                  .merge = d.merge,
+                 // No clip.vision.feature_layer, as llama.cpp's legacy converter writes
+                 // LLaVA-1.5 (the blocks after its "-2" layer are not stored): every
+                 // stored block runs (vision_config.h).
                  .feature_layers = {},
                  // SmolVLM's processor: longest edge 4 tiles (2048 for 512 tiles);
                  // tiny files use 2 so a square image is a 2x2 grid.

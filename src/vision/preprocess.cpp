@@ -27,11 +27,35 @@ double triangle(double x) {  // Pillow's BILINEAR
   return x < 1.0 ? 1.0 - x : 0.0;
 }
 
+double bicubic(double x) {  // Pillow's BICUBIC: Keys' cubic with a = -0.5
+  constexpr double a = -0.5;
+  x = std::abs(x);
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+  if (x < 2.0) return (((x - 5.0) * x + 8.0) * x - 4.0) * a;
+  return 0.0;
+}
+
 double filter_support(ResizeFilter f) {
-  return f == ResizeFilter::Lanczos ? kLanczosSupport : 1.0;
+  switch (f) {
+    case ResizeFilter::Lanczos:
+      return kLanczosSupport;
+    case ResizeFilter::Bicubic:
+      return 2.0;
+    case ResizeFilter::Bilinear:
+      break;
+  }
+  return 1.0;
 }
 double filter_weight(ResizeFilter f, double x) {
-  return f == ResizeFilter::Lanczos ? lanczos3(x) : triangle(x);
+  switch (f) {
+    case ResizeFilter::Lanczos:
+      return lanczos3(x);
+    case ResizeFilter::Bicubic:
+      return bicubic(x);
+    case ResizeFilter::Bilinear:
+      break;
+  }
+  return triangle(x);
 }
 
 // The taps of one axis: output i reads inputs [first[i], first[i] + count[i])
@@ -170,26 +194,44 @@ PreprocessedImage preprocess_idefics3(const VisionConfig& c, const Image& img) {
   return out;
 }
 
-// gemma3, as llama.cpp's fixed-size preprocessor: Pillow bilinear resize
-// keeping the aspect ratio (sides rounded up), centred on black at
-// image_size x image_size; "<start_of_image>" rows "<end_of_image>".
-// (transformers' Gemma3ImageProcessor stretches to the square instead; the two
-// agree on square images. tern follows llama.cpp here so the pair matches
-// what users run; see tests/fixtures/vision/README.md.)
-PreprocessedImage preprocess_gemma3(const VisionConfig& c, const Image& img) {
-  const int S = c.image_size;
+// llama.cpp's fixed-size preprocessor (PAD_CEIL): a Pillow resize keeping
+// the aspect ratio (sides rounded up) to fit image_size x image_size, centred
+// on `pad` (RGB).
+Image fit_and_pad(const Image& img, int S, ResizeFilter filter, const std::array<uint8_t, 3>& pad) {
   const float scale = std::min(float(S) / img.width, float(S) / img.height);
   const int w = std::min(int(std::ceil(img.width * scale)), S);
   const int h = std::min(int(std::ceil(img.height * scale)), S);
-  const Image r = resize_image(img, w, h, ResizeFilter::Bilinear);
-  Image canvas{S, S, std::vector<uint8_t>(size_t(S) * S * 3, 0)};
+  const Image r = resize_image(img, w, h, filter);
+  Image canvas{S, S, std::vector<uint8_t>(size_t(S) * S * 3)};
+  for (size_t i = 0; i < canvas.rgb.size(); ++i) canvas.rgb[i] = pad[i % 3];
   const int ox = (S - w) / 2, oy = (S - h) / 2;
   for (int y = 0; y < h; ++y)
     std::copy_n(&r.rgb[size_t(y) * w * 3], size_t(w) * 3,
                 &canvas.rgb[(size_t(oy + y) * S + ox) * 3]);
+  return canvas;
+}
+
+// gemma3: bilinear, black padding; "<start_of_image>" rows "<end_of_image>".
+// (transformers' Gemma3ImageProcessor stretches to the square instead; the two
+// agree on square images. tern follows llama.cpp here so the pair matches
+// what users run; see tests/fixtures/vision/README.md.)
+PreprocessedImage preprocess_gemma3(const VisionConfig& c, const Image& img) {
+  const Image canvas = fit_and_pad(img, c.image_size, ResizeFilter::Bilinear, {0, 0, 0});
   PreprocessedImage out;
   out.tiles.push_back(normalize_tile(canvas, c.image_mean, c.image_std));
   out.layout = {{"<start_of_image>", -1}, {"", 0}, {"<end_of_image>", -1}};
+  return out;
+}
+
+// mlp (LLaVA-1.5): bicubic, padded with the mean colour; the rows alone.
+PreprocessedImage preprocess_llava(const VisionConfig& c, const Image& img) {
+  std::array<uint8_t, 3> pad{};
+  for (int i = 0; i < 3; ++i)
+    pad[size_t(i)] = uint8_t(std::clamp(int(c.image_mean[size_t(i)] * 255.0f), 0, 255));
+  const Image canvas = fit_and_pad(img, c.image_size, ResizeFilter::Bicubic, pad);
+  PreprocessedImage out;
+  out.tiles.push_back(normalize_tile(canvas, c.image_mean, c.image_std));
+  out.layout = {{"", 0}};
   return out;
 }
 
@@ -228,10 +270,11 @@ PreprocessedImage preprocess(const VisionConfig& c, const Image& img) {
       return preprocess_idefics3(c, img);
     case ProjectorType::Gemma3:
       return preprocess_gemma3(c, img);
-    default:
-      throw InvalidArgument("preprocessing for projector type '" +
-                            std::string(projector_name(c.projector)) + "' is not implemented yet");
+    case ProjectorType::Mlp:
+      return preprocess_llava(c, img);
   }
+  throw InvalidArgument("preprocessing for projector type '" +
+                        std::string(projector_name(c.projector)) + "' is not implemented");
 }
 
 }  // namespace tern::vision

@@ -74,6 +74,11 @@ int VisionConfig::n_output_tokens() const {
   return 0;
 }
 
+int VisionConfig::n_blocks_run() const {
+  if (projector == ProjectorType::Mlp && !feature_layers.empty()) return feature_layers.front();
+  return n_layers;
+}
+
 VisionConfig read_vision_hparams(const gguf::GgufFile& f) {
   const std::string arch = f.get_string_or("general.architecture", "");
   if (arch != "clip")
@@ -135,6 +140,9 @@ VisionConfig read_vision_hparams(const gguf::GgufFile& f) {
     if (l < 0 || l > c.n_layers)
       fail(f, v + "feature_layer " + num(l) + " is out of range (block_count " + num(c.n_layers) +
                   ")");
+  if (c.projector == ProjectorType::Mlp && c.feature_layers.size() > 1)
+    fail(f, v + "feature_layer lists " + num(int64_t(c.feature_layers.size())) +
+                " layers: stacking several feature layers (Granite Vision) is not supported");
   if (c.merge <= 0 || c.patches_per_side() % c.merge != 0)
     fail(f, v + "projector.scale_factor " + num(c.merge) + " does not divide the " +
                 num(c.patches_per_side()) + " patches per side");

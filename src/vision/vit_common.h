@@ -1,6 +1,7 @@
 #pragma once
 // Pieces the fast and the reference ViT share: data movement that is exact
 // (patch extraction, pixel shuffle) and reading a tensor as floats.
+#include <cmath>
 #include <vector>
 
 #include "tern/vision/mmproj.h"
@@ -24,6 +25,15 @@ void pixel_shuffle(const float* x, int side, int D, int m, float* out);
 // Average pooling m x m (gemma3): x (side*side, D) -> out ((side/m)^2, D),
 // output token (Y, X) the mean of patches (X*m + dx, Y*m + dy).
 void avg_pool(const float* x, int side, int D, int m, float* out);
+
+// CLIP's quick GELU: x sigmoid(kQuickGeluScale x).
+inline constexpr float kQuickGeluScale = 1.702f;
+
+// The exact (erf) GELU of LLaVA's projector (torch.nn.GELU()). llama.cpp uses
+// its tanh approximation there; the two differ by < 5e-4 per value.
+inline float gelu_erf(float x) {
+  return float(0.5 * double(x) * (1.0 + std::erf(double(x) * 0.7071067811865476)));
+}
 
 // In place: x (n) = x / rms(x) * w (n), rms with eps inside the root (fp64 sum).
 void rms_norm(float* x, const float* w, int n, float eps);

@@ -137,3 +137,40 @@ def test_bad_images_are_400_and_the_server_keeps_serving(server, pair):
             {"type": "image_url", "image_url": {"url": data_url(pair["a"])}}]}]})
     assert r.status_code == 400, r.text
     assert ask(server, data_url(pair["a"]))["choices"][0]["message"]["content"]
+
+
+# LLaVA-1.5 style (`mlp`): the plain SmolLM2 (no wrapping tokens needed) with a
+# seeded tiny mlp projector of its width, on its own server.
+@pytest.fixture(scope="module")
+def llava(tmp_path_factory, pair):
+    mmproj = str(tmp_path_factory.mktemp("llava") / "mlp.gguf")
+    r = tern("gen-mmproj", "--type", "mlp", "--seed", "42", "--n-embd", "576", "--out", mmproj)
+    assert r.returncode == 0, r.stderr
+    with TernServer("--mmproj", mmproj, "--media-dir", pair["media"], model=SMOLLM2) as srv:
+        yield srv, mmproj
+
+
+def test_llava_pair_serves_an_image_chat_like_tern_run(llava, pair):
+    srv, mmproj = llava
+    first = ask(srv, data_url(pair["a"]))
+    text = first["choices"][0]["message"]["content"]
+    assert first["timings"]["image_n"] == 1
+    plain = requests.post(srv.url + "/tokenize", timeout=60, json={
+        "messages": [{"role": "user", "content": QUESTION}], "add_generation_prompt": True}).json()
+    # 16 rows (the tiny projector's 4 x 4 patches), nothing around them, and the
+    # "\n" the server puts between the image part and the text part
+    assert first["usage"]["prompt_tokens"] - len(plain["tokens"]) == 16 + 1
+    r = subprocess.run([TERN, "run", "-m", SMOLLM2, "--mmproj", mmproj, "--image", pair["a"],
+                        "--chat", "-p", "<__media__>\n" + QUESTION, "-n", "12", "--temp", "0"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == text.strip()
+    other = ask(srv, data_url(pair["b"]))
+    assert other["choices"][0]["message"]["content"] != text, "another image, the same text"
+    # bad input: a clear 400 in OpenAI's error shape, and the server keeps serving
+    bad = requests.post(srv.url + "/v1/chat/completions", timeout=60, json={
+        "messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+            {"type": "text", "text": QUESTION}]}], "max_tokens": 4})
+    assert bad.status_code == 400 and "message" in bad.json()["error"], bad.text
+    assert ask(srv, data_url(pair["a"]))["choices"][0]["message"]["content"] == text

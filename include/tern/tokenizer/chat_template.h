@@ -70,7 +70,7 @@ struct ChatToolFormat {
 
 class ChatTemplate {
  public:
-  enum class Kind { ChatML, Llama3, Gemma, Llama2 };
+  enum class Kind { ChatML, Llama3, Gemma, Llama2, SmolVLM };
 
   // Reads tokenizer.chat_template (missing -> ChatML, with a warning).
   static ChatTemplate from_gguf(const gguf::GgufFile& f);
@@ -78,7 +78,7 @@ class ChatTemplate {
   static ChatTemplate of_kind(Kind kind, std::string default_system_prompt = {});
 
   Kind kind() const { return kind_; }
-  std::string_view name() const;  // "chatml", "llama3", "gemma", "llama2"
+  std::string_view name() const;  // "chatml", "llama3", "gemma", "llama2", "smolvlm"
 
   // Formats the conversation; add_generation_prompt appends the header that
   // starts the assistant's turn. Throws InvalidArgument for a role the format
@@ -109,6 +109,7 @@ class ChatTemplate {
               std::span<const ChatTool> tools, Prompt& out) const;
   void gemma(std::span<const ChatMessage> msgs, bool add_generation_prompt, Prompt& out) const;
   void llama2(std::span<const ChatMessage> msgs, bool add_generation_prompt, Prompt& out) const;
+  void smolvlm(std::span<const ChatMessage> msgs, bool add_generation_prompt, Prompt& out) const;
 
   Kind kind_;
   std::string default_system_;

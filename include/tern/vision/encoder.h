@@ -2,15 +2,18 @@
 // The vision encoder and projector of an mmproj file: preprocessed tiles in,
 // embedding rows of the text model's width out.
 //
-//   tile (S, S, 3) -> patch embedding (conv P x P stride P as a GEMM, + bias)
-//     + positions                                   x (N, D), N = (S/P)^2
-//     -> n_layers x { x += attn(LN1(x)); x += fc2(gelu(fc1(LN2(x)))) }
-//     -> post LN                                    (N, D)
+//   tile (S, S, 3) -> [class token] + patch embedding (conv P x P stride P
+//     as a GEMM, + bias), + positions               x (T, D), N = (S/P)^2,
+//                                                   T = N (+1 with a class token, row 0)
+//     -> [pre LN] (CLIP)
+//     -> n_blocks_run() x { x += attn(LN1(x)); x += fc2(act(fc1(LN2(x)))) }
+//     -> [post LN]                                  (T, D)
 //     -> idefics3: pixel shuffle by m (row-major m x m blocks of patches,
 //        features concatenated dy-major) -> fc     (N / m^2, d_out)
 //     -> gemma3: average pool m x m -> RMS norm * soft_emb_norm
 //        -> input_projection                      (N / m^2, d_out)
-//   (mlp / LLaVA: class token, pre-LN, MLP head -- not implemented yet.)
+//     -> mlp (LLaVA): drop the class token -> mm.0 -> GELU (erf) -> mm.2
+//                                                 (N, d_out)
 //
 // Splicing into the text model: PreprocessedImage::layout lists, in prompt
 // order, text pieces (special tokens spelled out, to tokenize with special

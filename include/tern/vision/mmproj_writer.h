@@ -8,7 +8,8 @@
 //                  pixel shuffle 4 -> 64 tokens of 576
 //   gemma3   real: Gemma 3's SigLIP so400m/14, 896x896, 27 layers x 1152,
 //                  pool 4 -> 256 tokens of 640 (the 270M text model's width)
-//   mlp      real: LLaVA-1.5's CLIP ViT-L/14-336, 23 layers x 1024, class
+//   mlp      real: LLaVA-1.5's CLIP ViT-L/14-336, 23 layers x 1024 (the 24th
+//                  dropped by the converter: the "-2" hidden state), class
 //                  token, 2-layer MLP 1024 -> 4096 -> 4096, 576 tokens
 #include <cstdint>
 #include <functional>

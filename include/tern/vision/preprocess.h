@@ -16,6 +16,14 @@
 //
 // gemma3: one tile; bilinear resize keeping the aspect ratio, centred on
 // black (llama.cpp's fixed-size preprocessor with PAD_CEIL).
+//
+// mlp (LLaVA-1.5): one tile; the same fixed-size path with Pillow's bicubic
+// (a = -0.5) and the mean colour as the padding (int(mean * 255) per channel:
+// (122, 116, 104) for CLIP's mean, the colour llama.cpp hard-codes and
+// LLaVA's expand2square uses). LLaVA pads to the square first and then
+// resizes; llama.cpp resizes first and then pads -- the two differ only on
+// the pixels at the edge of the padding. tern follows llama.cpp. No wrapping
+// text: the rows replace the image marker.
 #include <array>
 #include <string>
 #include <vector>
@@ -49,10 +57,10 @@ struct PreprocessedImage {
 // implemented here yet).
 PreprocessedImage preprocess(const VisionConfig& c, const Image& img);
 
-enum class ResizeFilter { Lanczos, Bilinear };
+enum class ResizeFilter { Lanczos, Bilinear, Bicubic };
 
 // Pillow-compatible resize (separable, fixed point with 22 fraction bits),
-// with Pillow's filter supports (3 for Lanczos, 1 for bilinear), widened by
+// with Pillow's filter supports (3 for Lanczos, 2 for bicubic, 1 for bilinear), widened by
 // the scale when shrinking.
 Image resize_image(const Image& src, int width, int height, ResizeFilter f);
 

@@ -68,6 +68,14 @@ struct VisionConfig {
   int patches_per_side() const { return image_size / patch_size; }
   int n_patches() const { return patches_per_side() * patches_per_side(); }
   int n_positions() const { return n_patches() + (has_class_embd ? 1 : 0); }
+  // The ViT blocks the encoder runs. mlp (LLaVA) takes the hidden state named
+  // by clip.vision.feature_layer = {l}: the output of block l-1 (l blocks run,
+  // no post-LN). Without that key, as for every other type, all stored blocks
+  // run: LLaVA's converter already dropped the blocks after its feature layer
+  // (the last of 24 for LLaVA-1.5's "-2"). This llama.cpp runs one block
+  // fewer there (llama.cpp #25817; the peer is patched, see
+  // tests/fixtures/vision/README.md).
+  int n_blocks_run() const;
   // Embedding rows one image becomes in the text model.
   int n_output_tokens() const;
 };

@@ -318,5 +318,49 @@ TEST_F(VisionBatchTest, MismatchedPairsAreClearErrors) {
   }
 }
 
+// mlp (LLaVA-1.5) wraps nothing: the pair needs no special tokens, the rows
+// replace the marker, and in a batch beside a text-only sequence each gets
+// what it gets alone.
+TEST_F(VisionBatchTest, MlpRowsReplaceTheMarkerAndBatchLikeAnyImage) {
+  const auto llava = vision::VisionEncoder::load(mmproj_path(vision::ProjectorType::Mlp));
+  const VisionPrompter prompter(llava, engine->tokenizer(), kDModel);  // byte vocabulary: fine
+  auto source = std::make_shared<vision::EncoderSource>(llava, engine->pool());
+  const std::vector<std::shared_ptr<const vision::Image>> images{
+      std::make_shared<const vision::Image>(image("noise"))};
+  const std::vector<TextSegment> text{{"ab<__media__>cd", true}};
+  const MediaPrompt p = prompter.build(text, /*add_bos=*/false, images, source);
+  const auto ab = engine->tokenizer().encode("ab", false, true),
+             cd = engine->tokenizer().encode("cd", false, true);
+  ASSERT_EQ(p.media.size(), 1u);
+  EXPECT_EQ(p.media[0].pos, int(ab.size()));
+  EXPECT_EQ(p.media[0].n, 16);  // (32 / 8)^2 patches, the class token dropped
+  EXPECT_FALSE(p.media[0].bidirectional);
+  EXPECT_EQ(p.tokens.size(), ab.size() + 16 + cd.size());
+
+  const vision::Embeddings r = llava.encode(image("noise"), engine->pool());
+  const auto ia = prompt_ids(int(ab.size()), r.n_tokens, 5), it = prompt_ids(12, 0, 0);
+  auto alone = [&](const std::vector<int32_t>& ids, const vision::Embeddings& rows) {
+    const SeqId s = engine->new_sequence();
+    auto l = prefill(*engine, s, ids, int(ab.size()), rows, {int(ids.size())});
+    engine->free_sequence(s);
+    return l;
+  };
+  const auto alone_a = alone(ia, r), alone_t = alone(it, vision::Embeddings{});
+  const SeqId sa = engine->new_sequence(), st = engine->new_sequence();
+  const std::vector<EmbeddingRun> run{{int(ab.size()), r.n_tokens, r.data.data()}};
+  Batch batch;
+  batch.entries.push_back({sa, std::span<const int32_t>(ia), LogitsMode::Last, run});
+  batch.entries.push_back({st, std::span<const int32_t>(it), LogitsMode::Last});
+  StepOutput out;
+  engine->step(batch, out);
+  auto vec = [&](int i) { return std::vector<float>(out.last(i).begin(), out.last(i).end()); };
+  EXPECT_LE(max_abs_diff(vec(0), alone_a), 1e-4 * max_abs(alone_a));
+  EXPECT_LE(max_abs_diff(vec(1), alone_t), 1e-4 * max_abs(alone_t));
+  EXPECT_GT(max_abs_diff(alone_a, alone(prompt_ids(int(ab.size()), r.n_tokens, 5),
+                                        llava.encode(image("gradient"), engine->pool()))),
+            1e-3);  // the rows matter
+  for (SeqId s : {sa, st}) engine->free_sequence(s);
+}
+
 }  // namespace
 }  // namespace tern

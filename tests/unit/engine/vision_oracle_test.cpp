@@ -52,6 +52,8 @@ class VisionOracle : public ::testing::Test {
       EngineOptions o;
       if (name == "gemma-3-270m-it-Q4_K_M.gguf") {
         o.model_path = test::gemma3_model_path();
+      } else if (name == "SmolLM2-135M-Instruct.Q4_1.gguf") {  // mlp: the plain model
+        o.model_path = test::default_model_path();
       } else if (name == "smolvlm-text.gguf") {  // gen-vlm-text on the default model
         if (!test::file_exists(test::default_model_path())) return nullptr;
         o.model_path = test::temp_path(name);

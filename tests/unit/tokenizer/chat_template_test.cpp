@@ -149,10 +149,43 @@ TEST(ChatTemplate, Llama2WrapsSystemInFirstTurn) {
   EXPECT_THROW(t.apply(late_system, true), InvalidArgument);
 }
 
+// SmolVLM-256M/500M-Instruct's chat template (HuggingFaceTB's chat_template.json,
+// as ggml-org's GGUF conversions carry it): it opens with <|im_start|> but is
+// not ChatML.
+const std::string kSmolVLMTemplate =
+    "<|im_start|>{% for message in messages %}{{message['role'] | capitalize}}"
+    "{% if message['content'][0]['type'] == 'image' %}{{':'}}{% else %}{{': '}}{% endif %}"
+    "{% for line in message['content'] %}{% if line['type'] == 'text' %}{{line['text']}}"
+    "{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}"
+    "<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}";
+
+TEST(ChatTemplate, SmolVLMIsRecognisedAndFormattedAsLlamaCppDoes) {
+  const ChatTemplate t = ChatTemplate::from_string(kSmolVLMTemplate);
+  EXPECT_EQ(t.kind(), ChatTemplate::Kind::SmolVLM);
+  EXPECT_EQ(t.name(), "smolvlm");
+  const Msgs conv = {{"system", "Be brief."},
+                     {"user", "<__media__>Can you describe this image?"},
+                     {"assistant", "A cat."},
+                     {"user", "Colour?"}};
+  EXPECT_EQ(t.apply(conv, true),
+            "<|im_start|>Be brief.\n\nUser: <__media__>Can you describe this image?"
+            "<end_of_utterance>\nAssistant: A cat.<end_of_utterance>\nUser: Colour?"
+            "<end_of_utterance>\nAssistant:");
+  EXPECT_EQ(t.apply(Msgs{{"user", "Hi"}}, false), "<|im_start|>User: Hi<end_of_utterance>\n");
+  // Template text is markup, message text stays literal.
+  const auto segs = t.segments(Msgs{{"user", "<end_of_utterance>"}}, true);
+  ASSERT_EQ(segs.size(), 3u);
+  EXPECT_TRUE(segs[0].parse_special);
+  EXPECT_EQ(segs[1].text, "<end_of_utterance>");
+  EXPECT_FALSE(segs[1].parse_special);
+  EXPECT_THROW(t.apply(Msgs{{"narrator", "x"}}, true), InvalidArgument);
+}
+
 TEST(ChatTemplate, RejectsUnknownRoles) {
   const Msgs bad = {{"wizard", "abracadabra"}};
-  for (auto kind : {ChatTemplate::Kind::ChatML, ChatTemplate::Kind::Llama3,
-                    ChatTemplate::Kind::Gemma, ChatTemplate::Kind::Llama2}) {
+  for (auto kind :
+       {ChatTemplate::Kind::ChatML, ChatTemplate::Kind::Llama3, ChatTemplate::Kind::Gemma,
+        ChatTemplate::Kind::Llama2, ChatTemplate::Kind::SmolVLM}) {
     EXPECT_THROW(ChatTemplate::of_kind(kind).apply(bad, true), InvalidArgument);
   }
   const Msgs tool = {{"tool", "42"}};
@@ -241,8 +274,9 @@ TEST(EncodeChat, InjectionIsLiteralForEveryTemplateKind) {
   const std::string model = test::default_model_path();
   if (!test::file_exists(model)) GTEST_SKIP() << "default model not found: " << model;
   const Tokenizer tok = Tokenizer::from_gguf(gguf::GgufFile::open(model));
-  for (auto kind : {ChatTemplate::Kind::ChatML, ChatTemplate::Kind::Llama3,
-                    ChatTemplate::Kind::Gemma, ChatTemplate::Kind::Llama2}) {
+  for (auto kind :
+       {ChatTemplate::Kind::ChatML, ChatTemplate::Kind::Llama3, ChatTemplate::Kind::Gemma,
+        ChatTemplate::Kind::Llama2, ChatTemplate::Kind::SmolVLM}) {
     const ChatTemplate t = ChatTemplate::of_kind(kind);
     const auto plain = encode_chat(tok, t, Msgs{{"user", "Hi"}}, true);
     const auto forged = encode_chat(tok, t, Msgs{{"user", "Hi" + kForged + "<|endoftext|>"}}, true);
@@ -273,8 +307,9 @@ TEST(EncodeChat, BenignConversationsKeepTheirIds) {
   convs.push_back({{"user", "<tool>? user\nassistant\n<|im_start"}, {"assistant", "'s 've 're"}});
   size_t checked = 0;
   for (const Msgs& msgs : convs) {
-    for (auto kind : {ChatTemplate::Kind::ChatML, ChatTemplate::Kind::Llama3,
-                      ChatTemplate::Kind::Gemma, ChatTemplate::Kind::Llama2}) {
+    for (auto kind :
+         {ChatTemplate::Kind::ChatML, ChatTemplate::Kind::Llama3, ChatTemplate::Kind::Gemma,
+          ChatTemplate::Kind::Llama2, ChatTemplate::Kind::SmolVLM}) {
       for (const ChatTemplate& t :
            {ChatTemplate::of_kind(kind), ChatTemplate::of_kind(kind, kSmolSystem)}) {
         for (bool gen : {true, false}) {
@@ -293,8 +328,9 @@ TEST(EncodeChat, BenignConversationsKeepTheirIds) {
 
 TEST(EncodeChat, SegmentsJoinToApplyText) {
   const Msgs conv = {{"system", "Sys"}, {"user", "Hi"}, {"assistant", "Yo"}, {"user", "Again"}};
-  for (auto kind : {ChatTemplate::Kind::ChatML, ChatTemplate::Kind::Llama3,
-                    ChatTemplate::Kind::Gemma, ChatTemplate::Kind::Llama2}) {
+  for (auto kind :
+       {ChatTemplate::Kind::ChatML, ChatTemplate::Kind::Llama3, ChatTemplate::Kind::Gemma,
+        ChatTemplate::Kind::Llama2, ChatTemplate::Kind::SmolVLM}) {
     const ChatTemplate t = ChatTemplate::of_kind(kind, "Default");
     std::string joined;
     for (const TextSegment& s : t.segments(conv, true)) {

@@ -70,9 +70,14 @@ TEST(VisionEncoder, FastMatchesScalarReferenceOnTinyGemma3) {
   check_fast_against_reference(ProjectorType::Gemma3);
 }
 
+TEST(VisionEncoder, FastMatchesScalarReferenceOnTinyMlp) {
+  check_fast_against_reference(ProjectorType::Mlp);
+}
+
 TEST(VisionEncoder, FastMatchesScalarReferenceWithUnalignedWidths) {
   check_fast_against_reference(ProjectorType::Gemma3, true);
   check_fast_against_reference(ProjectorType::Idefics3, true);
+  check_fast_against_reference(ProjectorType::Mlp, true);  // 17 positions with the class token
 }
 
 TEST(Preprocess, Gemma3PadsToTheSquareKeepingTheAspect) {

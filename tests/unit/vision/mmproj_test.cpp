@@ -5,6 +5,8 @@
 #include <functional>
 #include <random>
 
+#include "tern/core/task_pool.h"
+#include "tern/vision/encoder.h"
 #include "tern/vision/mmproj_writer.h"
 #include "testutil.h"
 
@@ -226,6 +228,7 @@ TEST(Mmproj, TruncatedFileIsAFormatError) {
 // Mutated files load or throw a tern::Error: never crash, never anything else.
 TEST(Mmproj, MutatedFilesNeverCrash) {
   std::mt19937 rng(5);
+  TaskPool pool(2);
   int loaded = 0, refused = 0;
   for (int iter = 0; iter < 600; ++iter) {
     std::vector<uint8_t> b = build_mmproj(tiny(kTypes[iter % 3])).to_bytes();
@@ -236,8 +239,16 @@ TEST(Mmproj, MutatedFilesNeverCrash) {
       b[at] = rng() % 3 == 0 ? uint8_t(b[at] ^ (1u << (rng() % 8))) : uint8_t(rng());
     }
     try {
-      Mmproj::from_memory(b, "m.gguf");
+      const Mmproj mm = Mmproj::from_memory(b, "m.gguf");
       ++loaded;
+      // What loads also encodes (every type runs now): one grey tile.
+      if (iter % 4 == 0) {
+        const VisionEncoder enc = VisionEncoder::from_mmproj(Mmproj::from_memory(b, "m.gguf"));
+        const int S = enc.config().image_size;
+        const Embeddings e =
+            enc.encode_tile(PixelTile{S, std::vector<float>(size_t(S) * S * 3, 0.25f)}, pool);
+        EXPECT_EQ(e.n_tokens, enc.tokens_per_tile());
+      }
     } catch (const Error&) {
       ++refused;
     }

@@ -123,5 +123,11 @@ TEST(VisionOracle, Gemma3TinyMatchesLlamaCpp) {
   check_against_oracle(ProjectorType::Gemma3, "vision/gemma3_tiny_seed42.bin");
 }
 
+// LLaVA-1.5's layout: CLIP with the class token first (the peer carries the
+// fix of llama.cpp #25814), bicubic fit padded with the mean colour.
+TEST(VisionOracle, MlpTinyMatchesLlamaCpp) {
+  check_against_oracle(ProjectorType::Mlp, "vision/mlp_tiny_seed42.bin");
+}
+
 }  // namespace
 }  // namespace tern::vision
