@@ -153,15 +153,16 @@ void attach_images(std::vector<Message>& messages, ImageList images) {
     const size_t n = count_markers(m.content);
     if (n == 0 || !m.images.empty()) continue;
     if (next + n > images.size()) break;
-    m.images.assign(images.begin() + std::ptrdiff_t(next), images.begin() + std::ptrdiff_t(next + n));
+    m.images.assign(images.begin() + std::ptrdiff_t(next),
+                    images.begin() + std::ptrdiff_t(next + n));
     next += n;
   }
   size_t marked = 0, have = 0;
   for (const Message& m : messages) marked += count_markers(m.content), have += m.images.size();
   if (next != images.size() || marked != have)
-    throw ApiError::bad_request("The input's media markers (" + std::string(kMediaMarker) +
-                                    ") do not match its images.",
-                                "input", "invalid_value");
+    throw ApiError::bad_request(
+        "The input's media markers (" + std::string(kMediaMarker) + ") do not match its images.",
+        "input", "invalid_value");
 }
 
 }  // namespace tern::server
