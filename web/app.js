@@ -147,6 +147,7 @@ class Generation {
       badge.textContent = 'cached image';
       badge.title = stats.image.how;
       this.bubble.appendChild(badge);
+      this.chat.scroll();
     }
     this.chat.done(this, stats);
   }
