@@ -12,7 +12,9 @@ const app = {
   nextChat: 1,
   nextGen: 1,
   recent: [],         // [time ms, tokens] of recent deltas, for the aggregate rate
+  vision: null,       // the server takes images (null: not known yet)
 };
+const MAX_IMAGE_BYTES = 20 << 20;  // tern serve's default --max-media-mb
 
 // ---- connection -----------------------------------------------------------
 
@@ -33,7 +35,7 @@ function connect() {
   setStatus('connecting', '');
   const ws = new WebSocket(wsUrl());
   app.ws = ws;
-  ws.onopen = () => setStatus('online', 'ok');
+  ws.onopen = () => { setStatus('online', 'ok'); checkVision(); };
   ws.onclose = (ev) => {
     if (app.ws !== ws) return;
     setStatus(ev.code === 1001 ? 'server shut down' : 'offline', 'bad');
@@ -46,6 +48,19 @@ function connect() {
     try { msg = JSON.parse(ev.data); } catch { return; }
     onMessage(msg);
   };
+}
+
+// Whether the model takes images (/v1/models says capabilities.vision with --mmproj).
+async function checkVision() {
+  const key = $('#api-key').value.trim();
+  try {
+    const r = await fetch('/v1/models', { headers: key ? { Authorization: `Bearer ${key}` } : {} });
+    const m = (await r.json()).data[0];
+    app.vision = !!(m && m.capabilities && m.capabilities.vision);
+  } catch {
+    app.vision = null;
+  }
+  for (const c of app.chats.values()) c.showVision();
 }
 
 function send(obj) {
@@ -81,10 +96,11 @@ function onMessage(msg) {
 // ---- one generation (one assistant reply) -----------------------------------
 
 class Generation {
-  constructor(chat, id, bubble) {
+  constructor(chat, id, bubble, images) {
     this.chat = chat;
     this.id = id;
     this.bubble = bubble;
+    this.images = images;  // images in the request (this turn's and earlier turns')
     this.text = '';
     this.t0 = performance.now();
     this.tFirst = null;
@@ -117,14 +133,42 @@ class Generation {
       prompt: msg.usage ? msg.usage.prompt_tokens : null,
       cached: t.cache_n || 0,
       reason: msg.finish_reason,
+      image: imageCache(this.images, t),
     };
     if (msg.error) {
       stats.reason = 'error: ' + msg.error;
       this.bubble.classList.add('error');
     }
     $('.meta', this.bubble).textContent = formatStats(stats);
+    if (stats.image && stats.image.reused) {
+      const badge = document.createElement('span');
+      badge.className = 'cache-badge';
+      badge.dataset.testid = 'image-cache';
+      badge.textContent = 'cached image';
+      badge.title = stats.image.how;
+      this.bubble.appendChild(badge);
+      this.chat.scroll();
+    }
     this.chat.done(this, stats);
   }
+}
+
+// What the server did for the request's images, from the done message's
+// timings: image_n counts the images whose embedding rows it fetched (an image
+// inside a reused KV prefix needs none), image_cache_hits those found in the
+// embedding cache, image_encode_ms the time spent getting rows (the three are
+// left out when no rows were fetched).
+function imageCache(images, t) {
+  if (!images) return null;
+  const fetched = t.image_n || 0;
+  const viaKv = Math.max(0, images - fetched);
+  const hits = t.image_cache_hits || 0;
+  const how = [];
+  if (viaKv) how.push(`${viaKv} image(s) inside the reused KV prefix`);
+  if (hits) how.push(`${hits} image(s) from the embedding cache`);
+  const encoded = fetched - hits;
+  if (encoded > 0) how.push(`${encoded} encoded in ${Math.round(t.image_encode_ms || 0)} ms`);
+  return { reused: viaKv + hits > 0, how: how.join(', ') };
 }
 
 function formatStats(s) {
@@ -134,6 +178,7 @@ function formatStats(s) {
   parts.push(`${s.tokens} tokens`);
   // The prompt's KV reused from the prefix cache (earlier turns, shared system prompts).
   if (s.prompt) parts.push(`prompt ${s.prompt} (${s.cached} cached)`);
+  if (s.image) parts.push(`images: ${s.image.how}`);
   if (s.reason) parts.push(s.reason);
   return parts.join(' · ');
 }
@@ -152,6 +197,35 @@ class Chat {
     this.input = $('textarea', this.el);
     this.sendBtn = $('.send', this.el);
     this.stopBtn = $('.stop', this.el);
+    this.pending = [];    // attached images not yet sent: {name, url}
+    this.attachments = $('.attachments', this.el);
+    this.fileInput = $('.file', this.el);
+    this.attachBtn = $('.attach', this.el);
+    this.attachBtn.addEventListener('click', () => this.fileInput.click());
+    this.fileInput.addEventListener('change', () => {
+      this.attachFiles(this.fileInput.files);
+      this.fileInput.value = '';
+    });
+    this.el.addEventListener('dragover', (e) => {
+      if (!e.dataTransfer || ![...e.dataTransfer.types].includes('Files')) return;
+      e.preventDefault();
+      this.el.classList.add('dropping');
+    });
+    this.el.addEventListener('dragleave', (e) => {
+      if (!this.el.contains(e.relatedTarget)) this.el.classList.remove('dropping');
+    });
+    this.el.addEventListener('drop', (e) => {
+      e.preventDefault();
+      this.el.classList.remove('dropping');
+      if (e.dataTransfer) this.attachFiles(e.dataTransfer.files);
+    });
+    this.input.addEventListener('paste', (e) => {
+      const files = [...(e.clipboardData ? e.clipboardData.items : [])]
+        .filter((it) => it.kind === 'file' && it.type.startsWith('image/'))
+        .map((it) => it.getAsFile());
+      if (files.length) { e.preventDefault(); this.attachFiles(files); }
+    });
+    this.showVision();
     $('.composer', this.el).addEventListener('submit', (e) => { e.preventDefault(); this.submit(); });
     this.input.addEventListener('keydown', (e) => {
       if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); this.submit(); }
@@ -160,20 +234,75 @@ class Chat {
     $('.close', this.el).addEventListener('click', () => this.close());
     $('#chats').appendChild(this.el);
   }
+  showVision() {
+    const off = app.vision === false;
+    this.attachBtn.disabled = off;
+    this.attachBtn.title = off ? 'This server takes no images (start it with --mmproj)'
+      : 'Attach an image (or drop one on the chat, or paste it)';
+  }
+  // Reads image files as data: URLs (the original bytes: the server identifies
+  // a picture by its decoded pixels, so the same file is the same picture).
+  attachFiles(files) {
+    for (const f of files) {
+      if (!f || !f.type.startsWith('image/')) continue;
+      if (f.size > MAX_IMAGE_BYTES) {
+        this.showStats({ ttft: null, tokens: 0, reason: `${f.name}: larger than 20 MiB` });
+        continue;
+      }
+      const reader = new FileReader();
+      reader.onload = () => {
+        this.pending.push({ name: f.name || 'pasted image', url: reader.result });
+        this.showPending();
+      };
+      reader.readAsDataURL(f);
+    }
+  }
+  showPending() {
+    this.attachments.replaceChildren(...this.pending.map((p, i) => {
+      const d = document.createElement('span');
+      d.className = 'attachment';
+      d.dataset.testid = 'attachment';
+      const img = document.createElement('img');
+      img.src = p.url;
+      img.alt = p.name;
+      const x = document.createElement('button');
+      x.type = 'button';
+      x.textContent = '×';
+      x.title = 'Remove';
+      x.addEventListener('click', () => { this.pending.splice(i, 1); this.showPending(); });
+      d.append(img, x);
+      return d;
+    }));
+  }
   submit() {
     const text = this.input.value.trim();
-    if (!text || this.current) return;
+    if ((!text && !this.pending.length) || this.current) return;
     this.input.value = '';
-    this.ask(text);
+    const images = this.pending.map((p) => p.url);
+    this.pending = [];
+    this.showPending();
+    this.ask(text, images);
   }
-  ask(text) {
+  imagesInHistory() {
+    let n = 0;
+    for (const m of this.history) {
+      if (Array.isArray(m.content)) n += m.content.filter((p) => p.type === 'image_url').length;
+    }
+    return n;
+  }
+  ask(text, images = []) {
     if (this.current) return false;
-    this.history.push({ role: 'user', content: text });
-    this.addBubble('user', text);
+    // With images: OpenAI content parts, the images first, then the text.
+    const content = images.length
+      ? [...images.map((url) => ({ type: 'image_url', image_url: { url } })),
+         ...(text ? [{ type: 'text', text }] : [])]
+      : text;
+    this.history.push({ role: 'user', content });
+    this.addBubble('user', text, images);
     const bubble = this.addBubble('assistant', '');
     bubble.classList.add('pending');
     const id = `c${this.n}-${app.nextGen++}`;
-    const g = new Generation(this, id, bubble);
+    const g = new Generation(this, id, bubble, this.imagesInHistory());
     const ok = send({
       type: 'generate',
       id,
@@ -204,10 +333,18 @@ class Chat {
     this.showStats(stats);
   }
   showStats(s) { $('.stats', this.el).textContent = formatStats(s); }
-  addBubble(role, text) {
+  addBubble(role, text, images = []) {
     const b = document.createElement('div');
     b.className = `bubble ${role}`;
     b.dataset.role = role;
+    for (const url of images) {
+      const img = document.createElement('img');
+      img.className = 'picture';
+      img.dataset.testid = 'picture';
+      img.src = url;
+      img.alt = 'attached image';
+      b.appendChild(img);
+    }
     const body = document.createElement('div');
     body.className = 'body';
     body.textContent = text;

@@ -54,6 +54,8 @@ void ModelFlags::add(CLI::App& cmd) {
                  "(bounds how much of live contexts may sit on flash; 0: 1/16 of it)")
       ->check(CLI::Range(size_t(0), size_t(1) << 20))
       ->capture_default_str();
+  cmd.add_flag("--no-prefix-cache", no_prefix_cache,
+               "never reuse cached KV for a prompt's prefix (to measure what the cache saves)");
 }
 
 void SamplingFlags::add(CLI::App& cmd) {
@@ -101,6 +103,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int max_seqs) {
   o.kv_flash_mb = flags.kv_flash_mb;
   o.kv_prefetch_layers = flags.kv_prefetch_layers;
   o.kv_staging_mb = flags.kv_staging_mb;
+  o.prefix_reuse = !flags.no_prefix_cache;
   const bool tty = isatty(STDERR_FILENO);
   std::fprintf(stderr, "loading %s ...", o.model_path.c_str());
   auto progress = [&](float f) {

@@ -22,6 +22,7 @@ struct ModelFlags {
   size_t kv_flash_mb = 4096;
   int kv_prefetch_layers = 1;
   size_t kv_staging_mb = 0;
+  bool no_prefix_cache = false;
   void add(CLI::App& cmd);
 };
 

@@ -108,6 +108,7 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts,
   kc.flash_bytes = opts.kv_flash_mb << 20;
   kc.prefetch_layers = opts.kv_prefetch_layers;
   kc.staging_bytes = opts.kv_staging_mb << 20;
+  kc.prefix_reuse = opts.prefix_reuse;
   kc.model_fingerprint = fingerprint;
   try {
     e->kv_ = std::make_unique<kv::PagedKv>(kc);

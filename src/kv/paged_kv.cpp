@@ -169,8 +169,9 @@ int PagedKvImpl::attach_prefix(SeqId id, std::span<const int32_t> prompt) {
   st.lookups += 1;
   const int B = L.block_tokens;
   const int64_t want =
-      prompt.empty() ? 0
-                     : std::min<int64_t>((int64_t(prompt.size()) - 1) / B, cfg.max_seq_tokens / B);
+      prompt.empty() || !cfg.prefix_reuse
+          ? 0
+          : std::min<int64_t>((int64_t(prompt.size()) - 1) / B, cfg.max_seq_tokens / B);
   int64_t found = 0, from_flash = 0;
   for (; found < want; ++found) {
     size_t cursor = s.next_extra;

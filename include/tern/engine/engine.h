@@ -41,6 +41,7 @@ struct EngineOptions {
   size_t kv_flash_mb = 4096;   // spill file budget; 0 turns the flash tier off
   int kv_prefetch_layers = 1;  // flash reads run this many layers ahead
   size_t kv_staging_mb = 0;    // of kv_dram_mb, buffers for streamed blocks; 0: 1/16 of it
+  bool prefix_reuse = true;    // false: no prompt reuses cached KV (kv::KvConfig)
 };
 
 class Engine {

@@ -45,6 +45,9 @@ struct KvConfig {
   size_t flash_bytes = 0;    // size budget of the spill file
   int prefetch_layers = 1;   // read layer L+prefetch_layers while layer L computes
   size_t staging_bytes = 0;  // flash read buffers taken from dram_bytes; 0: dram_bytes/16
+  // false: attach_prefix() reuses nothing (every prompt is computed in full;
+  // for measuring what the prefix cache saves).
+  bool prefix_reuse = true;
   // Mixed into every block hash: a fingerprint of the model file (and anything
   // else that changes what KV a token produces).
   std::string model_fingerprint;

@@ -195,6 +195,20 @@ TEST(PagedKv, LastPromptTokenIsAlwaysComputed) {
   kv.check_invariants();
 }
 
+TEST(PagedKv, PrefixReuseOffReusesNothing) {  // tern serve --no-prefix-cache
+  const FakeModel fm;
+  KvConfig cfg = small_config(fm, KvType::Int8Fp8, 8, 64);
+  cfg.prefix_reuse = false;
+  PagedKv kv(cfg);
+  Conv a(fm, tokens(5, 64));
+  run_conv(kv, fm, a, 64);
+  kv.release(a.seq);
+  const SeqId s = kv.create();
+  EXPECT_EQ(kv.attach_prefix(s, a.toks), 0);
+  kv.release(s);
+  kv.check_invariants();
+}
+
 TEST(PagedKv, SaltAndMediaKeysIsolatePrefixes) {
   const FakeModel fm;
   PagedKv kv(small_config(fm, KvType::Int8Fp8, 8, 64));
