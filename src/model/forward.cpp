@@ -99,10 +99,13 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
                      c.norm_eps);
   });
   kernels::quantize_activations(w.xn.data(), T, d, w.qa, pool);
-  kernels::matmul({{&L.wq, w.q.data()}, {&L.wk, w.k.data()}, {&L.wv, w.v.data()}}, w.qa, pool);
-  add_lora(l, LoraSlot::Q, batch, w.xn.data(), w.q.data(), pool);
-  add_lora(l, LoraSlot::K, batch, w.xn.data(), w.k.data(), pool);
-  add_lora(l, LoraSlot::V, batch, w.xn.data(), w.v.data(), pool);
+  if (!lora_linear(l, batch,
+                   {{LoraSlot::Q, &L.wq, w.q.data()},
+                    {LoraSlot::K, &L.wk, w.k.data()},
+                    {LoraSlot::V, &L.wv, w.v.data()}},
+                   pool)) {
+    kernels::matmul({{&L.wq, w.q.data()}, {&L.wk, w.k.data()}, {&L.wv, w.v.data()}}, w.qa, pool);
+  }
 
   // Local (sliding-window) layers have their own RoPE base (gemma3).
   const kernels::RopeParams rope{hd, c.rope_dims, c.layer_rope_theta(l),
@@ -236,8 +239,9 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
 
   // x += attn @ Wo
   kernels::quantize_activations(w.attn.data(), T, qd, w.qa, pool);
-  kernels::matmul(L.wo, w.qa, w.tmp.data(), pool);
-  add_lora(l, LoraSlot::O, batch, w.attn.data(), w.tmp.data(), pool);
+  if (!lora_linear(l, batch, {{LoraSlot::O, &L.wo, w.tmp.data()}}, pool)) {
+    kernels::matmul(L.wo, w.qa, w.tmp.data(), pool);
+  }
   residual_add(L.post_attn_norm, w.tmp.data(), T, pool);
 }
 
@@ -254,32 +258,37 @@ void Model::ffn_block(int l, const Batch& batch, TaskPool& pool) {
                      c.norm_eps);
   });
   kernels::quantize_activations(w.xn.data(), T, d, w.qa, pool);
-  kernels::matmul({{&L.w_gate, w.gate.data()}, {&L.w_up, w.up.data()}}, w.qa, pool);
-  add_lora(l, LoraSlot::Gate, batch, w.xn.data(), w.gate.data(), pool);
-  add_lora(l, LoraSlot::Up, batch, w.xn.data(), w.up.data(), pool);
+  if (!lora_linear(
+          l, batch,
+          {{LoraSlot::Gate, &L.w_gate, w.gate.data()}, {LoraSlot::Up, &L.w_up, w.up.data()}},
+          pool)) {
+    kernels::matmul({{&L.w_gate, w.gate.data()}, {&L.w_up, w.up.data()}}, w.qa, pool);
+  }
   const auto gated = c.act == Activation::GeluTanh ? kernels::geglu : kernels::swiglu;
   for_each_token(pool, T, 4 * ff, [&](int t) {  // an exp and a division a value
     const size_t o = size_t(t) * ff;
     gated(w.gate.data() + o, w.up.data() + o, w.gate.data() + o, ff);
   });
   kernels::quantize_activations(w.gate.data(), T, ff, w.qa, pool);
-  kernels::matmul(L.w_down, w.qa, w.tmp.data(), pool);
-  add_lora(l, LoraSlot::Down, batch, w.gate.data(), w.tmp.data(), pool);
+  if (!lora_linear(l, batch, {{LoraSlot::Down, &L.w_down, w.tmp.data()}}, pool)) {
+    kernels::matmul(L.w_down, w.qa, w.tmp.data(), pool);
+  }
   residual_add(L.post_ffn_norm, w.tmp.data(), T, pool);
 }
 
-void Model::add_lora(int layer, LoraSlot slot, const Batch& batch, const float* x, float* y,
-                     TaskPool& pool) {
-  auto& runs = ws_.lora_runs;
-  runs.clear();
+bool Model::lora_linear(int layer, const Batch& batch, std::initializer_list<LoraLinear> outs,
+                        TaskPool& pool) {
+  auto& rows = ws_.lora_rows;
+  rows.clear();
   int t = 0;
   for (const BatchEntry& e : batch.entries) {
     const int n = int(e.tokens.size());
-    const LoraMatrix* m = e.lora && n > 0 ? e.lora.adapter->get(layer, slot) : nullptr;
-    if (m) runs.push_back({m, e.lora.adapter->scale(*m, e.lora.scale), t, n});
+    if (e.lora && n > 0) rows.push_back({e.lora.adapter.get(), e.lora.scale, t, n});
     t += n;
   }
-  if (!runs.empty()) lora_add_rows(runs, x, y, pool, ws_.lora_u);
+  if (rows.empty()) return false;
+  ws_.lora.linear(layer, {outs.begin(), outs.size()}, rows, ws_.qa, pool);
+  return true;
 }
 
 void Model::logits(const Batch& batch, StepOutput& out, TaskPool& pool) {

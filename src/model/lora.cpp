@@ -12,6 +12,7 @@
 #include "tern/core/task_pool.h"
 #include "tern/gguf/gguf.h"
 #include "tern/kernels/dequant.h"
+#include "tern/kernels/packed.h"
 
 namespace tern {
 namespace {
@@ -66,18 +67,19 @@ std::vector<float> read_f32(const gguf::TensorInfo& t, const std::string& path) 
   return v;
 }
 
-// a . b over n floats: 16 independent partial sums, so the compiler
-// vectorizes it without reassociating (no -ffast-math).
-float dot(const float* a, const float* b, int n) {
-  float acc[16] = {};
-  int i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int j = 0; j < 16; ++j) acc[j] += a[i + j] * b[i + j];
+// A (rank, n_in) and B (n_out, rank), fp32 as the file holds them, into the
+// int8 tile layout; B's rows are zero-padded to a whole group.
+LoraMatrix pack_lora(const std::vector<float>& a, const std::vector<float>& b, int rank, int n_in,
+                     int n_out) {
+  const int kp = lora_rank_padded(rank);
+  std::vector<float> bp(size_t(n_out) * size_t(kp), 0.0f);
+  for (int o = 0; o < n_out; ++o) {
+    std::copy_n(b.data() + size_t(o) * rank, rank, bp.data() + size_t(o) * kp);
   }
-  float s = 0;
-  for (; i < n; ++i) s += a[i] * b[i];
-  for (float v : acc) s += v;
-  return s;
+  using kernels::WeightFormat;
+  return {rank, n_in, n_out,
+          kernels::pack_matrix(DType::F32, a.data(), rank, n_in, WeightFormat::Int8Sym),
+          kernels::pack_matrix(DType::F32, bp.data(), n_out, kp, WeightFormat::Int8Sym)};
 }
 
 }  // namespace
@@ -132,11 +134,7 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path,
                  std::to_string(n_out) + "] for this model and its lora_a");
     }
     LoraMatrix& m = ad->layers_[size_t(layer)][size_t(slot)];
-    const std::vector<float> b = read_f32(*tb, path);  // (n_out, rank)
-    m = {int(rank), n_in, n_out, read_f32(t, path), std::vector<float>(b.size())};
-    for (int o = 0; o < n_out; ++o) {
-      for (int r = 0; r < int(rank); ++r) m.bt[size_t(r) * n_out + o] = b[size_t(o) * rank + r];
-    }
+    m = pack_lora(read_f32(t, path), read_f32(*tb, path), int(rank), n_in, n_out);
     ++ad->n_matrices_;
     ad->max_rank_ = std::max(ad->max_rank_, m.rank);
   }
@@ -193,77 +191,6 @@ std::shared_ptr<const LoraAdapter> LoraRegistry::find(const std::string& name) c
 std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> LoraRegistry::list() const {
   std::lock_guard lock(mu_);
   return {by_name_.begin(), by_name_.end()};
-}
-
-void lora_add_rows(std::span<LoraRun> runs, const float* x, float* y, TaskPool& pool,
-                   std::vector<float>& u) {
-  // Group the runs by matrix, so each adapter's A and B are read once per
-  // step for all of its rows (not once per row).
-  std::sort(runs.begin(), runs.end(), [](const LoraRun& p, const LoraRun& q) {
-    return p.m != q.m ? std::less<>()(p.m, q.m) : p.t0 < q.t0;
-  });
-  struct Group {
-    size_t first, last;  // runs[first, last)
-    size_t u_off;        // its rows' u: (rows, rank) at u[u_off]
-    int64_t task0_a, task0_b;
-  };
-  constexpr int kRankChunk = 4, kOutChunk = 512;
-  Group groups[64];
-  int n_groups = 0;
-  int64_t tasks_a = 0, tasks_b = 0;
-  size_t u_size = 0;
-  size_t i = 0;
-  while (i < runs.size() && n_groups < 64) {  // beyond 64 adapters: another pass below
-    size_t j = i, rows = 0;
-    while (j < runs.size() && runs[j].m == runs[i].m) rows += size_t(runs[j++].n);
-    const LoraMatrix& m = *runs[i].m;
-    groups[n_groups++] = {i, j, u_size, tasks_a, tasks_b};
-    u_size += rows * size_t(m.rank);
-    tasks_a += (m.rank + kRankChunk - 1) / kRankChunk;
-    tasks_b += (m.n_out + kOutChunk - 1) / kOutChunk;
-    i = j;
-  }
-  if (u.size() < u_size) u.resize(u_size);
-  auto group_of = [&](int64_t task, int64_t Group::*start) {
-    int g = 0;
-    while (g + 1 < n_groups && task >= groups[g + 1].*start) ++g;
-    return g;
-  };
-  // u[row] = A x[row], rank rows of A per task.
-  pool.run(tasks_a, [&](int64_t task, int) {
-    const Group& g = groups[group_of(task, &Group::task0_a)];
-    const LoraMatrix& m = *runs[g.first].m;
-    const int r0 = int(task - g.task0_a) * kRankChunk, r1 = std::min(m.rank, r0 + kRankChunk);
-    for (int r = r0; r < r1; ++r) {
-      const float* ar = m.a.data() + size_t(r) * size_t(m.n_in);
-      size_t row = 0;
-      for (size_t ri = g.first; ri < g.last; ++ri) {
-        for (int k = 0; k < runs[ri].n; ++k, ++row) {
-          const float* xr = x + size_t(runs[ri].t0 + k) * size_t(m.n_in);
-          u[g.u_off + row * size_t(m.rank) + size_t(r)] = dot(ar, xr, m.n_in);
-        }
-      }
-    }
-  });
-  // y[row] += scale * B u[row], a slice of the outputs per task.
-  pool.run(tasks_b, [&](int64_t task, int) {
-    const Group& g = groups[group_of(task, &Group::task0_b)];
-    const LoraMatrix& m = *runs[g.first].m;
-    const int o0 = int(task - g.task0_b) * kOutChunk, o1 = std::min(m.n_out, o0 + kOutChunk);
-    size_t row = 0;
-    for (size_t ri = g.first; ri < g.last; ++ri) {
-      for (int k = 0; k < runs[ri].n; ++k, ++row) {
-        float* yr = y + size_t(runs[ri].t0 + k) * size_t(m.n_out);
-        const float* ur = u.data() + g.u_off + row * size_t(m.rank);
-        for (int r = 0; r < m.rank; ++r) {
-          const float c = runs[ri].scale * ur[r];
-          const float* br = m.bt.data() + size_t(r) * size_t(m.n_out);
-          for (int o = o0; o < o1; ++o) yr[o] += c * br[o];
-        }
-      }
-    }
-  });
-  if (i < runs.size()) lora_add_rows(runs.subspan(i), x, y, pool, u);
 }
 
 }  // namespace tern

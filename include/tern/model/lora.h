@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "tern/kernels/gemm_jobs.h"
+#include "tern/kernels/packed.h"
 #include "tern/model/config.h"
 
 namespace tern {
@@ -29,12 +31,21 @@ enum class LoraSlot : uint8_t { Q, K, V, O, Gate, Up, Down };
 constexpr int kLoraSlots = 7;
 const char* lora_slot_tensor(LoraSlot s);  // "attn_q", ... "ffn_down"
 
+// One adapted weight's A and B, stored for the int8 tile kernels (packed.h):
+// both Int8Sym, per row and group of 32 an fp16 scale. A x then reads the
+// same quantized activations as the base weight, and B u is a GEMM with a
+// reduction of `rank` (zero-padded to a group). About a quarter of the fp32
+// bytes a step streams per adapter.
 struct LoraMatrix {
   int rank = 0, n_in = 0, n_out = 0;
-  std::vector<float> a;   // (rank, n_in)
-  std::vector<float> bt;  // (rank, n_out): B transposed, so B u is rank axpys over rows of bt
+  kernels::PackedMatrix a;  // (rank, n_in)
+  kernels::PackedMatrix b;  // (n_out, lora_rank_padded(rank)): columns past rank are 0
   bool empty() const { return rank == 0; }
 };
+// B's reduction length: rank rounded up to the quantization group.
+constexpr int lora_rank_padded(int rank) {
+  return (rank + kernels::kGroup - 1) / kernels::kGroup * kernels::kGroup;
+}
 
 class LoraAdapter {
  public:
@@ -100,18 +111,53 @@ class LoraRegistry {
   std::map<std::string, std::shared_ptr<const LoraAdapter>> by_name_;
 };
 
-// Rows t0..t0+n of a batch that run one adapter on one linear layer.
-struct LoraRun {
-  const LoraMatrix* m;
-  float scale;  // the adapter's scale for m (alpha / rank folded in)
+// Rows t0..t0+n of a batch that run `adapter` at `scale` (one per batch
+// entry that has an adapter).
+struct LoraRows {
+  const LoraAdapter* adapter;
+  float scale;
   int t0, n;
 };
 
-// For every run's rows t: y[t] (n_out) += scale * B (A x[t]), with x (T, n_in)
-// and y (T, n_out) the layer's input and base output. Runs share m's shape
-// (one layer's weight) and are reordered (grouped by adapter: each adapter's
-// A and B are read once for all its rows); u is scratch, grown as needed.
-void lora_add_rows(std::span<LoraRun> runs, const float* x, float* y, TaskPool& pool,
-                   std::vector<float>& u);
+// One of a layer's linear weights applied to the step's quantized input x
+// (T rows): y (T, w->n_out) = x W^T.
+struct LoraLinear {
+  LoraSlot slot;
+  const kernels::PackedMatrix* w;
+  float* y;
+};
+
+// Runs a layer's linear weights that share one input (q/k/v, gate/up, o,
+// down) with the adapters' terms: for every output, y = x W^T over all rows,
+// then y[t] += s B (A x[t]) on each adapter's rows (s = its scale for that
+// weight). Two dispatches on the pool: the base products and every
+// adapter's A x (rows grouped by adapter, so its A is read once for all of
+// them, from the base's own quantized activations); then every B u
+// (u quantized to int8 per row) added into y. Scratch grows as needed and is
+// reused: no allocation once warm.
+class LoraStep {
+ public:
+  void linear(int layer, std::span<const LoraLinear> outs, std::span<const LoraRows> rows,
+              const kernels::QuantizedActs& x, TaskPool& pool);
+
+ private:
+  struct Part {  // one (output, adapter) pair
+    int out;
+    const LoraMatrix* m;
+    const LoraAdapter* ad;
+    int g0, g1;    // its rows in gathered order
+    size_t u_off;  // A x of gathered row r (g0 <= r < g1) at u_[u_off + r * m->rank]
+    size_t z_off;  // B u before scaling: (g1 - g0, m->n_out) at z_[z_off]
+  };
+  kernels::QuantizedActs gathered_;     // x's rows that run an adapter, grouped by adapter
+  std::vector<int> row_of_;             // batch row of each gathered row
+  std::vector<float> user_scale_;       // the scale its entry asked for
+  std::vector<const LoraRows*> by_ad_;  // the entries, grouped by adapter
+  std::vector<Part> parts_;
+  std::vector<float> u_, upad_, z_;
+  std::vector<float> scale_;                // (parts, gathered rows): each part's row scales
+  std::vector<kernels::QuantizedActs> uq_;  // each part's u, int8
+  std::vector<kernels::GemmJob> jobs_;
+};
 
 }  // namespace tern

@@ -62,9 +62,9 @@ struct Workspace {
   };
   std::vector<AttnBlock> attn_blocks;
   std::vector<AttnSplit> attn_splits;
-  std::vector<float> attn_part;    // the splits' per-segment softmax states
-  std::vector<LoraRun> lora_runs;  // one linear layer's adapter rows (add_lora)
-  std::vector<float> lora_u;       // their A x: (rows, rank)
+  std::vector<float> attn_part;     // the splits' per-segment softmax states
+  std::vector<LoraRows> lora_rows;  // the entries that run an adapter (lora_linear)
+  LoraStep lora;                    // its scratch
   void ensure(const ModelConfig& c, int tokens);
 };
 
@@ -93,10 +93,12 @@ class Model {
   // x (T, d) += post_norm ? rmsnorm(y) * post_norm : y
   void residual_add(const std::vector<float>& post_norm, float* y, int T, TaskPool& pool);
   void logits(const Batch& batch, StepOutput& out, TaskPool& pool);
-  // y (T, n_out) += each entry's adapter term on (layer, slot) for its rows;
-  // x (T, n_in) is the layer's input. A no-op when no entry has an adapter.
-  void add_lora(int layer, LoraSlot slot, const Batch& batch, const float* x, float* y,
-                TaskPool& pool);
+  // When an entry runs an adapter: y_i = x W_i^T for every output, x being
+  // the layer's quantized input (ws_.qa), with each entry's adapter term on
+  // its rows; true then. False (nothing done) when no entry has an adapter:
+  // the caller runs the plain matmul.
+  bool lora_linear(int layer, const Batch& batch, std::initializer_list<LoraLinear> outs,
+                   TaskPool& pool);
 
   ModelConfig cfg_;
   std::shared_ptr<const gguf::GgufFile> file_;

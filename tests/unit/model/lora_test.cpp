@@ -49,10 +49,12 @@ std::string write_lora(const gguf::GgufFile& base, int rank, uint64_t seed,
   return path;
 }
 
-// The base file with W + s B A (F32) in place of every weight the adapter
-// touches: the reference for what the adapter should do.
+// The base file with W + s B A (F32, A and B read from the adapter's own
+// file in double) in place of every weight the adapter touches: the
+// reference for what the adapter should do.
 std::string write_merged(const gguf::GgufFile& base, const LoraAdapter& ad, float user_scale,
                          const std::string& name) {
+  const gguf::GgufFile adf = gguf::GgufFile::open(ad.path());
   gguf::GgufWriter w;
   copy_keys(base, w, "");
   for (const gguf::TensorInfo& t : base.tensors()) {
@@ -69,13 +71,15 @@ std::string write_merged(const gguf::GgufFile& base, const LoraAdapter& ad, floa
       w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.nbytes));
       continue;
     }
-    auto v = reference::tensor_f32(base, t.name);  // (n_out, n_in)
+    auto v = reference::tensor_f32(base, t.name);                   // (n_out, n_in)
+    const auto a = reference::tensor_f32(adf, t.name + ".lora_a");  // (rank, n_in)
+    const auto b = reference::tensor_f32(adf, t.name + ".lora_b");  // (n_out, rank)
     const float s = ad.scale(*m, user_scale);
     for (int o = 0; o < m->n_out; ++o) {
       for (int i = 0; i < m->n_in; ++i) {
         double acc = 0;
         for (int r = 0; r < m->rank; ++r) {
-          acc += double(m->bt[size_t(r) * m->n_out + o]) * m->a[size_t(r) * m->n_in + i];
+          acc += double(b[size_t(o) * m->rank + r]) * a[size_t(r) * m->n_in + i];
         }
         v[size_t(o) * m->n_in + i] += float(s * acc);
       }

@@ -1,0 +1,88 @@
+// gemm_jobs: many products (base weights and adapter matrices) in one dispatch.
+#include "tern/kernels/gemm_jobs.h"
+
+#include <algorithm>
+#include <cassert>
+#include <vector>
+
+#include "dispatch.h"
+#include "tern/core/task_pool.h"
+
+namespace tern::kernels {
+namespace {
+
+// How one job is cut into tasks: row chunks x tile chunks.
+struct JobSplit {
+  int64_t first_task;
+  int row_chunk, row_tasks;
+  int tile_chunk, tile_tasks;
+};
+
+// Rows a task takes together: all of them up to 16 (each tile read once for
+// the whole decode batch); beyond, chunks whose int8 activations stay in L1.
+int rows_per_task(int rows, int n_in) {
+  if (rows <= 16) return rows;
+  const int fit = std::clamp(32768 / n_in / 4 * 4, 4, 64);
+  return std::min(rows, fit);
+}
+
+}  // namespace
+
+void gemm_jobs(std::span<const GemmJob> jobs, TaskPool& pool) {
+  if (jobs.empty()) return;
+  // Grows once per calling thread; no allocation per step. Workers see it
+  // through this reference (a lambda does not capture a thread_local).
+  thread_local std::vector<JobSplit> splits;
+  std::vector<JobSplit>& split = splits;
+  split.resize(jobs.size());
+  double total = 0;  // work in (row x tile x group) units
+  for (const GemmJob& j : jobs) {
+    assert(j.w->n_in == j.x->n_in && j.r0 >= 0 && j.r1 <= j.x->rows);
+    total += double(j.r1 - j.r0) * j.w->n_tiles() * j.w->n_groups();
+  }
+  const int want_tasks = pool.size() == 1 ? 1 : pool.size() * 8;
+  const double per_task = std::max(1.0, total / want_tasks);
+  int64_t n_tasks = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const GemmJob& j = jobs[i];
+    JobSplit& s = split[i];
+    const int rows = j.r1 - j.r0, tiles = j.w->n_tiles();
+    s.first_task = n_tasks;
+    s.row_chunk = std::max(1, rows_per_task(rows, j.w->n_in));
+    s.row_tasks = rows > 0 ? (rows + s.row_chunk - 1) / s.row_chunk : 0;
+    const double tile_work = double(s.row_chunk) * j.w->n_groups();
+    s.tile_chunk = std::clamp(int(per_task / tile_work), 1, std::max(1, tiles));
+    s.tile_tasks = (tiles + s.tile_chunk - 1) / s.tile_chunk;
+    n_tasks += int64_t(s.row_tasks) * s.tile_tasks;
+  }
+  const KernelTable& k = active_kernels();
+  auto task = [&](int64_t t) {
+    const size_t i =
+        size_t(std::upper_bound(split.begin(), split.end(), t,
+                                [](int64_t v, const JobSplit& s) { return v < s.first_task; }) -
+               split.begin()) -
+        1;
+    const GemmJob& j = jobs[i];
+    const JobSplit& s = split[i];
+    const int64_t local = t - s.first_task;
+    const int rt = int(local / s.tile_tasks), tt = int(local % s.tile_tasks);
+    const int r0 = j.r0 + rt * s.row_chunk, r1 = std::min(j.r1, r0 + s.row_chunk);
+    const int t0 = tt * s.tile_chunk, t1 = std::min(j.w->n_tiles(), t0 + s.tile_chunk);
+    k.gemm_tiles(*j.w, *j.x, j.y, r0, r1, t0, t1);
+    if (!j.add) return;
+    const int n = j.w->n_out, o0 = t0 * kTileRows, o1 = std::min(n, t1 * kTileRows);
+    for (int r = r0; r < r1; ++r) {
+      const float* yr = j.y + size_t(r) * n;
+      float* dst = j.add + size_t(j.add_row[r - j.r0]) * n;
+      const float sc = j.add_scale[r - j.r0];
+      for (int o = o0; o < o1; ++o) dst[o] += sc * yr[o];
+    }
+  };
+  if (n_tasks == 1) {
+    task(0);
+    return;
+  }
+  pool.run(n_tasks, [&](int64_t t, int) { task(t); });
+}
+
+}  // namespace tern::kernels
