@@ -109,6 +109,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts,
   kc.prefetch_layers = opts.kv_prefetch_layers;
   kc.staging_bytes = opts.kv_staging_mb << 20;
   kc.model_fingerprint = fingerprint;
+  kc.budget = opts.budget;
+  e->budget_ = opts.budget;
   try {
     e->kv_ = std::make_unique<kv::PagedKv>(kc);
   } catch (const kv::KvIoError& err) {
