@@ -285,6 +285,7 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
 
     const int64_t B = engine_.block_tokens();
     int64_t blocks = engine_.available_blocks();
+    int64_t planned = 0;  // blocks of the sequences admitted this round (not taken yet)
     int64_t seq_slots = engine_.free_sequences();
     int64_t kv_used = kv_tokens_in_use();
     size_t taken = running_.size();
@@ -354,9 +355,12 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
           metrics_.mem_waits += 1;
           break;  // it waits; nobody overtakes it
         }
-        blocks = engine_.available_blocks();  // the rows may have taken KV room
+        // The rows may have taken KV room: what is left after this round's plans.
+        blocks = engine_.available_blocks() - planned;
         if (taken > 0 && blocks_for(ctx_tokens) > blocks) {
           best_new->media_charge.reset();
+          blocks = engine_.available_blocks() - planned;
+          metrics_.mem_waits += 1;
           break;
         }
       }
@@ -364,6 +368,7 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
       seq_slots -= 1;
       kv_used += ctx_tokens;
       blocks -= blocks_for(ctx_tokens);
+      planned += blocks_for(ctx_tokens);
       load(client) += 1;
       if (is_pre) {
         readmit_.push_back(std::move(*best_pre));
