@@ -1,5 +1,6 @@
 // PagedKv: block bookkeeping, frames, LRU eviction, spilling and reloads.
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -242,8 +243,13 @@ void PagedKvImpl::give_frame(int32_t frame) {
   if (!cfg.budget) return;
   cfg.budget->uncharge(MemPool::Kv, L.block_bytes);
   // The bytes go back to the OS too, so resident memory follows the budget
-  // (the next use of the frame faults in zero pages).
-  madvise(frame_ptr(frame), L.block_bytes, MADV_DONTNEED);
+  // (the next use of the frame faults in zero pages). Only the whole pages
+  // inside the frame: a frame is not page-aligned, and its neighbours' bytes
+  // must survive.
+  static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (uintptr_t(frame_ptr(frame)) + page - 1) & ~(page - 1);
+  const uintptr_t end = (uintptr_t(frame_ptr(frame)) + L.block_bytes) & ~(page - 1);
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 int64_t PagedKvImpl::usable_free_frames() const {

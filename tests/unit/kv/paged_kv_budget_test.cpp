@@ -136,3 +136,32 @@ TEST(PagedKvBudget, GivenBackBlocksGoToFlashAndAreFoundAgain) {
 
 }  // namespace
 }  // namespace tern::kv::test
+
+namespace tern::kv::test {
+namespace {
+
+// Frames are not page-aligned: giving one back to the OS must not touch its
+// neighbours. The first frame (at the arena's aligned start) is freed while
+// the next one holds a live sequence's KV, which must stay intact.
+TEST(PagedKvBudget, AFreedFrameLeavesItsNeighboursIntact) {
+  const FakeModel fm;
+  const size_t bb = block_bytes(fm, KvType::Int8Fp8, 8);
+  ASSERT_NE(bb % 4096, 0u) << "the premise: frames straddle pages";
+  MemoryBudget budget(64 * bb);
+  KvConfig c = small_config(fm, KvType::Int8Fp8, 8, 64);
+  c.budget = &budget;
+  PagedKv kv(c), plain(small_config(fm, KvType::Int8Fp8, 8, 64));
+  Conv a(fm, tokens(100, 5)), b(fm, tokens(101, 40)), ref(fm, tokens(101, 40));
+  a.seq = kv.create();
+  run_step(kv, fm, {{&a, 5}});  // frame 0, a partial block
+  b.seq = kv.create();
+  run_step(kv, fm, {{&b, 6}});  // the next frames
+  kv.release(a.seq);            // frame 0 goes back (to the budget and the OS)
+  while (b.pos < 40) run_step(kv, fm, {{&b, std::min(6, 40 - b.pos)}});
+  run_conv(plain, fm, ref, 40, false);
+  EXPECT_TRUE(same_outputs(fm, b, ref, 0, 40));
+  kv.check_invariants();
+}
+
+}  // namespace
+}  // namespace tern::kv::test
