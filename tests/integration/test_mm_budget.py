@@ -132,6 +132,10 @@ def test_200_distinct_images_stay_within_a_small_budget(pair):
         m = srv.metrics()
         budget = m["tern_mem_budget_bytes"]
         assert budget == budget_mb * MiB
+        mem = requests.get(srv.url + "/v1/models", timeout=30).json()["data"][0]["meta"]["memory"]
+        assert mem["budget_bytes"] == budget
+        assert set(mem["used_bytes"]) == {"kv", "mm_cache", "mm_requests"}
+        assert sum(mem["used_bytes"].values()) <= budget
         # Charged bytes never went past the budget, embeddings included.
         assert m['tern_mem_peak_bytes{pool="all"}'] <= budget, m
         assert m['tern_mem_peak_bytes{pool="mm_cache"}'] <= cache_mb * MiB
