@@ -10,6 +10,7 @@
 #include "common.h"
 #include "tern/core/error.h"
 #include "tern/core/log.h"
+#include "tern/core/memory_budget.h"
 #include "tern/engine/engine.h"
 #include "tern/sched/metrics.h"
 #include "tern/sched/scheduler.h"
@@ -73,6 +74,23 @@ void apply_media_flags(server::MediaOptions& m, size_t media_mb, size_t cache_mb
     throw InvalidArgument("--media-dir " + m.media_dir + " is not a directory");
 }
 
+// The one memory budget (--mem-budget-mb): by default the KV DRAM budget
+// plus the embedding cache's, so nothing changes when it is not given; a
+// smaller one also caps the KV arena.
+std::unique_ptr<MemoryBudget> make_budget(ModelFlags& model, size_t budget_mb, size_t mm_cache_mb) {
+  if (budget_mb == 0) budget_mb = model.kv_dram_mb + mm_cache_mb;
+  if (model.kv_dram_mb > budget_mb) {
+    tern::log::get("server")->info("--kv-dram-mb {} is capped by --mem-budget-mb {}",
+                                   model.kv_dram_mb, budget_mb);
+    model.kv_dram_mb = budget_mb;
+  }
+  tern::log::get("server")->info(
+      "memory budget: {} MiB for KV blocks and image embeddings (KV at most {} MiB, embedding "
+      "cache at most {} MiB)",
+      budget_mb, model.kv_dram_mb, mm_cache_mb);
+  return std::make_unique<MemoryBudget>(budget_mb << 20);
+}
+
 }  // namespace
 
 void add_serve_command(CLI::App& app) {
@@ -86,6 +104,7 @@ void add_serve_command(CLI::App& app) {
     CacheDirOptions cache;
     size_t media_mb = 20;
     size_t mm_cache_mb = 256;
+    size_t mem_budget_mb = 0;        // 0: --kv-dram-mb + --mm-cache-mb
     std::vector<std::string> loras;  // --lora NAME=FILE
   };
   auto o = std::make_shared<Opts>();
@@ -188,6 +207,11 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   add_media_flags(*cmd, o->server.media, o->media_mb, o->mm_cache_mb);
+  cmd->add_option("--mem-budget-mb", o->mem_budget_mb,
+                  "one memory budget in MiB for KV blocks in DRAM and image embeddings (cached "
+                  "and in use by requests); a request with images waits until its rows fit, and "
+                  "one that never could gets 503 (default: --kv-dram-mb + --mm-cache-mb)")
+      ->check(CLI::Range(size_t(1), size_t(1) << 24));
   cmd->add_option("--lora", o->loras,
                   "NAME=FILE: a LoRA adapter requests pick as model \"<model>:NAME\" or "
                   "\"lora\": \"NAME\" (repeatable; a bad one is refused, the rest load)");
@@ -204,7 +228,10 @@ void add_serve_command(CLI::App& app) {
     // Lock the cache directory before the (long) model load: a second server fails fast.
     std::unique_ptr<PersistentCache> cache;
     if (!o->cache.dir.empty()) cache = std::make_unique<PersistentCache>(o->cache);
-    auto engine = load_engine(o->model, o->max_seqs > 0 ? o->max_seqs : o->sched.max_batch);
+    const auto budget = make_budget(o->model, o->mem_budget_mb, o->mm_cache_mb);
+    o->server.media.budget = budget.get();
+    auto engine =
+        load_engine(o->model, o->max_seqs > 0 ? o->max_seqs : o->sched.max_batch, budget.get());
     if (cache) cache->load(*engine);
     load_adapters(*engine, o->loras);
     sched::Metrics metrics;

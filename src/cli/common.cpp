@@ -89,7 +89,7 @@ SamplingParams SamplingFlags::params() const {
   return p;
 }
 
-std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int max_seqs) {
+std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int max_seqs, MemoryBudget* budget) {
   EngineOptions o;
   o.model_path = flags.model.empty() ? default_model_path() : flags.model;
   o.n_threads = flags.threads;
@@ -104,6 +104,7 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int max_seqs) {
   o.kv_prefetch_layers = flags.kv_prefetch_layers;
   o.kv_staging_mb = flags.kv_staging_mb;
   o.prefix_reuse = !flags.no_prefix_cache;
+  o.budget = budget;
   const bool tty = isatty(STDERR_FILENO);
   std::fprintf(stderr, "loading %s ...", o.model_path.c_str());
   auto progress = [&](float f) {

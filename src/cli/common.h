@@ -43,6 +43,8 @@ struct SamplingFlags {
 };
 
 // Loads the model, printing "loading MODEL ... 100%" on stderr.
-std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int max_seqs = 8);
+// budget: the memory budget the KV cache charges (tern serve), or null.
+std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int max_seqs = 8,
+                                    MemoryBudget* budget = nullptr);
 
 }  // namespace tern::cli

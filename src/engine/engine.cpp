@@ -110,6 +110,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts,
   kc.staging_bytes = opts.kv_staging_mb << 20;
   kc.prefix_reuse = opts.prefix_reuse;
   kc.model_fingerprint = fingerprint;
+  kc.budget = opts.budget;
+  e->budget_ = opts.budget;
   try {
     e->kv_ = std::make_unique<kv::PagedKv>(kc);
   } catch (const kv::KvIoError& err) {

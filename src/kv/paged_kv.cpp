@@ -6,6 +6,7 @@
 
 #include "paged_kv_impl.h"
 #include "tern/core/log.h"
+#include "tern/core/memory_budget.h"
 
 namespace tern::kv {
 namespace {
@@ -78,6 +79,10 @@ PagedKvImpl::PagedKvImpl(const KvConfig& c)
     plan_run.resize(size_t(stage_cap));
     plan_status.assign(size_t(sets * stage_cap), 0);
     layer_io = std::vector<IoGroup>(size_t(sets));
+  }
+  if (c.budget && staging_bytes > 0) {  // the staging buffers are DRAM the KV holds
+    staging_charged = staging_bytes;
+    c.budget->force_charge(MemPool::Kv, staging_bytes);
   }
   st.block_tokens = L.block_tokens;
   st.block_bytes = int64_t(L.block_bytes);
@@ -260,8 +265,22 @@ KvStats PagedKvImpl::stats() const {
 
 // --- PagedKv: the public face -------------------------------------------
 
-PagedKv::PagedKv(const KvConfig& cfg) : impl_(std::make_unique<PagedKvImpl>(cfg)) {}
+PagedKvImpl::~PagedKvImpl() {
+  if (!cfg.budget) return;
+  cfg.budget->uncharge(
+      MemPool::Kv,
+      staging_charged + size_t(n_frames - int64_t(free_frames.size())) * L.block_bytes);
+}
+
+PagedKv::PagedKv(const KvConfig& cfg) : impl_(std::make_unique<PagedKvImpl>(cfg)) {
+  // The embedding side may ask for cached blocks back (engine thread only:
+  // see memory_budget.h).
+  if (cfg.budget)
+    cfg.budget->set_reclaimer(MemPool::Kv,
+                              [impl = impl_.get()](size_t want) { return impl->give_back(want); });
+}
 PagedKv::~PagedKv() {
+  if (impl_ && impl_->cfg.budget) impl_->cfg.budget->set_reclaimer(MemPool::Kv, {});
   if (impl_ && impl_->in_step) impl_->end_step();
 }
 

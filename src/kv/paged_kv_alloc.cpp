@@ -1,10 +1,14 @@
 // PagedKv: block bookkeeping, frames, LRU eviction, spilling and reloads.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 
 #include "paged_kv_impl.h"
 #include "tern/core/log.h"
+#include "tern/core/memory_budget.h"
 
 namespace tern::kv {
 namespace {
@@ -110,7 +114,7 @@ int32_t PagedKvImpl::new_block() {
 void PagedKvImpl::free_block(int32_t id) {
   Block& b = blocks[size_t(id)];
   lru_remove(id);
-  if (b.frame >= 0) free_frames.push_back(b.frame);
+  if (b.frame >= 0) give_frame(b.frame);
   if (b.slot >= 0) flash->free_slot(b.slot);
   if (b.hashed) index.erase(b.hash);
   emit_removed(b);
@@ -127,7 +131,7 @@ void PagedKvImpl::lose_block(int32_t id, const std::string& why) {
   if (b.hashed) index.erase(b.hash);
   emit_removed(b);
   b.hashed = false;
-  if (b.frame >= 0) free_frames.push_back(b.frame);
+  if (b.frame >= 0) give_frame(b.frame);
   if (b.slot >= 0) flash->free_slot(b.slot);
   b.frame = -1;
   b.slot = -1;
@@ -156,11 +160,7 @@ void PagedKvImpl::wait_timed(IoGroup& g) {
 // --- Reloading cached blocks from flash ----------------------------------
 
 int32_t PagedKvImpl::take_frame_cheap() {
-  if (!free_frames.empty()) {
-    const int32_t f = free_frames.back();
-    free_frames.pop_back();
-    return f;
-  }
+  if (const int32_t f = take_free_frame(/*reclaim=*/false); f >= 0) return f;
   // A cached block that also has a clean flash copy gives its frame up for free.
   int walked = 0;
   for (int32_t id = lru_dram.head; id >= 0 && walked < 64; id = blocks[size_t(id)].next, ++walked) {
@@ -216,10 +216,69 @@ void PagedKvImpl::reap_loads() {
   loading.clear();
 }
 
+// --- Frames and the memory budget ---------------------------------------
+
+int32_t PagedKvImpl::take_free_frame(bool reclaim) {
+  if (free_frames.empty()) return -1;
+  if (MemoryBudget* mb = cfg.budget) {
+    // Cached image embeddings give way to KV; nothing else is asked.
+    const bool ok = reclaim ? mb->charge(MemPool::Kv, L.block_bytes, {MemPool::MmCache})
+                            : mb->try_charge(MemPool::Kv, L.block_bytes);
+    if (!ok) return -1;
+  }
+  const int32_t f = free_frames.back();
+  free_frames.pop_back();
+  return f;
+}
+
+int32_t PagedKvImpl::take_free_frame_forced() {
+  if (cfg.budget) cfg.budget->force_charge(MemPool::Kv, L.block_bytes);
+  const int32_t f = free_frames.back();
+  free_frames.pop_back();
+  return f;
+}
+
+void PagedKvImpl::give_frame(int32_t frame) {
+  free_frames.push_back(frame);
+  if (!cfg.budget) return;
+  cfg.budget->uncharge(MemPool::Kv, L.block_bytes);
+  // The bytes go back to the OS too, so resident memory follows the budget
+  // (the next use of the frame faults in zero pages). Only the whole pages
+  // inside the frame: a frame is not page-aligned, and its neighbours' bytes
+  // must survive.
+  static const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (uintptr_t(frame_ptr(frame)) + page - 1) & ~(page - 1);
+  const uintptr_t end = (uintptr_t(frame_ptr(frame)) + L.block_bytes) & ~(page - 1);
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+int64_t PagedKvImpl::usable_free_frames() const {
+  const int64_t n = int64_t(free_frames.size());
+  if (!cfg.budget) return n;
+  return std::min<int64_t>(n, int64_t(cfg.budget->reachable({MemPool::MmCache}) / L.block_bytes));
+}
+
+size_t PagedKvImpl::give_back(size_t bytes) {
+  if (in_step || bytes == 0) return 0;
+  expire_pins();
+  const int64_t want = std::min<int64_t>(int64_t((bytes + L.block_bytes - 1) / L.block_bytes),
+                                         lru_dram.count + lru_pinned.count);
+  if (want <= 0) return 0;
+  const int64_t free_before = int64_t(free_frames.size());
+  try {
+    obtain_frames(want, /*cached_only=*/true);
+  } catch (const Error& e) {  // a flash write failed: what it could free is free
+    logger()->warn("KV: giving memory back: {}", e.what());
+  }
+  for (int32_t f : scratch_frames) give_frame(f);
+  scratch_frames.clear();
+  return size_t(std::max<int64_t>(0, int64_t(free_frames.size()) - free_before)) * L.block_bytes;
+}
+
 // --- Making room ---------------------------------------------------------
 
 int64_t PagedKvImpl::available_blocks() const {
-  int64_t a = int64_t(free_frames.size()) + lru_dram.count + lru_pinned.count;
+  int64_t a = usable_free_frames() + lru_dram.count + lru_pinned.count;
   if (flash) {
     const int64_t slots = flash->free_slots() + lru_flash.count;
     a += std::max<int64_t>(0, std::min({spillable, stage_cap - streamed, slots}));
@@ -262,23 +321,29 @@ int32_t PagedKvImpl::pick_spill_victim() {
   return shared;
 }
 
-void PagedKvImpl::obtain_frames(int64_t need) {
+void PagedKvImpl::obtain_frames(int64_t need, bool cached_only) {
   scratch_frames.clear();
   scratch_victims.clear();
   reap_loads();
   expire_pins();
-  const int64_t from_free = std::min<int64_t>(need, int64_t(free_frames.size()));
+  const int64_t from_free = cached_only ? 0 : std::min<int64_t>(need, usable_free_frames());
   const int64_t from_lru = std::min(need - from_free, lru_dram.count + lru_pinned.count);
   // Flash slots are kept for the spills this call needs; write-backs of
   // cached blocks get the rest, and a cached block with no room is dropped.
   int64_t writebacks =
       flash ? flash->free_slots() + lru_flash.count - (need - from_free - from_lru) : 0;
   int64_t live_spills = 0;
-  auto pending = [&] { return int64_t(scratch_frames.size() + scratch_victims.size()); };
+  int64_t dropped = 0;  // cached_only: frames freed by forgetting a cached block count too
+  auto pending = [&] {
+    return int64_t(scratch_frames.size() + scratch_victims.size()) + (cached_only ? dropped : 0);
+  };
+  // Each side of the memory budget evicts its own cache first: free frames
+  // the budget has room for, then cached KV blocks, then room the embedding
+  // cache gives back, then spills of live blocks.
+  int32_t free_frame = -1;
   while (pending() < need) {
-    if (!free_frames.empty()) {
-      scratch_frames.push_back(free_frames.back());
-      free_frames.pop_back();
+    if (!cached_only && (free_frame = take_free_frame(/*reclaim=*/false)) >= 0) {
+      scratch_frames.push_back(free_frame);
     } else if (lru_dram.head >= 0 || lru_pinned.head >= 0) {
       // Pinned blocks go last, oldest pin first: past the DRAM budget a
       // session's KV is written to flash (found again there), not dropped.
@@ -299,8 +364,11 @@ void PagedKvImpl::obtain_frames(int64_t need) {
       } else {
         free_block(id);  // no room on flash: forget it
         st.blocks_dropped += 1;
+        dropped += 1;
       }
-    } else if (flash && spillable > 0 && streamed + live_spills < stage_cap) {
+    } else if (!cached_only && (free_frame = take_free_frame(/*reclaim=*/true)) >= 0) {
+      scratch_frames.push_back(free_frame);
+    } else if (!cached_only && flash && spillable > 0 && streamed + live_spills < stage_cap) {
       const int32_t id = pick_spill_victim();
       if (id < 0) break;
       Block& b = blocks[size_t(id)];
@@ -348,15 +416,14 @@ void PagedKvImpl::obtain_frames(int64_t need) {
       if (b.refs == 0) {  // a cached block: drop it, its frame is still good
         free_block(id);
         st.blocks_dropped += 1;
-        scratch_frames.push_back(free_frames.back());
-        free_frames.pop_back();
+        scratch_frames.push_back(take_free_frame_forced());
       } else {
         count(b);  // a live block stays in DRAM
       }
     }
   }
-  if (int64_t(scratch_frames.size()) >= need) return;
-  for (int32_t f : scratch_frames) free_frames.push_back(f);
+  if (int64_t(scratch_frames.size()) + (cached_only ? dropped : 0) >= need) return;
+  for (int32_t f : scratch_frames) give_frame(f);
   scratch_frames.clear();
   if (!error.empty()) {
     logger()->error("KV flash tier: writing to {} failed: {}", flash->path(), error);
@@ -392,7 +459,7 @@ void PagedKvImpl::reserve(SeqId id, int n_new) {
   }
   obtain_frames(need);
   if (int64_t(free_ids.size()) < need) {  // only lost blocks can hold records without room
-    for (int32_t f : scratch_frames) free_frames.push_back(f);
+    for (int32_t f : scratch_frames) give_frame(f);
     scratch_frames.clear();
     throw KvFullError("KV cache: no block records left");
   }

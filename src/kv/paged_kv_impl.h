@@ -68,6 +68,7 @@ struct Seq {
 
 struct PagedKvImpl {
   explicit PagedKvImpl(const KvConfig& cfg);
+  ~PagedKvImpl();  // gives its charges back to the memory budget
 
   // paged_kv.cpp
   Seq& seq(SeqId id);
@@ -83,8 +84,20 @@ struct PagedKvImpl {
   // paged_kv_alloc.cpp
   int64_t available_blocks() const;
   void reserve(SeqId id, int n_new);
-  void obtain_frames(int64_t need);  // into scratch_frames; throws when short
-  int64_t take_slot();               // frees the LRU flash-only block when none is free
+  // Into scratch_frames; throws when short. cached_only: only from evicting
+  // unreferenced cached blocks (to flash when it can), never free frames or
+  // live sequences' blocks.
+  void obtain_frames(int64_t need, bool cached_only = false);
+  // Frames and the memory budget (cfg.budget): every frame outside
+  // free_frames is charged to it.
+  int32_t take_free_frame(bool reclaim = true);  // -1: none free, or no room in the budget
+  int32_t take_free_frame_forced();              // one is free; charged even past the budget
+  void give_frame(int32_t frame);                // back to free_frames, the budget and the OS
+  int64_t usable_free_frames() const;            // free frames the budget lets us take now
+  // The budget's reclaimer: evicts unreferenced cached blocks (flash first)
+  // until about `bytes` are given back; returns the bytes given back.
+  size_t give_back(size_t bytes);
+  int64_t take_slot();  // frees the LRU flash-only block when none is free
   int32_t pick_spill_victim();
   int32_t take_frame_cheap();  // a free frame, or one from a clean LRU block; -1
   void start_load(int32_t id, int32_t frame);
@@ -142,7 +155,8 @@ struct PagedKvImpl {
   int64_t n_frames = 0;
   MappedArena arena;  // (n_frames, block_bytes)
   std::vector<int32_t> free_frames;
-  std::vector<Block> blocks;  // n_frames + flash slots
+  size_t staging_charged = 0;  // staging bytes charged to cfg.budget
+  std::vector<Block> blocks;   // n_frames + flash slots
   std::vector<int32_t> free_ids;
   LruList lru_dram, lru_flash, lru_pinned;
   PrefixIndex index;

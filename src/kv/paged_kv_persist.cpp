@@ -82,7 +82,8 @@ bool PagedKvImpl::import_cached(const BlockHash& hash, std::span<const uint8_t> 
       st.write_errors += 1;
     }
   }
-  if (slot < 0 && free_frames.empty()) return false;
+  const int32_t frame = slot < 0 ? take_free_frame() : -1;
+  if (slot < 0 && frame < 0) return false;
   const int32_t id = new_block();
   Block& b = blocks[size_t(id)];
   b.full = true;
@@ -94,8 +95,7 @@ bool PagedKvImpl::import_cached(const BlockHash& hash, std::span<const uint8_t> 
     st.bytes_spilled += int64_t(L.block_bytes);
   } else {
     b.where = Where::Dram;
-    b.frame = free_frames.back();
-    free_frames.pop_back();
+    b.frame = frame;
     std::memcpy(frame_ptr(b.frame), bytes.data(), L.block_bytes);
   }
   index.insert(hash, id);

@@ -96,10 +96,9 @@ void PagedKvImpl::end_step() {
   for (int32_t bid : plan) {
     Block& b = blocks[size_t(bid)];
     b.stage = -1;
-    if (b.where == Where::Flash && !free_frames.empty()) {
-      start_load(bid, free_frames.back());
-      free_frames.pop_back();
-    }
+    if (b.where != Where::Flash) continue;
+    // Only room the budget has now: embeddings are not evicted for this.
+    if (const int32_t f = take_free_frame(/*reclaim=*/false); f >= 0) start_load(bid, f);
   }
   if (!loading.empty()) flash->submit();
   plan.clear();

@@ -34,6 +34,8 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
   if (!(opts_.session_ttl_s >= 0)) throw InvalidArgument("session_ttl_s must be >= 0");
   n_ctx_ = engine_.n_ctx();
   n_vocab_ = engine_.n_vocab();
+  d_model_ = engine_.config().d_model;
+  engine_block_tokens_ = engine_.block_tokens();
   const int64_t seqs = engine_.free_sequences();
   metrics_.kv_sequences_capacity = seqs;
   const kv::KvStats st = engine_.cache_stats();
@@ -45,6 +47,13 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
   // A prompt of P tokens needs KV for P + 1 (its first generated token is fed
   // back), in whole blocks, and must leave the context room for that token.
   kv_capacity_tokens_ = engine_.capacity_blocks() * st.block_tokens - 1;
+  kv_block_bytes_ = size_t(st.block_bytes);
+  if (const MemoryBudget* mb = engine_.memory_budget()) {
+    metrics_.budget = mb;
+    const size_t frames = size_t(st.dram_blocks - st.dram_free) * kv_block_bytes_;
+    const size_t kv = mb->used(MemPool::Kv);
+    mem_fixed_bytes_ = kv > frames ? kv - frames : 0;
+  }
   int64_t limit = std::min<int64_t>(n_ctx_ - 1, kv_capacity_tokens_);
   if (opts_.kv_tokens > 0) limit = std::min(limit, opts_.kv_tokens);
   max_prompt_tokens_ = int(std::max<int64_t>(0, limit));
@@ -100,6 +109,19 @@ SubmitStatus Scheduler::submit(Request r) {
                             ": image spans must lie inside the prompt, in order, without "
                             "overlapping, each with its image and a source of rows");
     media_end = m.pos + m.n;
+  }
+  if (const MemoryBudget* mb = engine_.memory_budget(); mb && !r.media.empty()) {
+    const size_t blocks = size_t(n + 1 + engine_block_tokens_ - 1) / size_t(engine_block_tokens_);
+    const size_t need = media_bytes(r) + blocks * kv_block_bytes_;
+    const size_t room = mb->total() > mem_fixed_bytes_ ? mb->total() - mem_fixed_bytes_ : 0;
+    if (need > room) {
+      metrics_.mem_refused += 1;
+      throw InsufficientMemoryError(
+          "This request needs " + std::to_string((need + (1 << 20) - 1) >> 20) +
+          " MiB of memory (its images' embeddings and its prompt's KV cache), more than the "
+          "server's memory budget holds (" +
+          std::to_string(room >> 20) + " MiB; --mem-budget-mb). Send fewer or smaller images.");
+    }
   }
   for (const auto& [t, bias] : r.params.logit_bias)
     if (t >= n_vocab_)
@@ -263,6 +285,7 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
 
     const int64_t B = engine_.block_tokens();
     int64_t blocks = engine_.available_blocks();
+    int64_t planned = 0;  // blocks of the sequences admitted this round (not taken yet)
     int64_t seq_slots = engine_.free_sequences();
     int64_t kv_used = kv_tokens_in_use();
     size_t taken = running_.size();
@@ -326,10 +349,26 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
         blocks = engine_.available_blocks();
         continue;  // the candidates changed: choose again
       }
+      // Admission by bytes: a new request's image rows must fit the budget.
+      if (!is_pre && !best_new->media.empty() && !best_new->media_charge) {
+        if (!reserve_media(*best_new, taken == 0)) {
+          metrics_.mem_waits += 1;
+          break;  // it waits; nobody overtakes it
+        }
+        // The rows may have taken KV room: what is left after this round's plans.
+        blocks = engine_.available_blocks() - planned;
+        if (taken > 0 && blocks_for(ctx_tokens) > blocks) {
+          best_new->media_charge.reset();
+          blocks = engine_.available_blocks() - planned;
+          metrics_.mem_waits += 1;
+          break;
+        }
+      }
       taken += 1;
       seq_slots -= 1;
       kv_used += ctx_tokens;
       blocks -= blocks_for(ctx_tokens);
+      planned += blocks_for(ctx_tokens);
       load(client) += 1;
       if (is_pre) {
         readmit_.push_back(std::move(*best_pre));
@@ -350,6 +389,38 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
     f.timings.queue_ms = ms_between(r.arrival, Clock::now());
     r.stream->finish(std::move(f));
   }
+  return true;
+}
+
+size_t Scheduler::media_bytes(const Request& r) const {
+  // Rows per distinct image: the end of its furthest span (spans of one
+  // image share its rows).
+  std::vector<std::pair<Sha256Digest, int64_t>> rows;
+  for (const vision::MediaSpan& m : r.media) {
+    auto it =
+        std::find_if(rows.begin(), rows.end(), [&](const auto& x) { return x.first == m.hash; });
+    if (it == rows.end()) it = rows.insert(rows.end(), {m.hash, 0});
+    it->second = std::max<int64_t>(it->second, int64_t(m.row0) + m.n);
+  }
+  size_t n = 0;
+  for (const auto& [h, k] : rows) n += size_t(k) * size_t(d_model_) * sizeof(float);
+  return n;
+}
+
+bool Scheduler::reserve_media(Request& r, bool alone) {
+  MemoryBudget* mb = engine_.memory_budget();
+  const size_t n = media_bytes(r);
+  if (!mb || n == 0) return true;
+  // The KV gives back only unreferenced cached blocks: running sequences'
+  // KV is never evicted for embeddings.
+  if (!mb->charge(MemPool::MmRequests, n, {MemPool::MmCache, MemPool::Kv})) {
+    if (!alone) return false;
+    // Nothing else runs, yet no room: what holds it is a preempted request's
+    // reservation. Run anyway (it fit the budget at submit) rather than wait forever.
+    logger()->warn("[{}] memory budget: {} bytes of image rows admitted past the budget", r.id, n);
+    mb->force_charge(MemPool::MmRequests, n);
+  }
+  r.media_charge = std::make_shared<MemoryCharge>(mb, MemPool::MmRequests, n);
   return true;
 }
 

@@ -89,6 +89,8 @@ void release_passed_media(Sequence& s) {
       needed |= m.hash == s.req.media[i].hash && m.pos + m.n > s.in_kv;
     if (!needed) s.media_rows[i].reset();
   }
+  // Past every image: its reservation in the memory budget ends.
+  if (s.in_kv >= s.req.media.back().pos + s.req.media.back().n) s.req.media_charge.reset();
 }
 
 }  // namespace

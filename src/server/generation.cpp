@@ -93,7 +93,8 @@ LoraSelection resolve_lora(ServerContext& ctx, const GenerationRequest& g, std::
   return {std::move(adapter), g.lora_scale};
 }
 
-// Submits one sequence. Throws ApiError: 400, 429 (queue full), 503 (shutting down).
+// Submits one sequence. Throws ApiError: 400, 429 (queue full), 503 (shutting
+// down, or a request the memory budget could never hold).
 void submit_one(ServerContext& ctx, sched::Request r, const char* param) {
   // The scheduler checks the prompt, once, against every limit.
   sched::SubmitStatus status;
@@ -101,6 +102,8 @@ void submit_one(ServerContext& ctx, sched::Request r, const char* param) {
     status = ctx.scheduler.submit(std::move(r));
   } catch (const sched::PromptTooLongError& e) {
     throw ApiError::bad_request(e.what(), param, "context_length_exceeded");
+  } catch (const sched::InsufficientMemoryError& e) {
+    throw ApiError(503, "server_error", e.what(), param, "insufficient_memory");
   } catch (const InvalidArgument& e) {
     throw ApiError::bad_request(e.what(), param, "invalid_value");
   }

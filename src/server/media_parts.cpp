@@ -200,7 +200,8 @@ MediaService::MediaService(const MediaOptions& opts)
     : opts_(opts),
       cache_(vision::EmbeddingCacheOptions{.dram_bytes = opts.cache_bytes,
                                            .flash_dir = opts.cache_dir,
-                                           .flash_bytes = opts.cache_dir_bytes}) {
+                                           .flash_bytes = opts.cache_dir_bytes,
+                                           .budget = opts.budget}) {
   policy_.media_dir = opts.media_dir;
   policy_.allow_remote = opts.allow_remote;
   policy_.max_bytes = opts.max_media_bytes;

@@ -47,6 +47,41 @@ void histogram(std::string& out, const char* name, const char* help, const sched
   sample(out, n + "_count", double(s.count));
 }
 
+// The one memory budget (core/memory_budget.h): bytes per pool, now and at
+// their peak, and admission by bytes.
+void budget_metrics(std::string& out, const sched::Metrics& m) {
+  const MemoryBudgetStats s = m.budget->stats();
+  scalar(out, "tern_mem_budget_bytes", "gauge",
+         "The memory budget KV blocks and image embeddings share (--mem-budget-mb).",
+         double(s.total));
+  header(out, "tern_mem_used_bytes", "gauge", "Bytes charged to the memory budget, by pool.");
+  header(out, "tern_mem_peak_bytes", "gauge",
+         "Highest bytes charged to the memory budget since start, by pool (all: their sum).");
+  size_t all = 0;
+  for (int p = 0; p < kMemPools; ++p) {
+    const std::string pool = mem_pool_name(MemPool(p));
+    sample(out, "tern_mem_used_bytes{pool=\"" + pool + "\"}", double(s.used[p]));
+    sample(out, "tern_mem_peak_bytes{pool=\"" + pool + "\"}", double(s.peak[p]));
+    all += s.used[p];
+  }
+  sample(out, "tern_mem_peak_bytes{pool=\"all\"}", double(s.peak_all));
+  scalar(out, "tern_mem_free_bytes", "gauge", "Bytes of the memory budget not charged.",
+         double(s.total > all ? s.total - all : 0));
+  header(out, "tern_mem_reclaimed_bytes_total", "counter",
+         "Bytes a pool gave back because another needed room.");
+  for (int p = 0; p < kMemPools; ++p)
+    sample(
+        out,
+        "tern_mem_reclaimed_bytes_total{pool=\"" + std::string(mem_pool_name(MemPool(p))) + "\"}",
+        double(s.reclaimed[p]));
+  scalar(out, "tern_mem_admission_waits_total", "counter",
+         "Times admission stopped because a request's image rows did not fit the budget yet.",
+         double(m.mem_waits.load()));
+  scalar(out, "tern_mem_refused_total", "counter",
+         "Requests refused (503 insufficient_memory): bigger than the whole budget.",
+         double(m.mem_refused.load()));
+}
+
 // The KV memory hierarchy: blocks per tier, prefix-cache hits per tier,
 // flash traffic.
 void kv_metrics(std::string& out, const kv::KvStats& k) {
@@ -169,6 +204,7 @@ std::string render_metrics(const sched::Metrics& m, const HttpStats& http) {
          double(m.kv_io_failures.load()));
   const kv::KvStats kv = m.kv();
   kv_metrics(out, kv);
+  if (m.budget) budget_metrics(out, m);
   router_metrics(out, m, kv);
   header(out, "tern_http_responses_total", "counter", "HTTP responses by status code.");
   for (const auto& [code, n] : http.responses())

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "adapters_route.h"
+#include "tern/core/memory_budget.h"
 #include "tern/engine/engine.h"
 #include "tern/sched/scheduler.h"
 #include "tern/server/anthropic_messages.h"
@@ -32,6 +33,16 @@ Response health(ServerContext& ctx, const Request& req) {
   return json_response(req, http::status::ok, dump(json{{"status", "ok"}}));
 }
 
+// The memory budget's use now (--mem-budget-mb; /metrics has the peaks).
+json memory_status(const ServerContext& ctx) {
+  const MemoryBudget* b = ctx.engine.memory_budget();
+  if (!b) return nullptr;
+  const MemoryBudgetStats s = b->stats();
+  json used = json::object();
+  for (int p = 0; p < kMemPools; ++p) used[mem_pool_name(MemPool(p))] = s.used[p];
+  return {{"budget_bytes", s.total}, {"used_bytes", used}};
+}
+
 json model_object(const ServerContext& ctx) {
   return {{"id", ctx.model_id},
           {"object", "model"},
@@ -41,7 +52,8 @@ json model_object(const ServerContext& ctx) {
           {"meta",
            {{"n_ctx", ctx.scheduler.n_ctx()},
             {"n_vocab", ctx.engine.n_vocab()},
-            {"arch", ctx.engine.config().arch}}}};
+            {"arch", ctx.engine.config().arch},
+            {"memory", memory_status(ctx)}}}};
 }
 
 Response models(ServerContext& ctx, const Request& req) {

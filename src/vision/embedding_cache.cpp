@@ -176,12 +176,37 @@ struct EmbeddingCache::Impl {
     trim_flash();
   }
 
-  // (mu held) Drops least recently used entries over each budget.
-  void trim_dram() {
-    while (dram.bytes() > opts.dram_bytes && dram.size() > 0) {
-      dram.erase(dram.oldest());
-      ++stats.dram.evictions;
+  // (mu held) Drops the least recently used DRAM entry, uncharging it.
+  size_t evict_oldest() {
+    const size_t n = dram.get(dram.oldest(), false)->bytes;
+    dram.erase(dram.oldest());
+    ++stats.dram.evictions;
+    if (opts.budget) opts.budget->uncharge(MemPool::MmCache, n);
+    return n;
+  }
+  // (mu held) Puts e in DRAM if it fits --mm-cache-mb and the memory budget
+  // after evicting older entries; else leaves it out (the caller keeps it).
+  void keep(const Sha256Digest& d, const Entry& e) {
+    const size_t n = row_bytes(*e);
+    if (auto* old = dram.get(d, false)) {  // replaced: its bytes come back first
+      if (opts.budget) opts.budget->uncharge(MemPool::MmCache, old->bytes);
+      dram.erase(d);
     }
+    if (n > opts.dram_bytes) {  // could never fit: as before, counted as an eviction
+      ++stats.dram.evictions;
+      return;
+    }
+    while (dram.size() > 0 && dram.bytes() + n > opts.dram_bytes) evict_oldest();
+    if (opts.budget) {
+      while (!opts.budget->try_charge(MemPool::MmCache, n)) {
+        if (dram.size() == 0) {
+          ++stats.not_kept;
+          return;
+        }
+        evict_oldest();
+      }
+    }
+    dram.put(d, e, n);
   }
   void trim_flash() {
     while (flash.bytes() > opts.flash_bytes && flash.size() > 0) {
@@ -262,9 +287,26 @@ struct EmbeddingCache::Impl {
 EmbeddingCache::EmbeddingCache(EmbeddingCacheOptions opts) : impl_(std::make_unique<Impl>()) {
   impl_->opts = std::move(opts);
   impl_->open_flash();
+  if (MemoryBudget* b = impl_->opts.budget)
+    b->set_reclaimer(MemPool::MmCache, [this](size_t want) { return evict_dram(want); });
 }
 
-EmbeddingCache::~EmbeddingCache() = default;
+EmbeddingCache::~EmbeddingCache() {
+  Impl& m = *impl_;
+  if (!m.opts.budget) return;
+  m.opts.budget->set_reclaimer(MemPool::MmCache, {});
+  std::lock_guard lock(m.mu);
+  m.opts.budget->uncharge(MemPool::MmCache, m.dram.bytes());
+}
+
+size_t EmbeddingCache::evict_dram(size_t bytes) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
+  size_t freed = 0;
+  while (freed < bytes && m.dram.size() > 0) freed += m.evict_oldest();
+  m.stats.reclaimed_bytes += freed;
+  return freed;
+}
 
 EmbeddingCache::Entry EmbeddingCache::find(const EmbeddingKey& key) {
   const Sha256Digest d = key.digest();
@@ -287,8 +329,7 @@ EmbeddingCache::Entry EmbeddingCache::find(const EmbeddingKey& key) {
     return nullptr;
   }
   ++m.stats.flash.hits;
-  m.dram.put(d, e, row_bytes(*e));
-  m.trim_dram();
+  m.keep(d, e);
   return e;
 }
 
@@ -303,8 +344,7 @@ EmbeddingCache::Entry EmbeddingCache::insert(const EmbeddingKey& key, Embeddings
   {
     std::lock_guard lock(m.mu);
     ++m.stats.inserts;
-    m.dram.put(d, e, row_bytes(*e));
-    m.trim_dram();
+    m.keep(d, e);
     write = m.flash_on && !m.flash.get(d, true) && row_bytes(*e) <= m.opts.flash_bytes;
   }
   if (!write) return e;

@@ -16,6 +16,7 @@
 
 namespace tern {
 
+class MemoryBudget;
 class Tokenizer;
 class ChatTemplate;
 class TaskPool;
@@ -42,6 +43,9 @@ struct EngineOptions {
   int kv_prefetch_layers = 1;  // flash reads run this many layers ahead
   size_t kv_staging_mb = 0;    // of kv_dram_mb, buffers for streamed blocks; 0: 1/16 of it
   bool prefix_reuse = true;    // false: no prompt reuses cached KV (kv::KvConfig)
+  // The one memory budget KV blocks and image embeddings share (null: none;
+  // see core/memory_budget.h). It must outlive the engine.
+  MemoryBudget* budget = nullptr;
 };
 
 class Engine {
@@ -106,6 +110,9 @@ class Engine {
   // --lora and /v1/adapters fill it). A batch entry names its own adapter.
   LoraRegistry& adapters() { return adapters_; }
 
+  // The memory budget the KV cache charges (EngineOptions::budget), or null.
+  MemoryBudget* memory_budget() const { return budget_; }
+
   // The KV cache itself, for tests and benchmarks (fault injection, invariants).
   kv::PagedKv& kv();
   const kv::PagedKv& kv() const;
@@ -129,6 +136,7 @@ class Engine {
   std::unique_ptr<TaskPool> pool_;
   int n_ctx_ = 0;
   LoraRegistry adapters_;
+  MemoryBudget* budget_ = nullptr;
 };
 
 }  // namespace tern

@@ -13,6 +13,10 @@
 #include "tern/core/error.h"
 #include "tern/core/types.h"
 
+namespace tern {
+class MemoryBudget;  // core/memory_budget.h
+}
+
 namespace tern::kv {
 
 // How one token's key and value rows (head_dim values per kv head) are stored.
@@ -51,6 +55,11 @@ struct KvConfig {
   // Mixed into every block hash: a fingerprint of the model file (and anything
   // else that changes what KV a token produces).
   std::string model_fingerprint;
+  // The process's one memory budget (null: none): every DRAM frame holding a
+  // block and the staging buffers are charged to MemPool::Kv; a frame is
+  // taken only when the budget has room (after asking the embedding cache to
+  // give some back), and free frames are returned to it (and to the OS).
+  MemoryBudget* budget = nullptr;
 };
 
 // The folder under the system temp directory used when --kv-flash-dir is not given.

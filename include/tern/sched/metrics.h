@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "tern/core/memory_budget.h"
 #include "tern/kv/kv_types.h"
 
 namespace tern::sched {
@@ -61,6 +62,11 @@ struct Metrics {
   std::atomic<int64_t> preempted{0};        // sequences waiting to be re-admitted
   std::atomic<uint64_t> preemptions{0};     // sequences preempted for KV room
   std::atomic<uint64_t> kv_io_failures{0};  // requests whose KV a flash error broke
+  // The memory budget (read live for /metrics; null: none), admissions that
+  // waited for its room, and requests refused because they could never fit.
+  const MemoryBudget* budget = nullptr;
+  std::atomic<uint64_t> mem_waits{0};
+  std::atomic<uint64_t> mem_refused{0};
 
   // The KV cache's counters (kv::KvStats), copied at every token boundary.
   void set_kv(const kv::KvStats& s) {

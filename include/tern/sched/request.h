@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tern/core/error.h"
+#include "tern/core/memory_budget.h"
 #include "tern/model/lora.h"
 #include "tern/sampling/params.h"
 #include "tern/sched/stream.h"
@@ -45,6 +46,9 @@ struct Request {
   // the request's life, so unloading the adapter does not affect it; its
   // identity joins the prefix-cache chain root (lora_salt).
   LoraSelection lora{};
+  // Set by admission: the bytes of this request's image rows, reserved in
+  // the memory budget until its prefill is past them (or it ends).
+  std::shared_ptr<MemoryCharge> media_charge;
 };
 
 // The prompt can never run: it does not fit the context, or the KV budget
@@ -52,6 +56,14 @@ struct Request {
 class PromptTooLongError : public InvalidArgument {
  public:
   using InvalidArgument::InvalidArgument;
+};
+
+// The request can never fit the memory budget (its images' embedding rows
+// plus its prompt's KV exceed it, even alone). submit() throws it; the
+// server answers 503 insufficient_memory.
+class InsufficientMemoryError : public Error {
+ public:
+  using Error::Error;
 };
 
 enum class SubmitStatus : uint8_t {

@@ -1,6 +1,12 @@
 #pragma once
 // Continuous batching at token boundaries.
 //
+// Admission by bytes: with a memory budget (Engine::memory_budget()), a
+// request with images reserves its embedding rows' bytes at admission (the
+// embedding cache, then unreferenced cached KV, give bytes back first); if
+// they cannot fit now it waits in the queue (nobody overtakes it), and
+// submit() refuses one that could never fit (InsufficientMemoryError).
+//
 // One engine thread runs steps. Each step it
 //   1. drops cancelled requests (waiting ones never run; running ones free
 //      their sequence),
@@ -135,6 +141,11 @@ class Scheduler {
   void retire_finished();
   void update_gauges();
   int64_t kv_tokens_in_use() const;
+  // Admission by bytes (the memory budget): the embedding rows r's images
+  // need (each distinct image: rows x n_embd x 4 bytes), and reserving them
+  // (cached embeddings and cached KV give way first). False: no room now.
+  size_t media_bytes(const Request& r) const;
+  bool reserve_media(Request& r, bool alone);
 
   Engine& engine_;
   SchedulerOptions opts_;
@@ -143,6 +154,10 @@ class Scheduler {
   int n_vocab_ = 0;
   int max_prompt_tokens_ = 0;
   int64_t kv_capacity_tokens_ = 0;  // what one sequence can hold in the KV budget
+  size_t kv_block_bytes_ = 0;       // one KV block, all layers
+  int engine_block_tokens_ = 32;    // tokens per KV block
+  int d_model_ = 0;                 // width of an embedding row
+  size_t mem_fixed_bytes_ = 0;      // of the memory budget, held for good (flash staging)
 
   // Shared with submitters, guarded by mu_.
   mutable std::mutex mu_;

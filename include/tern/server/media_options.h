@@ -4,6 +4,10 @@
 #include <cstdint>
 #include <string>
 
+namespace tern {
+class MemoryBudget;
+}
+
 namespace tern::server {
 
 struct MediaOptions {
@@ -15,6 +19,7 @@ struct MediaOptions {
   size_t cache_bytes = size_t(256) << 20;     // --mm-cache-mb: embedding cache in DRAM
   std::string cache_dir;                      // --mm-cache-dir: its flash tier ("" : none)
   size_t cache_dir_bytes = size_t(1) << 30;   // flash tier budget
+  MemoryBudget* budget = nullptr;             // --mem-budget-mb: the cache charges its DRAM here
   int remote_timeout_ms = 10'000;
   int max_redirects = 3;
   double default_fps = 1.0;  // video sampling when the request gives none

@@ -16,6 +16,14 @@
 // A flash write error (disk full, directory gone) turns the flash tier off
 // and is counted; the request that caused it is served from DRAM as usual.
 //
+// Memory budget (optional, core/memory_budget.h): DRAM entries are charged
+// to MemPool::MmCache. An entry goes into DRAM only when the budget has room
+// for it after the cache evicted its own least recently used entries (they
+// stay on flash when the tier is on); otherwise it is handed to the caller
+// uncached (counted in `not_kept`). The cache registers itself as the
+// budget's reclaimer for MmCache, so KV blocks and admitted requests can make
+// it evict. The budget must outlive the cache.
+//
 // Thread-safe: one mutex guards the indexes; file reads and writes run
 // outside it.
 #include <cstdint>
@@ -23,6 +31,7 @@
 #include <memory>
 #include <string>
 
+#include "tern/core/memory_budget.h"
 #include "tern/core/sha256.h"
 #include "tern/vision/encoder.h"
 #include "tern/vision/vision_config.h"
@@ -48,6 +57,7 @@ struct EmbeddingCacheOptions {
   size_t dram_bytes = size_t(256) << 20;
   std::string flash_dir;                 // "" : no flash tier
   size_t flash_bytes = size_t(1) << 30;  // file bytes kept in flash_dir
+  MemoryBudget* budget = nullptr;        // null: dram_bytes is the only limit
 };
 
 struct EmbeddingTierStats {
@@ -63,6 +73,8 @@ struct EmbeddingCacheStats {
   uint64_t inserts = 0;
   uint64_t flash_dropped = 0;       // damaged or foreign files deleted on load
   uint64_t flash_write_errors = 0;  // writes that failed (then the tier is off)
+  uint64_t not_kept = 0;            // entries the memory budget had no room for in DRAM
+  uint64_t reclaimed_bytes = 0;     // DRAM bytes evicted because the budget asked
   bool flash_enabled = false;
 };
 
@@ -85,6 +97,9 @@ class EmbeddingCache {
                       bool* hit = nullptr);
 
   EmbeddingCacheStats stats() const;
+  // Evicts least recently used DRAM entries until `bytes` are freed (or the
+  // DRAM tier is empty); returns the bytes freed. Thread-safe.
+  size_t evict_dram(size_t bytes);
 
  private:
   struct Impl;

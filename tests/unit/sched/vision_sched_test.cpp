@@ -12,6 +12,7 @@
 
 #include "../vision/synthetic_images.h"
 #include "collector.h"
+#include "tern/core/memory_budget.h"
 #include "tern/core/task_pool.h"
 #include "tern/engine/engine.h"
 #include "tern/kv/paged_kv.h"
@@ -269,6 +270,88 @@ TEST_F(VisionSchedTest, SpansOutsideThePromptAreRefusedAtSubmit) {
   Request r2 = request("r2", "Look: ", "gradient", "", c);
   std::swap(r2.media.front(), r2.media.back());  // out of order
   EXPECT_THROW(s.submit(std::move(r2)), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace tern::sched
+
+namespace tern::sched {
+namespace {
+
+// Admission by bytes (core/memory_budget.h): under a budget that holds both
+// requests' prompt KV and image rows but one byte less, the second waits in
+// the queue until the first's prefill has passed its image (its rows'
+// reservation ends), then runs; both give their text alone, and the budget
+// is never exceeded. A request bigger than the whole budget is refused at
+// submit, and the scheduler goes on serving.
+TEST_F(VisionSchedTest, ImageRowsAreAdmittedByBytes) {
+  const int B = engine_->block_tokens();
+  const size_t bb = size_t(engine_->cache_stats().block_bytes);
+  const size_t d = size_t(engine_->config().d_model);
+  auto rows_bytes = [&](const Request& r) {
+    int64_t n = 0;
+    for (const auto& m : r.media) n = std::max<int64_t>(n, m.row0 + m.n);
+    return size_t(n) * d * sizeof(float);
+  };
+  auto kv_bytes = [&](const Request& r) { return (r.prompt.size() + B) / size_t(B) * bb; };
+  std::string alone[2];
+  const int picks[2] = {0, 2};
+  {
+    Scheduler s(*engine_, SchedulerOptions{1, 64, 512, 0}, metrics_);
+    s.start();
+    for (int i = 0; i < 2; ++i) {
+      Collector c;
+      const Case& k = kCases[picks[i]];
+      ASSERT_EQ(s.submit(request("alone", k.before, k.image, k.after, c)), SubmitStatus::Accepted);
+      ASSERT_NE(c.wait().reason, FinishReason::Error);
+      alone[i] = c.text();
+    }
+  }
+  Collector probe;
+  const Request a = request("a", kCases[0].before, kCases[0].image, kCases[0].after, probe);
+  const Request b = request("b", kCases[2].before, kCases[2].image, kCases[2].after, probe);
+  const size_t total = rows_bytes(a) + rows_bytes(b) + kv_bytes(a) + kv_bytes(b) - 1;
+  MemoryBudget budget(total);
+  EngineOptions o;
+  o.model_path = testutil::tiny_model_path();
+  o.n_ctx = 1024;
+  o.max_seqs = 8;
+  o.kv_dram_mb = 64;
+  o.kv_flash_mb = 0;
+  o.budget = &budget;
+  auto engine = Engine::load(o);
+  Metrics m;
+  {
+    Scheduler s(*engine, SchedulerOptions{4, 64, 512, 0}, m);
+    Collector ca, cb, too_big;
+    // One byte short even alone: refused at submit.
+    MemoryBudget tiny(rows_bytes(a) + kv_bytes(a) - 1);
+    o.budget = &tiny;
+    {
+      auto small = Engine::load(o);
+      Metrics ms;
+      Scheduler s2(*small, SchedulerOptions{4, 64, 512, 0}, ms);
+      EXPECT_THROW(
+          s2.submit(request("big", kCases[0].before, kCases[0].image, kCases[0].after, too_big)),
+          InsufficientMemoryError);
+      EXPECT_EQ(ms.mem_refused, 1u);
+    }
+    ASSERT_EQ(s.submit(request("a", kCases[0].before, kCases[0].image, kCases[0].after, ca)),
+              SubmitStatus::Accepted);
+    ASSERT_EQ(s.submit(request("b", kCases[2].before, kCases[2].image, kCases[2].after, cb)),
+              SubmitStatus::Accepted);
+    s.start();
+    const Finish fa = ca.wait(), fb = cb.wait();
+    EXPECT_NE(fa.reason, FinishReason::Error) << fa.error;
+    EXPECT_NE(fb.reason, FinishReason::Error) << fb.error;
+    EXPECT_EQ(ca.text(), alone[0]);
+    EXPECT_EQ(cb.text(), alone[1]);
+    EXPECT_GE(m.mem_waits, 1u) << "b was admitted beside a";
+  }
+  const MemoryBudgetStats st = budget.stats();
+  EXPECT_LE(st.peak_all, total);
+  EXPECT_GE(st.peak[int(MemPool::MmRequests)], rows_bytes(a));
+  EXPECT_EQ(st.used[int(MemPool::MmRequests)], 0u);
 }
 
 }  // namespace
