@@ -7,6 +7,10 @@ std::shared_ptr<const Embeddings> EncoderSource::rows_for(const Sha256Digest& /*
   return std::make_shared<const Embeddings>(encoder_.encode(image, pool_));
 }
 
+std::unique_ptr<EncodeJob> EncoderSource::start_encode(const std::shared_ptr<const Image>& image) {
+  return std::make_unique<EncodeJob>(encoder_.start_encode(image));
+}
+
 CachedSource::CachedSource(EmbeddingCache& cache, const VisionEncoder& encoder, TaskPool& pool,
                            const Sha256Digest& projector)
     : cache_(cache),
@@ -26,6 +30,18 @@ EmbeddingSource::Fetched CachedSource::fetch(const Sha256Digest& hash, const Ima
   f.rows = cache_.get_or_encode(
       key, [&] { return encoder_.encode(image, pool_); }, &f.cached);
   return f;
+}
+
+std::shared_ptr<const Embeddings> CachedSource::cached(const Sha256Digest& hash) {
+  return cache_.find(EmbeddingKey{hash, projector_, preprocess_});
+}
+
+std::unique_ptr<EncodeJob> CachedSource::start_encode(const std::shared_ptr<const Image>& image) {
+  return std::make_unique<EncodeJob>(encoder_.start_encode(image));
+}
+
+std::shared_ptr<const Embeddings> CachedSource::store(const Sha256Digest& hash, Embeddings rows) {
+  return cache_.insert(EmbeddingKey{hash, projector_, preprocess_}, std::move(rows));
 }
 
 }  // namespace tern::vision
