@@ -19,6 +19,7 @@ void add_gen_mmproj_command(CLI::App& app) {
     std::string out;
     uint32_t seed = 1;
     int n_embd = 0;
+    int preproc_size = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("gen-mmproj", "write a random-weight vision projector GGUF");
@@ -34,6 +35,10 @@ void add_gen_mmproj_command(CLI::App& app) {
   cmd->add_option("--n-embd", o->n_embd,
                   "projector output width (the text model's n_embd; default: the preset's)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--preproc-size", o->preproc_size,
+                  "idefics3: the longest edge images are resized to (default: the preset's; "
+                  "image_size gives one tile + the global image)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([o] {
     const auto type = *vision::projector_from_name(o->type);
     vision::MmprojSpec spec = vision::mmproj_preset(
@@ -43,6 +48,8 @@ void add_gen_mmproj_command(CLI::App& app) {
                                               : DType::F16;
     spec.seed = o->seed;
     if (o->n_embd > 0) spec.config.d_out = o->n_embd;
+    if (o->preproc_size > 0 && type == vision::ProjectorType::Idefics3)
+      spec.config.preproc_image_size = o->preproc_size;
     vision::write_mmproj(spec, o->out);
     const vision::Mmproj mm = vision::Mmproj::open(o->out);
     const vision::VisionConfig& c = mm.config();

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <limits>
 
+#include "image_jobs.h"
 #include "sequence.h"
 #include "tern/core/error.h"
 #include "tern/core/log.h"
@@ -24,7 +25,7 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 }  // namespace
 
 Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
-    : engine_(engine), opts_(opts), metrics_(metrics) {
+    : engine_(engine), opts_(opts), metrics_(metrics), images_(std::make_unique<ImageJobs>()) {
   if (opts_.max_batch < 1) throw InvalidArgument("max_batch must be at least 1");
   if (opts_.max_queue < 1) throw InvalidArgument("max_queue must be at least 1");
   if (opts_.step_tokens < opts_.max_batch)
@@ -223,6 +224,7 @@ void Scheduler::loop() {
     retire_cancelled();
     run_step();
     retire_finished();
+    advance_images();
     update_gauges();
     std::function<void()> on_idle;
     {
@@ -264,7 +266,8 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
   {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] {
-      return stop_ || cancel_all_ || wake_ || !queue_.empty() || runnable() || !preempted_.empty();
+      return stop_ || cancel_all_ || wake_ || !queue_.empty() || runnable() ||
+             !preempted_.empty() || images_->pending();
     });
     wake_ = false;
     if (cancel_all_) {

@@ -95,6 +95,80 @@ void release_passed_media(Sequence& s) {
 
 }  // namespace
 
+// Whether s.req.media[i]'s rows are at hand: kept ones (any span of the same
+// image), a finished encode it waited for, or the cache's. Otherwise it
+// joins the encode under way for the same picture or starts one (a source
+// that cannot encode in slices is fetched from at once, blocking).
+bool Scheduler::image_ready(Sequence& s, size_t i) {
+  auto& rows = s.media_rows;
+  auto& waits = s.media_wait;
+  const vision::MediaSpan& m = s.req.media[i];
+  for (size_t j = 0; j < rows.size() && !rows[i] && !waits[i]; ++j) {
+    if (j == i || s.req.media[j].hash != m.hash) continue;
+    rows[i] = rows[j];
+    waits[i] = waits[j];
+  }
+  if (rows[i]) return true;
+  if (!waits[i]) {
+    if ((waits[i] = images_->find(m))) {  // another prompt's encode of the same picture
+      s.images_fetched += 1;
+      s.image_cache_hits += 1;
+      metrics_.vision_encodes_shared += 1;
+    } else if ((rows[i] = m.source->cached(m.hash))) {
+      s.images_fetched += 1;
+      s.image_cache_hits += 1;
+      return true;
+    } else if ((waits[i] = images_->start(m, s.order, metrics_))) {
+      s.images_fetched += 1;
+    } else {
+      return true;  // media_rows() fetches it now
+    }
+  }
+  const ImageWait& w = *waits[i];
+  if (!w.finished()) return false;
+  if (!w.error.empty()) throw InvalidArgument(w.error);
+  if (w.starter == s.order) s.image_fetch_ms += w.busy_ms;
+  for (size_t j = 0; j < rows.size(); ++j) {  // every span of this image
+    if (waits[j].get() != &w) continue;
+    rows[j] = w.rows;
+    if (j != i) waits[j].reset();
+  }
+  waits[i].reset();
+  return true;
+}
+
+int Scheduler::ready_tokens(Sequence& s, int n) {
+  const int lo = s.in_kv;
+  try {
+    for (size_t i = 0; i < s.req.media.size(); ++i) {
+      const vision::MediaSpan& m = s.req.media[i];
+      if (m.pos >= lo + n) break;
+      if (m.pos + m.n <= lo) continue;
+      if (!image_ready(s, i)) return std::max(0, m.pos - lo);
+    }
+  } catch (const std::exception& e) {
+    logger()->error("[{}] image: {}", s.req.id, e.what());
+    finish(s, FinishReason::Error, e.what());
+    return 0;
+  }
+  return n;
+}
+
+// After a step: the pending image encodes get a time slice. While streams
+// decode, step + slice stay within itl_slack decode-only steps (the encode
+// gets at least one stage, so it always progresses); otherwise full speed.
+void Scheduler::advance_images() {
+  images_->drop_unwaited(metrics_);
+  if (!images_->pending()) return;
+  constexpr double kFullSpeedSliceMs = 200;  // between looks at new work
+  double budget = kFullSpeedSliceMs;
+  if (last_step_decodes_ > 0 && opts_.itl_slack > 0) {
+    const double decode = decode_step_ms_ > 0 ? decode_step_ms_ : last_step_ms_;
+    budget = opts_.itl_slack * decode - last_step_ms_;
+  }
+  images_->advance(engine_.pool(), budget, metrics_);
+}
+
 // Makes room in the KV cache for n more tokens of s. When the pool is full
 // (or spilling to make room failed: disk full, write error), preempts the
 // newest running sequence (possibly s itself) and retries; a sequence alone
@@ -201,8 +275,11 @@ void Scheduler::run_step() {
   // text pending) is paused: it keeps its KV and resumes after the drain.
   plan_.clear();
   int budget = opts_.step_tokens;
+  last_step_ms_ = 0;
+  last_step_decodes_ = 0;
   for (auto& s : running_) {
     if (s->done || s->pending() != 1 || s->req.stream->backlogged()) continue;
+    if (!s->req.media.empty() && ready_tokens(*s, 1) == 0) continue;
     plan_.push_back({s.get(), 1});
     budget -= 1;
   }
@@ -229,14 +306,17 @@ void Scheduler::run_step() {
   // With streams decoding, the prefill share keeps the step within
   // itl_slack decode-only steps (from the measured costs).
   if (n_decode > 0 && opts_.itl_slack > 0 && decode_step_ms_ > 0 && prefill_token_ms_ > 0) {
-    const double room = (opts_.itl_slack - 1.0) * decode_step_ms_ / prefill_token_ms_;
+    double room = (opts_.itl_slack - 1.0) * decode_step_ms_ / prefill_token_ms_;
+    if (images_->pending()) room /= 2;  // the other half goes to the image encodes
     budget = std::clamp(int(room), std::min(budget, kMinPrefillChunk), budget);
   }
   size_t kept = n_decode;
   for (size_t i = n_decode; i < plan_.size() && budget > 0; ++i) {
-    int n = std::min(budget, plan_[i].first->pending());
-    if (!plan_[i].first->req.media.empty()) n = fit_chunk(*plan_[i].first, n);
-    plan_[kept++] = {plan_[i].first, n};
+    Sequence& s = *plan_[i].first;
+    int n = std::min(budget, s.pending());
+    if (!s.req.media.empty()) n = fit_chunk(s, ready_tokens(s, n));
+    if (n == 0) continue;  // waits before an image being encoded
+    plan_[kept++] = {&s, n};
     budget -= n;
   }
   plan_.resize(kept);
@@ -298,6 +378,7 @@ void Scheduler::run_step() {
     return;
   }
   const auto t1 = Clock::now();
+  last_step_ms_ = seconds_between(t0, t1) * 1e3;
   metrics_.steps += 1;
   metrics_.step_tokens += uint64_t(batch_.total_tokens());
   metrics_.step_duration.observe(seconds_between(t0, t1));
@@ -314,6 +395,7 @@ void Scheduler::run_step() {
         prefill += n;
     }
     auto ewma = [](double& x, double v) { x = x > 0 ? x + a * (v - x) : v; };
+    last_step_decodes_ = decodes;
     if (prefill == 0) {
       ewma(decode_step_ms_, ms);
     } else if (decodes == 0) {

@@ -68,9 +68,12 @@ struct ServerContext {
   std::shared_ptr<spdlog::logger> log = tern::log::get("server");
 
   // CPU work a request needs before it can run (JSON, chat template,
-  // tokenization; image decoding later) runs here, never on the reactor
-  // thread, so a 100 kB prompt cannot stall every other connection.
-  boost::asio::thread_pool prep{1};
+  // tokenization, media fetch and decode) runs here, never on the reactor
+  // thread, so a 100 kB prompt cannot stall every other connection; a few
+  // threads, so one slow image (a remote fetch, a large decode) does not
+  // hold every other request's preparation behind it. Each session awaits
+  // its own, so a session's messages keep their order.
+  boost::asio::thread_pool prep{4};
 
   bool stopping = false;                   // (reactor) shutdown has begun
   std::set<ShutdownListener*> listeners;   // (reactor)

@@ -202,6 +202,16 @@ std::string render_metrics(const sched::Metrics& m, const HttpStats& http) {
          double(m.preemptions.load()));
   scalar(out, "tern_kv_io_failures_total", "counter", "Requests whose KV a flash-tier error broke.",
          double(m.kv_io_failures.load()));
+  scalar(out, "tern_vision_encodes_total", "counter",
+         "Image encodes started (sliced between steps).", double(m.vision_encodes.load()));
+  scalar(out, "tern_vision_encode_slices_total", "counter", "Time slices image encodes ran in.",
+         double(m.vision_encode_slices.load()));
+  scalar(out, "tern_vision_encodes_shared_total", "counter",
+         "Prompts that waited on an encode already under way for the same picture.",
+         double(m.vision_encodes_shared.load()));
+  scalar(out, "tern_vision_encodes_dropped_total", "counter",
+         "Image encodes dropped because every request waiting for them went away.",
+         double(m.vision_encodes_dropped.load()));
   const kv::KvStats kv = m.kv();
   kv_metrics(out, kv);
   if (m.budget) budget_metrics(out, m);

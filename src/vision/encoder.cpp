@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
+#include <limits>
 #include <span>
 
 #include "tern/core/error.h"
@@ -142,10 +144,15 @@ struct VisionEncoder::Impl {
   void qkv(const Layer& L, const float* xn, int T, float* q, float* k, float* v,
            TaskPool& pool) const;
   void layer_norm(const Norm& n, const float* x, float* y, int T, TaskPool& pool) const;
-  void attention(const float* q, const float* k, const float* v, float* out, int T,
-                 TaskPool& pool) const;
   // f (T, d_ff) = act(f), the file's FFN activation
   void ffn_activation(float* f, int T, TaskPool& pool) const;
+  // One head's share of attention (below); scratch reused between heads.
+  struct AttnScratch {
+    Floats qh, kh, vt, dense, scores, oh;
+    QuantizedActs qa;
+  };
+  void attention_head(const float* q, const float* k, const float* v, float* out, int T, int h,
+                      AttnScratch& s, TaskPool& pool) const;
 };
 
 VisionEncoder::Impl::Impl(Mmproj m) : mm(std::move(m)), c(mm.config()) {
@@ -261,48 +268,275 @@ void VisionEncoder::Impl::layer_norm(const Norm& n, const float* x, float* y, in
   });
 }
 
-// q, k, v, out (T, D); per head: S = (q_h / sqrt(hd)) K_h^T (int8), softmax
-// in fp32, out_h = P V_h (int8, V_h^T packed as the weight). Query rows go in
-// blocks of kRows so a block's scores (kRows, T) stay in L2 from the Q K^T
-// product through the softmax to the P V product (the whole (T, T) matrix
-// is 4 MB at T = 1024, and streaming it through memory five times a head
-// cost as much as the GEMMs).
-void VisionEncoder::Impl::attention(const float* q, const float* k, const float* v, float* out,
-                                    int T, TaskPool& pool) const {
+// q, k, v, out (T, D); head h: S = (q_h / sqrt(hd)) K_h^T (int8), softmax
+// in fp32, out_h = P V_h (int8, V_h^T packed as the weight); writes out's
+// columns [h hd, (h + 1) hd). Query rows go in blocks of kRows so a block's
+// scores (kRows, T) stay in L2 from the Q K^T product through the softmax to
+// the P V product (the whole (T, T) matrix is 4 MB at T = 1024, and
+// streaming it through memory five times a head cost as much as the GEMMs).
+void VisionEncoder::Impl::attention_head(const float* q, const float* k, const float* v, float* out,
+                                         int T, int h, AttnScratch& s, TaskPool& pool) const {
   constexpr int kRows = 128;
-  const int D = c.d_model, H = c.n_heads, hd = c.head_dim();
+  const int D = c.d_model, hd = c.head_dim();
   const int hdp = round_up(hd, kernels::kGroup), Tp = round_up(T, kernels::kGroup);
   const float scale = 1.0f / std::sqrt(float(hd));
-  Floats qh(size_t(T) * hdp, 0.0f), kh(size_t(T) * hd), vt(size_t(hd) * T);
-  Floats dense(size_t(kRows) * T), scores(size_t(kRows) * Tp, 0.0f), oh(size_t(kRows) * hd);
-  QuantizedActs qa;
-  for (int h = 0; h < H; ++h) {
-    for (int t = 0; t < T; ++t)
-      for (int d = 0; d < hd; ++d) {
-        qh[size_t(t) * hdp + d] = q[size_t(t) * D + h * hd + d] * scale;
-        kh[size_t(t) * hd + d] = k[size_t(t) * D + h * hd + d];
-        vt[size_t(d) * T + t] = v[size_t(t) * D + h * hd + d];
-      }
-    const PackedMatrix kw = pack_rows(kh.data(), T, hd);  // (T, hdp)
-    const PackedMatrix vw = pack_rows(vt.data(), hd, T);  // (hd, Tp)
-    for (int r0 = 0; r0 < T; r0 += kRows) {
-      const int R = std::min(kRows, T - r0);
-      kernels::quantize_activations(&qh[size_t(r0) * hdp], R, hdp, qa, pool);
-      // matmul writes (R, T) densely; the softmax spreads rows to Tp (zero tail).
-      kernels::matmul(kw, qa, dense.data(), pool);
-      pool.parallel_for(R, 16, [&](int64_t b, int64_t e, int) {
-        for (int64_t i = b; i < e; ++i) {
-          float* p = &scores[size_t(i) * Tp];
-          std::copy_n(&dense[size_t(i) * T], T, p);
-          softmax_row(p, T);
-        }
-      });
-      kernels::quantize_activations(scores.data(), R, Tp, qa, pool);
-      kernels::matmul(vw, qa, oh.data(), pool);
-      for (int t = 0; t < R; ++t)
-        std::copy_n(&oh[size_t(t) * hd], hd, out + size_t(r0 + t) * D + h * hd);
+  s.qh.assign(size_t(T) * hdp, 0.0f);
+  s.kh.resize(size_t(T) * hd);
+  s.vt.resize(size_t(hd) * T);
+  s.dense.resize(size_t(kRows) * T);
+  s.scores.assign(size_t(kRows) * Tp, 0.0f);
+  s.oh.resize(size_t(kRows) * hd);
+  for (int t = 0; t < T; ++t)
+    for (int d = 0; d < hd; ++d) {
+      s.qh[size_t(t) * hdp + d] = q[size_t(t) * D + h * hd + d] * scale;
+      s.kh[size_t(t) * hd + d] = k[size_t(t) * D + h * hd + d];
+      s.vt[size_t(d) * T + t] = v[size_t(t) * D + h * hd + d];
     }
+  const PackedMatrix kw = pack_rows(s.kh.data(), T, hd);  // (T, hdp)
+  const PackedMatrix vw = pack_rows(s.vt.data(), hd, T);  // (hd, Tp)
+  for (int r0 = 0; r0 < T; r0 += kRows) {
+    const int R = std::min(kRows, T - r0);
+    kernels::quantize_activations(&s.qh[size_t(r0) * hdp], R, hdp, s.qa, pool);
+    // matmul writes (R, T) densely; the softmax spreads rows to Tp (zero tail).
+    kernels::matmul(kw, s.qa, s.dense.data(), pool);
+    pool.parallel_for(R, 16, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) {
+        float* p = &s.scores[size_t(i) * Tp];
+        std::copy_n(&s.dense[size_t(i) * T], T, p);
+        softmax_row(p, T);
+      }
+    });
+    kernels::quantize_activations(s.scores.data(), R, Tp, s.qa, pool);
+    kernels::matmul(vw, s.qa, s.oh.data(), pool);
+    for (int t = 0; t < R; ++t)
+      std::copy_n(&s.oh[size_t(t) * hd], hd, out + size_t(r0 + t) * D + h * hd);
   }
+}
+
+// The stages of one tile, in order (T positions: a class token, when the
+// file has one, then the N patches; nbp row blocks of the patches, nbt of
+// the positions, H heads):
+//   nbp x patch embedding + positions (the last also the class token and
+//   CLIP's pre-LN),
+//   per layer: nbt x {LN1, Q K V}, H x attention head, nbt x {O, +x, LN2, fc1, act, fc2, +x},
+//   1 x {post LN, merge or mlp, projector}.
+struct EncodeJob::State {
+  using Impl = VisionEncoder::Impl;
+  const Impl& m;
+  std::shared_ptr<const Image> image;  // to preprocess first (null when tiles came ready)
+  std::vector<PixelTile> tiles;
+  int rb = 0;        // rows per row-wise stage
+  int T = 0;         // positions: the patches and the class token (row 0) if any
+  int first = 0;     // the first patch's row: 1 with a class token
+  int nbp = 0;       // row blocks of the patches
+  int nb = 0;        // row blocks of the positions
+  int per_tile = 0;  // stages per tile
+  int next = 0;      // stages done over all tiles
+  Embeddings out;
+  bool taken = false;
+  // The current tile's activations.
+  Floats patches;            // (N, patch.n_in)
+  Floats x, xn, q, k, v, a;  // (T, D)
+  Floats f;                  // (rb, F)
+  Impl::AttnScratch attn;
+  int slices = 0;
+  double busy_ms = 0, ms_per_gflop = 0;
+
+  State(const Impl& impl, std::vector<PixelTile> t, std::shared_ptr<const Image> img, int row_block)
+      : m(impl), image(std::move(img)), tiles(std::move(t)) {
+    const int N = m.c.n_patches();
+    T = m.c.n_positions();
+    first = T - N;
+    rb = row_block <= 0 ? T : std::min(row_block, T);
+    nbp = (N + rb - 1) / rb;
+    nb = (T + rb - 1) / rb;
+    per_tile = nbp + int(m.layers.size()) * (2 * nb + m.c.n_heads) + 1;
+    out.n_embd = m.c.d_out;
+  }
+  bool preprocessing() const { return image != nullptr; }
+  int total() const { return int(tiles.size()) * per_tile; }
+  bool done() const { return !preprocessing() && next >= total(); }
+  double gflop(int s) const;  // of tile stage s
+  void run(int s, const PixelTile& tile, TaskPool& pool);
+  void finish_tile(TaskPool& pool);
+};
+
+double EncodeJob::State::gflop(int s) const {
+  const VisionConfig& c = m.c;
+  const double N = c.n_patches(), D = c.d_model, F = c.d_ff, rows = rb;
+  if (s < nbp) return 2 * rows * m.patch.w.n_in * D * 1e-9;
+  if (s == per_tile - 1) {
+    if (c.projector == ProjectorType::Mlp)
+      return 2 * N * (m.fc.w.n_in * m.fc.w.n_out + m.fc2.w.n_in * c.d_out) * 1e-9;
+    return 2 * (N / (c.merge * c.merge)) * m.fc.w.n_in * c.d_out * 1e-9;
+  }
+  const int r = (s - nbp) % (2 * nb + c.n_heads);
+  if (r < nb) return 2 * rows * 3 * D * D * 1e-9;
+  if (r < nb + c.n_heads) return 4 * double(T) * T * c.head_dim() * 1e-9;
+  return 2 * rows * (D * D + 2 * D * F) * 1e-9;
+}
+
+void EncodeJob::State::run(int s, const PixelTile& tile, TaskPool& pool) {
+  const VisionConfig& c = m.c;
+  const int N = c.n_patches(), D = c.d_model, F = c.d_ff;
+  auto rows_of = [&](int b, int n_rows) {
+    return std::pair{b * rb, std::min(n_rows, (b + 1) * rb) - b * rb};
+  };
+  auto add = [&](float* y, const float* dy, int r0, int n) {
+    for (size_t i = size_t(r0) * D; i < size_t(r0 + n) * D; ++i) y[i] += dy[i];
+  };
+  if (s == 0) {  // a new tile: patches (N, 3 P^2 padded)
+    patches.resize(size_t(N) * m.patch.n_in);
+    detail::extract_patches(tile.pixels.data(), c.image_size, c.patch_size, m.patch.n_in,
+                            patches.data());
+    for (Floats* b : {&x, &xn, &q, &k, &v, &a}) b->resize(size_t(T) * D);
+    f.resize(size_t(rb) * F);
+  }
+  if (s < nbp) {  // x = patches W^T + b + positions (patch rows follow the class token)
+    const auto [r0, n] = rows_of(s, N);
+    m.linear(m.patch, &patches[size_t(r0) * m.patch.n_in], n, &x[size_t(first + r0) * D], pool);
+    add(x.data(), m.pos.data(), first + r0, n);
+    if (s == nbp - 1) {
+      if (first > 0) {  // the class token, with its position
+        std::copy(m.class_embd.begin(), m.class_embd.end(), x.begin());
+        add(x.data(), m.pos.data(), 0, 1);
+      }
+      if (c.has_pre_ln) {  // CLIP's pre-LN over every position
+        m.layer_norm(m.pre_ln, x.data(), xn.data(), T, pool);
+        x.swap(xn);
+      }
+    }
+    return;
+  }
+  if (s == per_tile - 1) return finish_tile(pool);
+  const Layer& L = m.layers[size_t((s - nbp) / (2 * nb + c.n_heads))];
+  const int r = (s - nbp) % (2 * nb + c.n_heads);
+  if (r < nb) {  // q, k, v = LN1(x)
+    const auto [r0, n] = rows_of(r, T);
+    const size_t o = size_t(r0) * D;
+    m.layer_norm(L.ln1, &x[o], &xn[o], n, pool);
+    m.qkv(L, &xn[o], n, &q[o], &k[o], &v[o], pool);
+  } else if (r < nb + c.n_heads) {  // a = attn(q, k, v), one head
+    m.attention_head(q.data(), k.data(), v.data(), a.data(), T, r - nb, attn, pool);
+  } else {  // x += o(a); x += fc2(act(fc1(LN2(x))))
+    const auto [r0, n] = rows_of(r - nb - c.n_heads, T);
+    const size_t o = size_t(r0) * D;
+    m.linear(L.o, &a[o], n, &q[o], pool);
+    add(x.data(), q.data(), r0, n);
+    m.layer_norm(L.ln2, &x[o], &xn[o], n, pool);
+    m.linear(L.up, &xn[o], n, f.data(), pool);
+    m.ffn_activation(f.data(), n, pool);
+    m.linear(L.down, f.data(), n, &q[o], pool);
+    add(x.data(), q.data(), r0, n);
+  }
+}
+
+// Post LN, merge and projector; the tile's rows are appended to out.
+void EncodeJob::State::finish_tile(TaskPool& pool) {
+  const VisionConfig& c = m.c;
+  const int N = c.n_patches(), D = c.d_model, side = c.patches_per_side();
+  if (c.has_post_ln) {
+    m.layer_norm(m.post_ln, x.data(), xn.data(), T, pool);
+    x.swap(xn);
+  }
+  if (c.projector == ProjectorType::Mlp) {
+    // Drop the class token; mm.2(GELU(mm.0(x))): (N, d_out).
+    Floats h(size_t(N) * m.fc.w.n_out);
+    m.linear(m.fc, x.data() + size_t(first) * D, N, h.data(), pool);
+    pool.parallel_for(int64_t(h.size()), 4096, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) h[size_t(i)] = detail::gelu_erf(h[size_t(i)]);
+    });
+    const size_t at = out.data.size();
+    out.data.resize(at + size_t(N) * c.d_out);
+    m.linear(m.fc2, h.data(), N, out.data.data() + at, pool);
+    out.n_tokens += N;
+    return;
+  }
+  const int mg = c.merge, n_out = N / (mg * mg);
+  Floats merged(size_t(N) * D);
+  if (c.projector == ProjectorType::Idefics3) {
+    detail::pixel_shuffle(x.data(), side, D, mg, merged.data());  // (n_out, D m^2)
+  } else {
+    detail::avg_pool(x.data(), side, D, mg, merged.data());  // (n_out, D)
+    for (int t = 0; t < n_out; ++t)
+      detail::rms_norm(&merged[size_t(t) * D], m.soft_norm.data(), D, c.ln_eps);
+  }
+  const size_t at = out.data.size();
+  out.data.resize(at + size_t(n_out) * c.d_out);
+  m.linear(m.fc, merged.data(), n_out, out.data.data() + at, pool);
+  out.n_tokens += n_out;
+}
+
+EncodeJob::EncodeJob(std::unique_ptr<State> st) : st_(std::move(st)) {}
+EncodeJob::~EncodeJob() = default;
+EncodeJob::EncodeJob(EncodeJob&&) noexcept = default;
+EncodeJob& EncodeJob::operator=(EncodeJob&&) noexcept = default;
+
+bool EncodeJob::advance(TaskPool& pool, double budget_ms) {
+  State& st = *st_;
+  using Clock = std::chrono::steady_clock;
+  const auto ms_since = [](Clock::time_point a) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - a).count();
+  };
+  const auto t0 = Clock::now();
+  int ran = 0;
+  while (!st.done()) {
+    if (st.preprocessing()) {  // first: the tiles
+      st.tiles = vision::preprocess(st.m.c, *st.image).tiles;
+      st.image.reset();
+      ++ran;
+      continue;
+    }
+    const int s = st.next % st.per_tile;
+    const double g = st.gflop(s);
+    if (ran > 0 && ms_since(t0) + g * st.ms_per_gflop > budget_ms) break;
+    const auto t1 = Clock::now();
+    st.run(s, st.tiles[size_t(st.next / st.per_tile)], pool);
+    const double ms = ms_since(t1);
+    if (g > 0) {
+      const double rate = ms / g;
+      st.ms_per_gflop =
+          st.ms_per_gflop > 0 ? st.ms_per_gflop + 0.3 * (rate - st.ms_per_gflop) : rate;
+    }
+    ++st.next;
+    ++ran;
+  }
+  if (ran > 0) {
+    st.slices += 1;
+    st.busy_ms += ms_since(t0);
+  }
+  if (st.done()) {  // the activations are no longer needed
+    for (Floats* b : {&st.patches, &st.x, &st.xn, &st.q, &st.k, &st.v, &st.a, &st.f})
+      Floats().swap(*b);
+  }
+  return st.done();
+}
+
+bool EncodeJob::done() const {
+  return st_->done();
+}
+Embeddings EncodeJob::take() {
+  if (!done() || st_->taken) throw InvalidArgument("EncodeJob::take: not done, or taken already");
+  st_->taken = true;
+  return std::move(st_->out);
+}
+int EncodeJob::stages_total() const {
+  return st_->total();
+}
+int EncodeJob::stages_done() const {
+  return st_->next;
+}
+int EncodeJob::slices() const {
+  return st_->slices;
+}
+double EncodeJob::busy_ms() const {
+  return st_->busy_ms;
+}
+double EncodeJob::ms_per_gflop() const {
+  return st_->ms_per_gflop;
+}
+void EncodeJob::set_ms_per_gflop(double v) {
+  st_->ms_per_gflop = v;
 }
 
 VisionEncoder::VisionEncoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -328,80 +562,31 @@ PreprocessedImage VisionEncoder::preprocess(const Image& img) const {
 }
 
 Embeddings VisionEncoder::encode_tile(const PixelTile& tile, TaskPool& pool) const {
-  const Impl& m = *impl_;
-  const VisionConfig& c = m.c;
-  if (tile.size != c.image_size || tile.pixels.size() != size_t(c.image_size) * c.image_size * 3)
-    throw InvalidArgument("tile size does not match the encoder's image_size");
-  const int N = c.n_patches(), D = c.d_model, F = c.d_ff, side = c.patches_per_side();
-  const int T = c.n_positions(), first = T - N;  // first: 1 with a class token (row 0)
-
-  // [class token] + patch embedding, + positions: x (T, D); CLIP's pre-LN.
-  Floats patches(size_t(N) * m.patch.n_in);
-  detail::extract_patches(tile.pixels.data(), c.image_size, c.patch_size, m.patch.n_in,
-                          patches.data());
-  Floats x(size_t(T) * D), xn(x.size()), q(x.size()), k(x.size()), v(x.size()), a(x.size());
-  Floats f(size_t(T) * F);
-  m.linear(m.patch, patches.data(), N, x.data() + size_t(first) * D, pool);
-  std::copy(m.class_embd.begin(), m.class_embd.end(), x.begin());
-  for (size_t i = 0; i < x.size(); ++i) x[i] += m.pos[i];
-  if (c.has_pre_ln) {
-    m.layer_norm(m.pre_ln, x.data(), xn.data(), T, pool);
-    x.swap(xn);
-  }
-
-  for (const Layer& L : m.layers) {
-    // x += o(attn(LN1(x)))
-    m.layer_norm(L.ln1, x.data(), xn.data(), T, pool);
-    m.qkv(L, xn.data(), T, q.data(), k.data(), v.data(), pool);
-    m.attention(q.data(), k.data(), v.data(), a.data(), T, pool);
-    m.linear(L.o, a.data(), T, q.data(), pool);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += q[i];
-    // x += fc2(act(fc1(LN2(x))))
-    m.layer_norm(L.ln2, x.data(), xn.data(), T, pool);
-    m.linear(L.up, xn.data(), T, f.data(), pool);
-    m.ffn_activation(f.data(), T, pool);
-    m.linear(L.down, f.data(), T, q.data(), pool);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += q[i];
-  }
-  if (c.has_post_ln) {
-    m.layer_norm(m.post_ln, x.data(), xn.data(), N, pool);
-    x.swap(xn);
-  }
-
-  if (c.projector == ProjectorType::Mlp) {
-    // Drop the class token; mm.2(GELU(mm.0(x))): (N, d_out).
-    Floats h(size_t(N) * m.fc.w.n_out);
-    m.linear(m.fc, x.data() + size_t(first) * D, N, h.data(), pool);
-    pool.parallel_for(int64_t(h.size()), 4096, [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i) h[size_t(i)] = detail::gelu_erf(h[size_t(i)]);
-    });
-    Embeddings out{N, c.d_out, Floats(size_t(N) * c.d_out)};
-    m.linear(m.fc2, h.data(), N, out.data.data(), pool);
-    return out;
-  }
-  const int mg = c.merge, n_out = N / (mg * mg);
-  Floats merged(size_t(N) * D);
-  if (c.projector == ProjectorType::Idefics3) {
-    detail::pixel_shuffle(x.data(), side, D, mg, merged.data());  // (T, D m^2)
-  } else {
-    detail::avg_pool(x.data(), side, D, mg, merged.data());  // (T, D)
-    for (int t = 0; t < n_out; ++t)
-      detail::rms_norm(&merged[size_t(t) * D], m.soft_norm.data(), D, c.ln_eps);
-  }
-  Embeddings out{n_out, c.d_out, Floats(size_t(n_out) * c.d_out)};
-  m.linear(m.fc, merged.data(), n_out, out.data.data(), pool);
-  return out;
+  EncodeJob job = start_encode_tile(tile, 0);
+  job.advance(pool, std::numeric_limits<double>::infinity());
+  return job.take();
 }
 
 Embeddings VisionEncoder::encode(const Image& img, TaskPool& pool) const {
-  const PreprocessedImage pre = preprocess(img);
-  Embeddings all{0, impl_->c.d_out, {}};
-  for (const PixelTile& t : pre.tiles) {
-    Embeddings e = encode_tile(t, pool);
-    all.n_tokens += e.n_tokens;
-    all.data.insert(all.data.end(), e.data.begin(), e.data.end());
-  }
-  return all;
+  EncodeJob job(std::make_unique<EncodeJob::State>(*impl_, preprocess(img).tiles, nullptr, 0));
+  job.advance(pool, std::numeric_limits<double>::infinity());
+  return job.take();
+}
+
+EncodeJob VisionEncoder::start_encode(std::shared_ptr<const Image> img, int row_block) const {
+  if (!img) throw InvalidArgument("start_encode: no image");
+  return EncodeJob(std::make_unique<EncodeJob::State>(*impl_, std::vector<PixelTile>{},
+                                                      std::move(img), row_block));
+}
+
+EncodeJob VisionEncoder::start_encode_tile(PixelTile tile, int row_block) const {
+  const int S = impl_->c.image_size;
+  if (tile.size != S || tile.pixels.size() != size_t(S) * S * 3)
+    throw InvalidArgument("tile size does not match the encoder's image_size");
+  std::vector<PixelTile> tiles;
+  tiles.push_back(std::move(tile));
+  return EncodeJob(
+      std::make_unique<EncodeJob::State>(*impl_, std::move(tiles), nullptr, row_block));
 }
 
 }  // namespace tern::vision

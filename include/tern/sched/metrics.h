@@ -68,6 +68,14 @@ struct Metrics {
   std::atomic<uint64_t> mem_waits{0};
   std::atomic<uint64_t> mem_refused{0};
 
+  // Image encodes run between steps (sliced): started, time slices run,
+  // prompts that joined an encode already under way for the same picture,
+  // and encodes dropped because every request waiting for them went away.
+  std::atomic<uint64_t> vision_encodes{0};
+  std::atomic<uint64_t> vision_encode_slices{0};
+  std::atomic<uint64_t> vision_encodes_shared{0};
+  std::atomic<uint64_t> vision_encodes_dropped{0};
+
   // The KV cache's counters (kv::KvStats), copied at every token boundary.
   void set_kv(const kv::KvStats& s) {
     std::lock_guard lock(kv_mu_);

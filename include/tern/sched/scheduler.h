@@ -22,7 +22,9 @@
 //      client keeps up with its stream (a backlogged stream pauses its
 //      sequence), then prefill chunks of newly admitted prompts within a
 //      per-step token budget (a long prompt never stalls everyone else's
-//      decode; each client's oldest prompt goes before anyone's second), and
+//      decode; each client's oldest prompt goes before anyone's second; a
+//      prompt whose next image has no rows yet stops before it and starts or
+//      joins that image's encode), and
 //      reserves KV blocks for it; when the pool has no room, the newest
 //      sequence is preempted (its KV released to the prefix cache, where it
 //      may spill to flash) and later re-admitted to recompute or reload it,
@@ -31,7 +33,11 @@
 //      failed with the I/O error, without affecting the others,
 //   5. samples each sequence with its own Sampler, turns tokens into text
 //      (UTF-8 safe, stop strings held back) and pushes it to its Stream,
-//   6. retires finished sequences.
+//   6. retires finished sequences,
+//   7. advances pending image encodes by a time slice: while streams decode,
+//      what keeps step + slice within itl_slack decode-only steps (at least
+//      one encode stage); otherwise at full speed. A finished encode's rows
+//      go to the embedding cache and its waiting prompts resume.
 // It sleeps on a condition variable when there is nothing to do; submit(),
 // cancel() and stop() wake it. Nothing here polls.
 #include <condition_variable>
@@ -77,7 +83,8 @@ struct SchedulerOptions {
   double session_ttl_s = 300;
 };
 
-class Sequence;  // engine-thread state of one running request (src/sched/sequence.h)
+class Sequence;   // engine-thread state of one running request (src/sched/sequence.h)
+class ImageJobs;  // image encodes run between steps (src/sched/image_jobs.h)
 
 class Scheduler {
  public:
@@ -136,6 +143,12 @@ class Scheduler {
   void kv_failed(Sequence& s, std::string why);
   void park_preempted();
   void run_step();
+  // Tokens of s's next n that can run now: up to the first image whose rows
+  // are not ready (starting or joining its encode). 0 when s failed on an
+  // image that cannot be had (a failed encode: s finishes with the error).
+  int ready_tokens(Sequence& s, int n);
+  bool image_ready(Sequence& s, size_t i);
+  void advance_images();
   void emit_token(Sequence& s, int32_t token);
   void finish(Sequence& s, FinishReason reason, std::string error = {}, std::string detail = {});
   void retire_finished();
@@ -188,6 +201,9 @@ class Scheduler {
   // Step costs (EWMA, ms): a decode-only step, and a prefill token on top of
   // the decodes; they size the prefill share (SchedulerOptions::itl_slack).
   double decode_step_ms_ = 0, prefill_token_ms_ = 0;
+  double last_step_ms_ = 0;    // the last step's duration
+  int last_step_decodes_ = 0;  // and its decode tokens
+  std::unique_ptr<ImageJobs> images_;
   std::vector<std::pair<std::string, int>> client_load_;  // (client, running): take_work's scratch
   std::thread thread_;
 

@@ -4,11 +4,12 @@
 // A prompt with images is token ids plus MediaSpans: each span is a run of
 // prompt positions whose input is a run of the image's embedding rows (the
 // token ids there are placeholders). The scheduler asks the span's
-// EmbeddingSource for the rows on the engine thread just before the first
-// step that needs them, keeps them with the sequence until its prefill has
-// passed every span of that image, then lets them go. The KV prefix chain keys
-// the span's positions by `hash` (pixel_hash), so two different images never
-// share KV and the same image in the same prompt finds its cached KV.
+// EmbeddingSource for the rows on the engine thread before the first step
+// that needs them (a cache hit, or an encode it advances in slices between
+// steps while that prompt waits before the image), keeps them with the sequence until its prefill
+// has passed every span of that image, then lets them go. The KV prefix chain keys the span's
+// positions by `hash` (pixel_hash), so two different images never share KV and the same image in
+// the same prompt finds its cached KV.
 //
 // EncoderSource encodes on every call; an embedding cache keyed by the hash
 // can sit in front of it (or of any source) behind the same interface.
@@ -42,6 +43,22 @@ class EmbeddingSource {
   virtual Fetched fetch(const Sha256Digest& hash, const Image& image) {
     return {rows_for(hash, image), false};
   }
+
+  // The non-blocking way, for a scheduler that encodes between its steps:
+  // cached() when a cache has the rows, else start_encode() and advance the
+  // job in slices, then store() its rows. A source that cannot encode in
+  // slices answers nullptr to start_encode (then fetch() is the way).
+  //
+  // The rows if a cache holds them (a hit), else nullptr (a miss); never encodes.
+  virtual std::shared_ptr<const Embeddings> cached(const Sha256Digest& /*hash*/) { return nullptr; }
+  // A resumable encode of every tile of the image.
+  virtual std::unique_ptr<EncodeJob> start_encode(const std::shared_ptr<const Image>& /*image*/) {
+    return nullptr;
+  }
+  // A finished encode's rows, kept where cached() finds them (when there is a cache).
+  virtual std::shared_ptr<const Embeddings> store(const Sha256Digest& /*hash*/, Embeddings rows) {
+    return std::make_shared<const Embeddings>(std::move(rows));
+  }
 };
 
 // Runs the encoder on the caller's thread (its kernels on `pool`). The
@@ -50,6 +67,7 @@ class EncoderSource final : public EmbeddingSource {
  public:
   EncoderSource(const VisionEncoder& encoder, TaskPool& pool) : encoder_(encoder), pool_(pool) {}
   std::shared_ptr<const Embeddings> rows_for(const Sha256Digest& hash, const Image& image) override;
+  std::unique_ptr<EncodeJob> start_encode(const std::shared_ptr<const Image>& image) override;
 
  private:
   const VisionEncoder& encoder_;
@@ -65,6 +83,9 @@ class CachedSource final : public EmbeddingSource {
                const Sha256Digest& projector);
   std::shared_ptr<const Embeddings> rows_for(const Sha256Digest& hash, const Image& image) override;
   Fetched fetch(const Sha256Digest& hash, const Image& image) override;
+  std::shared_ptr<const Embeddings> cached(const Sha256Digest& hash) override;
+  std::unique_ptr<EncodeJob> start_encode(const std::shared_ptr<const Image>& image) override;
+  std::shared_ptr<const Embeddings> store(const Sha256Digest& hash, Embeddings rows) override;
 
  private:
   EmbeddingCache& cache_;

@@ -45,6 +45,47 @@ struct Embeddings {
   std::vector<float> data;  // (n_tokens, n_embd)
 };
 
+class VisionEncoder;
+
+// A resumable encode of one image (or one tile): preprocessing, then each
+// tile in stages -- the patch embedding and each layer's row-wise parts
+// (LN1 + QKV; O + residual + LN2 + MLP + residual) a block of row_block
+// patch rows at a time, the attention one head at a time -- then the post LN
+// and projector. Activations stay in the job between calls; the rows equal
+// VisionEncoder::encode's bit for bit (every stage is row- or head-local and
+// the kernels give a row the same result in any row range). The encoder and
+// the image must outlive it. One thread at a time.
+class EncodeJob {
+ public:
+  ~EncodeJob();
+  EncodeJob(EncodeJob&&) noexcept;
+  EncodeJob& operator=(EncodeJob&&) noexcept;
+
+  // Runs stages (kernels on pool) until done or until the next one's
+  // predicted cost would pass budget_ms; at least one stage a call. Returns
+  // done(). Throws what preprocessing throws (InvalidArgument, ImageError).
+  bool advance(TaskPool& pool, double budget_ms);
+  bool done() const;
+  // Every row (all tiles, in layout order): (n_tokens, n_embd). Once, after done().
+  Embeddings take();
+
+  // Tile stages (known after preprocessing, which is advance's first step).
+  int stages_total() const;
+  int stages_done() const;
+  int slices() const;      // advance() calls that ran a stage
+  double busy_ms() const;  // time spent in them
+  // Measured cost of the GEMM-heavy stages (EWMA), which predicts the next
+  // stage's cost; seed it from an earlier job so the first slice fits too.
+  double ms_per_gflop() const;
+  void set_ms_per_gflop(double v);
+
+ private:
+  friend class VisionEncoder;
+  struct State;
+  explicit EncodeJob(std::unique_ptr<State> st);
+  std::unique_ptr<State> st_;
+};
+
 class VisionEncoder {
  public:
   // Opens and validates the file, repacks the weights. Throws FormatError /
@@ -66,8 +107,15 @@ class VisionEncoder {
   Embeddings encode(const Image& img, TaskPool& pool) const;
   PreprocessedImage preprocess(const Image& img) const;
 
+  // The same encode as a resumable job (see EncodeJob); row_block patch rows
+  // per row-wise stage (0: all of them).
+  static constexpr int kJobRowBlock = 128;
+  EncodeJob start_encode(std::shared_ptr<const Image> img, int row_block = kJobRowBlock) const;
+  EncodeJob start_encode_tile(PixelTile tile, int row_block = kJobRowBlock) const;
+
  private:
   struct Impl;
+  friend class EncodeJob;
   explicit VisionEncoder(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

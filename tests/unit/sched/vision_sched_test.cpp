@@ -149,6 +149,45 @@ TEST_F(VisionSchedTest, MixedBatchGivesEachItsTextAlone) {
   }
 }
 
+// Two prompts with the same new picture admitted at the same boundary: the
+// second waits on the first's encode (one encode, one shared), and each gets
+// the text it gets alone.
+TEST_F(VisionSchedTest, TheSamePictureTwiceAtOnceIsEncodedOnce) {
+  const Case cases[] = {{"Twice, first: ", "noise", " What is it?"},
+                        {"Twice, second: ", "noise", " and say."}};
+  std::string alone[2];
+  // Alone on an engine of their own: the shared engine's prefix cache must
+  // not hold these prompts before the batch runs.
+  const std::unique_ptr<Engine> own = load_engine(64);
+  for (int i = 0; i < 2; ++i) {
+    Metrics m;
+    Scheduler s(*own, SchedulerOptions{1, 64, 512, 0}, m);
+    s.start();
+    Collector c;
+    ASSERT_EQ(s.submit(request("alone", cases[i].before, cases[i].image, cases[i].after, c)),
+              SubmitStatus::Accepted);
+    ASSERT_NE(c.wait().reason, FinishReason::Error);
+    alone[i] = c.text();
+    EXPECT_EQ(m.vision_encodes.load(), 1u);
+  }
+  Scheduler s(*engine_, SchedulerOptions{2, 64, 64, 0}, metrics_);
+  Collector c0, c1;
+  ASSERT_EQ(s.submit(request("a", cases[0].before, cases[0].image, cases[0].after, c0)),
+            SubmitStatus::Accepted);
+  ASSERT_EQ(s.submit(request("b", cases[1].before, cases[1].image, cases[1].after, c1)),
+            SubmitStatus::Accepted);
+  s.start();
+  const Finish f0 = c0.wait(), f1 = c1.wait();
+  ASSERT_NE(f0.reason, FinishReason::Error) << f0.error;
+  ASSERT_NE(f1.reason, FinishReason::Error) << f1.error;
+  EXPECT_EQ(metrics_.vision_encodes.load(), 1u);
+  EXPECT_EQ(metrics_.vision_encodes_shared.load(), 1u);
+  EXPECT_GE(metrics_.vision_encode_slices.load(), 1u);
+  EXPECT_EQ(f0.timings.image_cache_hits + f1.timings.image_cache_hits, 1);
+  EXPECT_EQ(c0.text(), alone[0]);
+  EXPECT_EQ(c1.text(), alone[1]);
+}
+
 // Bidirectional spans (gemma3's images) are never cut by a chunk: 7-token
 // steps give the text of one 512-token prefill.
 TEST_F(VisionSchedTest, BidirectionalSpansAreNeverCut) {
