@@ -4,6 +4,9 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+
+#include <cstring>
+#include <string_view>
 #endif
 
 namespace tern {
@@ -16,6 +19,13 @@ CpuFeatures detect() {
   f.physical_cores = f.logical_cores;
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(0, &a, &b, &c, &d)) {  // vendor: EBX EDX ECX
+    char v[13] = {};
+    std::memcpy(v, &b, 4);
+    std::memcpy(v + 4, &d, 4);
+    std::memcpy(v + 8, &c, 4);
+    f.amd = std::string_view(v) == "AuthenticAMD";
+  }
   if (__get_cpuid(1, &a, &b, &c, &d)) {
     const bool osxsave = c & (1u << 27);
     f.fma = c & (1u << 12);

@@ -19,11 +19,15 @@ bool cpu_runs_avx2() {
   return cpu.avx2 && cpu.fma && cpu.f16c;
 }
 
+int g_gemv_prefetch = 8;
+
 const KernelTable& active_kernels() {
   static const KernelTable& table = []() -> const KernelTable& {
     const char* force = std::getenv("TERN_KERNELS");
     const std::string_view want = force ? force : "";
     const auto& cpu = cpu_features();
+    g_gemv_prefetch = cpu.amd ? 0 : 8;
+    if (const char* pf = std::getenv("TERN_GEMV_PREFETCH")) g_gemv_prefetch = std::atoi(pf);
     const bool has_avx2 = cpu_runs_avx2();
     const KernelTable* avx2 = has_avx2 ? avx2_kernels() : nullptr;
     const KernelTable* vnni = has_avx2 && cpu.avxvnni ? avxvnni_kernels() : nullptr;

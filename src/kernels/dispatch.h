@@ -24,6 +24,13 @@ struct KernelTable {
                         int head_dim);
 };
 
+// How many blocks ahead the decode GEMV prefetches each weight stream (0:
+// none, the hardware prefetchers alone). Intel cores stream the int4 GEMV
+// 1.8x faster with it; on AMD Zen 4 it costs 5-10 % (the GEMV reads the
+// Gemma 3 head at 28.5 GB/s without it, 25-26 with it), so it is off there.
+// TERN_GEMV_PREFETCH=N overrides. Set once, before the first matmul.
+extern int g_gemv_prefetch;
+
 const KernelTable& scalar_kernels();
 // Each returns nullptr when the binary was built without that ISA's file;
 // the caller checks the CPU supports it (see active_kernels()).

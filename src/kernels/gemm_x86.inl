@@ -51,7 +51,7 @@ inline void prefetch_ahead(const Block* p, int ahead, int lines) {
     _mm_prefetch(reinterpret_cast<const char*>(a + 64 * uintptr_t(i)), _MM_HINT_T0);
 }
 constexpr int kAheadGemm = 16;  // groups: about one 576-input tile ahead
-constexpr int kAheadGemv = 8;
+// The GEMV's distance is g_gemv_prefetch (dispatch.h): CPU-dependent.
 constexpr int kLines4 = 3;  // cache lines an Int4Block spans (160 bytes)
 constexpr int kLines8 = 5;  // an Int8Block (272 bytes)
 constexpr int kLines5 = 3;  // an Int5Block (176 bytes)
@@ -191,12 +191,14 @@ inline void int4_gemv(const Int4Block* blk, int tile_blocks, const Rows& x, floa
                       int n_valid_last) {
   const __m256i mask = _mm256_set1_epi8(0x0f);
   __m256 acc[NT];
+  const int ahead = g_gemv_prefetch;
   for (int k = 0; k < NT; ++k) acc[k] = _mm256_setzero_ps();
   for (int g = 0; g < x.groups; ++g) {
     typename Dot::Acc4 sum[NT];
     for (int k = 0; k < NT; ++k) sum[k] = Dot::zero4();
     const int8_t* a = x.q + g * kGroup;
-    for (int k = 0; k < NT; ++k) prefetch_ahead(blk + k * tile_blocks + g, kAheadGemv, kLines4);
+    if (ahead > 0)
+      for (int k = 0; k < NT; ++k) prefetch_ahead(blk + k * tile_blocks + g, ahead, kLines4);
     for (int c = 0; c < 4; ++c) {
       const __m256i a_lo = bcast4(a + 4 * c), a_hi = bcast4(a + 16 + 4 * c);
       for (int k = 0; k < NT; ++k) {
@@ -222,12 +224,14 @@ template <class Dot, int NT>
 inline void int8_gemv(const Int8Block* blk, int tile_blocks, const Rows& x, float* y,
                       int n_valid_last) {
   __m256 acc[NT];
+  const int ahead = g_gemv_prefetch;
   for (int k = 0; k < NT; ++k) acc[k] = _mm256_setzero_ps();
   for (int g = 0; g < x.groups; ++g) {
     __m256i sum[NT];
     for (int k = 0; k < NT; ++k) sum[k] = _mm256_setzero_si256();
     const int8_t* a = x.q + g * kGroup;
-    for (int k = 0; k < NT; ++k) prefetch_ahead(blk + k * tile_blocks + g, kAheadGemv / 2, kLines8);
+    if (ahead > 0)
+      for (int k = 0; k < NT; ++k) prefetch_ahead(blk + k * tile_blocks + g, ahead / 2, kLines8);
     for (int c = 0; c < 8; ++c) {
       const __m256i ac = bcast4(a + 4 * c);
       for (int k = 0; k < NT; ++k) {
@@ -251,12 +255,13 @@ template <class Dot, int NT>
 inline void int5_gemv(const Int5Block* blk, int tile_blocks, const Rows& x, float* y,
                       int n_valid_last) {
   __m256 acc[NT];
+  const int ahead = g_gemv_prefetch;
   for (int k = 0; k < NT; ++k) acc[k] = _mm256_setzero_ps();
   for (int g = 0; g < x.groups; ++g) {
     __m256i sum[NT], qh[NT];
     const int8_t* a = x.q + g * kGroup;
     for (int k = 0; k < NT; ++k) {
-      prefetch_ahead(blk + k * tile_blocks + g, kAheadGemv, kLines5);
+      if (ahead > 0) prefetch_ahead(blk + k * tile_blocks + g, ahead, kLines5);
       sum[k] = _mm256_setzero_si256();
       qh[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[k * tile_blocks + g].qh));
     }

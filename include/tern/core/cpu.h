@@ -14,6 +14,7 @@ struct CpuFeatures {
   bool avx512vl = false;
   bool avx512bf16 = false;
   bool avxvnni = false;
+  bool amd = false;  // CPUID vendor AuthenticAMD
   int logical_cores = 1;
   int physical_cores = 1;
   std::string brand;
