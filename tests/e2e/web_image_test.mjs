@@ -12,17 +12,18 @@ const base = serverUrl();
 const image = readFileSync(process.env.TERN_IMAGE);
 
 // Dispatches a drop or paste event carrying the image as a File, as a user's would.
-async function dropOrPaste(page, selector, kind, b64) {
-  await page.evaluate(({ selector, kind, b64 }) => {
+// Drops or pastes a PNG on element `inner` of the chat with index `chat`.
+async function dropOrPaste(page, chat, inner, kind, b64) {
+  await page.evaluate(({ chat, inner, kind, b64 }) => {
     const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
     const dt = new DataTransfer();
     dt.items.add(new File([bytes], `${kind}.png`, { type: 'image/png' }));
-    const target = document.querySelector(selector);
+    const target = document.querySelectorAll('[data-testid=chat]')[chat].querySelector(inner);
     const ev = kind === 'paste'
       ? new ClipboardEvent('paste', { clipboardData: dt, bubbles: true, cancelable: true })
       : new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true });
     target.dispatchEvent(ev);
-  }, { selector, kind, b64 });
+  }, { chat, inner, kind, b64 });
 }
 
 main(() => withPage(base, async (page) => {
@@ -77,9 +78,12 @@ main(() => withPage(base, async (page) => {
   // 4. Drop and paste attach too (not sent).
   const b64 = image.toString('base64');
   await page.getByTestId('new-chat').click();
-  await dropOrPaste(page, '[data-testid=chat]:nth-child(3) .messages', 'drop', b64);
-  await dropOrPaste(page, '[data-testid=chat]:nth-child(3) textarea', 'paste', b64);
   const chat3 = page.getByTestId('chat').nth(2);
+  await chat3.waitFor();
+  await dropOrPaste(page, 2, '.messages', 'drop', b64);
+  await dropOrPaste(page, 2, 'textarea', 'paste', b64);
+  // The page reads the files asynchronously: wait for both previews (or time out and report).
+  await chat3.getByTestId('attachment').nth(1).waitFor({ timeout: 15000 }).catch(() => {});
   const n = await chat3.getByTestId('attachment').count();
   check(n === 2, `a dropped and a pasted image are attached (${n})`);
 }));
