@@ -17,13 +17,16 @@ void add_gen_arch_command(CLI::App& app) {
     uint64_t seed = 1;
     std::string tokenizer;
     std::string out;
+    std::string weights = "q8_0";
   };
   auto o = std::make_shared<Opts>();
   auto* cmd =
       app.add_subcommand("gen-arch-model", "write a random-weight model of an architecture");
+  cmd->add_option("--weights", o->weights, "linear layers' GGUF type: q8_0 (default), q4_0, q4_1")
+      ->check(CLI::IsMember({"q8_0", "q4_0", "q4_1"}));
   cmd->add_option("--arch", o->arch, "architecture case")
       ->required()
-      ->check(CLI::IsMember(gen_arch_cases()));
+      ->check(CLI::IsMember(gen_arch_cases(true)));
   cmd->add_option("--seed", o->seed, "random seed");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "GGUF to copy the tokenizer from (default: the default model)");
@@ -31,7 +34,10 @@ void add_gen_arch_command(CLI::App& app) {
   cmd->callback([o] {
     const std::string tok_path = o->tokenizer.empty() ? default_model_path() : o->tokenizer;
     const gguf::GgufFile tok = gguf::GgufFile::open(tok_path);
-    const GenArchResult r = generate_arch_model(o->arch, o->seed, &tok);
+    const DType wt = o->weights == "q4_0"   ? DType::Q4_0
+                     : o->weights == "q4_1" ? DType::Q4_1
+                                            : DType::Q8_0;
+    const GenArchResult r = generate_arch_model(o->arch, o->seed, &tok, wt);
     r.writer.write(o->out);
     std::printf("%s: %s seed %llu, weights sha256 %s (%.1f MB)\n", o->out.c_str(), o->arch.c_str(),
                 (unsigned long long)o->seed, r.weights_sha256.c_str(),

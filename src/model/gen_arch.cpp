@@ -40,6 +40,12 @@ constexpr GenCase kCases[] = {
     {"qwen2", "qwen2", 2, 128, 4, 2, 32, 256, 1e6f, 1e-6f, true, false, false, 0, true, 0},
     {"qwen3", "qwen3", 2, 128, 4, 2, 64, 256, 1e6f, 1e-6f, false, true, false, 0, false, 0},
     {"gemma3", "gemma3", 6, 128, 4, 1, 64, 256, 1e6f, 1e-6f, false, true, true, 8, true, 0},
+    // Real shapes, for benchmarks (decode against the DRAM bound): SmolLM2's
+    // 360M and 1.7B configurations.
+    {"smollm2-360m", "llama", 32, 960, 15, 5, 64, 2560, 100000.0f, 1e-5f, false, false, false, 0,
+     true, 0},
+    {"smollm2-1.7b", "llama", 24, 2048, 32, 32, 64, 8192, 130000.0f, 1e-5f, false, false, false, 0,
+     true, 0},
 };
 
 const GenCase& find_case(const std::string& name) {
@@ -47,7 +53,7 @@ const GenCase& find_case(const std::string& name) {
     if (name == c.name) return c;
   }
   std::string all;
-  for (const auto& n : gen_arch_cases()) all += (all.empty() ? "" : ", ") + n;
+  for (const auto& n : gen_arch_cases(true)) all += (all.empty() ? "" : ", ") + n;
   throw InvalidArgument("unknown architecture case '" + name + "' (known: " + all + ")");
 }
 
@@ -100,9 +106,12 @@ uint64_t SeededNormal::next_u64() {
   return z ^ (z >> 31);
 }
 
-std::vector<std::string> gen_arch_cases() {
+std::vector<std::string> gen_arch_cases(bool with_benchmark_shapes) {
   std::vector<std::string> v;
-  for (const GenCase& c : kCases) v.push_back(c.name);
+  for (const GenCase& c : kCases) {
+    const bool bench = std::string_view(c.name).starts_with("smollm2-");
+    if (!bench || with_benchmark_shapes) v.push_back(c.name);
+  }
   return v;
 }
 
@@ -148,7 +157,7 @@ void copy_keys(const gguf::GgufFile& src, gguf::GgufWriter& w, std::string_view 
 }
 
 GenArchResult generate_arch_model(const std::string& arch_case, uint64_t seed,
-                                  const gguf::GgufFile* tokenizer) {
+                                  const gguf::GgufFile* tokenizer, DType weight_type) {
   const GenCase& c = find_case(arch_case);
   GenArchResult res;
   gguf::GgufWriter& w = res.writer;
@@ -194,7 +203,7 @@ GenArchResult generate_arch_model(const std::string& arch_case, uint64_t seed,
   };
   auto matrix = [&](const std::string& name, int n_out, int n_in, float gain) {
     add(name, {n_in, n_out}, rng.fill(size_t(n_out) * n_in, gain / std::sqrt(float(n_in))),
-        DType::Q8_0);
+        weight_type);
   };
   auto norm = [&](const std::string& name, int n) {
     auto v = rng.fill(size_t(n), 0.1f);

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "tern/core/dtype.h"
 #include "tern/gguf/gguf_writer.h"
 #include "tern/model/lora.h"
 
@@ -29,16 +30,20 @@ struct GenArchResult {
   std::string weights_sha256;
 };
 
-// The generator's cases: "llama", "llama3", "qwen2", "qwen3", "gemma3".
-std::vector<std::string> gen_arch_cases();
+// The generator's cases: "llama", "llama3", "qwen2", "qwen3", "gemma3" (small
+// shapes, for the oracle), "smollm2-360m" and "smollm2-1.7b" (real shapes,
+// for benchmarks; listed only when asked for).
+std::vector<std::string> gen_arch_cases(bool with_benchmark_shapes = false);
 
 // Builds the file for `arch_case` from `seed` (the same bytes on every host:
 // the random numbers come from splitmix64, not <random>). tokenizer: a GGUF
 // whose tokenizer.* keys are copied (it must have kGenArchVocab tokens), or
 // nullptr for a weights-only file. Throws InvalidArgument on an unknown case
 // or a tokenizer of another size.
+// weight_type: the linear layers' (and untied head's) GGUF type, Q8_0 by
+// default (both engines read it exactly); Q4_0 / Q4_1 for bandwidth benchmarks.
 GenArchResult generate_arch_model(const std::string& arch_case, uint64_t seed,
-                                  const gguf::GgufFile* tokenizer);
+                                  const gguf::GgufFile* tokenizer, DType weight_type = DType::Q8_0);
 
 // Copies every key of src that starts with `prefix` into w (scalars, strings
 // and arrays; integers as u32 / i32).

@@ -14,6 +14,7 @@
 // margin is under the near-tie threshold.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -192,6 +193,24 @@ TEST(ArchOracleFixture, GeneratorIsSeeded) {
   EXPECT_EQ(a.writer.to_bytes(), b.writer.to_bytes());
   EXPECT_NE(a.weights_sha256, c.weights_sha256);
   EXPECT_THROW(generate_arch_model("mamba", 1, nullptr), InvalidArgument);
+}
+
+// The benchmark shapes (SmolLM2-360M and 1.7B) are generator cases but not
+// oracle cases, and --weights picks the linear layers' type.
+TEST(ArchOracleFixture, BenchmarkShapesAndWeightTypes) {
+  const auto cases = gen_arch_cases(), all = gen_arch_cases(true);
+  EXPECT_EQ(std::count(cases.begin(), cases.end(), "smollm2-1.7b"), 0);
+  EXPECT_EQ(std::count(all.begin(), all.end(), "smollm2-360m"), 1);
+  EXPECT_EQ(std::count(all.begin(), all.end(), "smollm2-1.7b"), 1);
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+    const auto r = generate_arch_model("llama", 3, nullptr, t);
+    const std::vector<uint8_t> bytes = r.writer.to_bytes();
+    const gguf::GgufFile f = gguf::GgufFile::from_memory(bytes, "gen.gguf");
+    const gguf::TensorInfo* q = f.find_tensor("blk.0.attn_q.weight");
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(q->type, t);
+    EXPECT_EQ(f.find_tensor("blk.1.ffn_down.weight")->type, t);
+  }
 }
 
 }  // namespace
