@@ -79,8 +79,6 @@ void quantize_activations(const float* x, int rows, int n, QuantizedActs& qa, Ta
   });
 }
 
-namespace {
-
 // Rows of activations a matmul task handles together. Each tile is applied to
 // all of them while it sits in L1, so more rows means fewer weight reads; but
 // the task's int8 activations (rows x n_in bytes) are re-read for every tile
@@ -93,8 +91,6 @@ int row_chunk_for(int rows, int n_in) {
   const int chunks = (rows + fit - 1) / fit;          // as few chunks as fit in L1,
   return ((rows + chunks - 1) / chunks + 3) / 4 * 4;  // evened out, in whole micro-kernels
 }
-
-}  // namespace
 
 void matmul(std::initializer_list<MatmulOut> outs, const QuantizedActs& x, TaskPool& pool) {
   constexpr int kMaxOuts = 4;

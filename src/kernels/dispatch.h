@@ -31,6 +31,11 @@ struct KernelTable {
 // TERN_GEMV_PREFETCH=N overrides. Set once, before the first matmul.
 extern int g_gemv_prefetch;
 
+// Rows of activations one matmul task takes together (all of them up to 16;
+// beyond, evened-out chunks whose int8 activations stay in L1). Shared by
+// matmul() and gemm_jobs(); any split gives the same outputs.
+int row_chunk_for(int rows, int n_in);
+
 const KernelTable& scalar_kernels();
 // Each returns nullptr when the binary was built without that ISA's file;
 // the caller checks the CPU supports it (see active_kernels()).

@@ -18,14 +18,6 @@ struct JobSplit {
   int tile_chunk, tile_tasks;
 };
 
-// Rows a task takes together: all of them up to 16 (each tile read once for
-// the whole decode batch); beyond, chunks whose int8 activations stay in L1.
-int rows_per_task(int rows, int n_in) {
-  if (rows <= 16) return rows;
-  const int fit = std::clamp(32768 / n_in / 4 * 4, 4, 64);
-  return std::min(rows, fit);
-}
-
 }  // namespace
 
 void gemm_jobs(std::span<const GemmJob> jobs, TaskPool& pool) {
@@ -48,7 +40,7 @@ void gemm_jobs(std::span<const GemmJob> jobs, TaskPool& pool) {
     JobSplit& s = split[i];
     const int rows = j.r1 - j.r0, tiles = j.w->n_tiles();
     s.first_task = n_tasks;
-    s.row_chunk = std::max(1, rows_per_task(rows, j.w->n_in));
+    s.row_chunk = std::max(1, row_chunk_for(rows, j.w->n_in));
     s.row_tasks = rows > 0 ? (rows + s.row_chunk - 1) / s.row_chunk : 0;
     const double tile_work = double(s.row_chunk) * j.w->n_groups();
     s.tile_chunk = std::clamp(int(per_task / tile_work), 1, std::max(1, tiles));
