@@ -4,7 +4,8 @@ with flash attention), same file, same threads, one run, ratios printed.
 
 For each depth D:
   llama-bench -m MODEL -t T -fa 1 -p PP -n TG -d D -r R   (its pp and tg rows)
-  tern bench  -m MODEL -t T --pp PP --tg TG --depth D --batch 1 -r R
+  tern bench  -m MODEL -t T --pp PP --tg 1 --depth D --batch 1 -r R     (its pp)
+  tern bench  -m MODEL -t T --tg TG --depth D --batch 1 -r R            (its tg)
 tern runs with the best kernels for this CPU and, with --avx2, also with
 TERN_KERNELS=avx2 (the kernels every x86-64-v3 CPU has). The KV types differ
 by design: llama.cpp's default f16 cache against tern's default int8-fp8;
@@ -51,13 +52,18 @@ def tern_bench(args, depth: int, env_extra: dict, extra: list[str]) -> dict:
         j = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
                                       env={**os.environ, **env_extra}).stdout.splitlines()[-1])
         return {"pp": j["prefill"]["tokens_per_s"], "tg": j["decode"][0]["tokens_per_s"]}
-    cmd = [tern, "bench", "-m", args.model, "-t", str(args.threads), "--pp", str(args.pp),
-           "--tg", str(args.tg), "--depth", str(depth), "--batch", "1", "-r", str(args.reps),
-           "--json", *extra]
-    j = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True,
-                                  env={**os.environ, **env_extra}).stdout.splitlines()[-1])
-    d = j["depth"][0]
-    return {"pp": d["pp_tokens_per_s"], "tg": d["tokens_per_s"]}
+    # Two runs, as llama-bench does: pp PP timed on top of D context tokens,
+    # and tg TG decoded from exactly D context tokens. (One run with --pp
+    # would decode from D + PP, a deeper context than llama-bench's tg.)
+    def run(cmd):
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True,
+                             env={**os.environ, **env_extra}).stdout
+        return json.loads(out.splitlines()[-1])["depth"][0]
+    base = [tern, "bench", "-m", args.model, "-t", str(args.threads), "--depth", str(depth),
+            "--batch", "1", "-r", str(args.reps), "--json", *extra]
+    pp = run(base + ["--pp", str(args.pp), "--tg", "1"])
+    tg = run(base + ["--tg", str(args.tg)])
+    return {"pp": pp["pp_tokens_per_s"], "tg": tg["tokens_per_s"]}
 
 
 def main() -> int:

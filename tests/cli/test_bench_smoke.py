@@ -30,3 +30,16 @@ def test_depth_benchmark_smoke():
                         "--json"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "depth" in r.stdout
+
+
+def test_depth_script_smoke(tmp_path):
+    # bench/depth.py without the peer: tern's pp at depth and tg from the depth
+    out = tmp_path / "depth.json"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "depth.py"), "--no-peer",
+                        "--depths", "0,96", "--pp", "32", "--tg", "4", "-t", "2", "--json", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [row["depth"] for row in rows] == [0, 96]
+    for row in rows:
+        assert row["tern"]["pp"] > 0 and row["tern"]["tg"] > 0
