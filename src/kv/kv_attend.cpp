@@ -123,7 +123,9 @@ const AttendKernels* avx512_attend_kernels() {
 #ifdef TERN_KV_HAVE_AVX512
   const CpuFeatures& cpu = cpu_features();
   const AttendKernels* avx2 = avx2_attend_kernels();
-  if (avx2 && cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512vnni && cpu.avx512bf16)
+  // VBMI: the value codes' bf16 table look-up (vpermi2b).
+  if (avx2 && cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512vnni && cpu.avx512bf16 &&
+      __builtin_cpu_supports("avx512vbmi"))
     return avx512_attend_table(*avx2);
 #endif
   return nullptr;

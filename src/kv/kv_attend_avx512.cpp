@@ -1,25 +1,29 @@
-// AVX-512 tile attention for CPUs with AVX512-VNNI and AVX512-BF16 (Zen 4,
-// Sapphire Rapids and later). Built with TERN_AVX2_FLAGS plus the AVX-512
-// flags; used only when kernels' dispatch point chose its AVX-512 VNNI table
-// and the CPU has BF16 (kv_attend.cpp).
+// AVX-512 tile attention for CPUs with AVX512-VNNI, AVX512-BF16 and
+// AVX512-VBMI (Zen 4, Ice Lake server, Sapphire Rapids and later). Built with
+// TERN_AVX2_FLAGS plus the AVX-512 flags; used only when kernels' dispatch
+// point chose its AVX-512 VNNI table and the CPU has BF16 and VBMI
+// (kv_attend.cpp).
 //
 // The same tile as the AVX2 kernel (a block decoded once for every row, each
-// row on its own), in integer and bf16 arithmetic:
-//   - scores: in fp32, exactly as the AVX2 kernel computes them (a query
-//     rounded to int8 or int16 was tried: a few outlier dims of real
-//     queries make its scale coarse for the rest, and sharp softmaxes turn
-//     that into a 0.8% perplexity loss);
-//   - values: the probabilities rounded to bf16 (the softmax sum taken from
-//     the rounded values, so the weights still sum to one) and the value rows
-//     times their scales rounded to bf16, interleaved by token pairs,
-//     accumulated by vdpbf16ps into fp32 (32 products per instruction).
-// The rounding this adds (2^-9 relative on weights and values) is below the KV
-// cache's own (int8 keys, fp8 values); every row's numbers still depend only
-// on its own query and the block, so tiles, chunking and split-K decode stay
+// row on its own):
+//   - scores in fp32 (a query rounded to int8 or int16 was tried: a few
+//     outlier dims of real queries make its scale coarse for the rest, and
+//     sharp softmaxes turn that into a 0.8% perplexity loss). The keys are
+//     staged as fp32 in groups of 4 dims x 4 keys per register, so each FMA
+//     works on 4 keys and a key's 4 lane sums need two shuffle levels, not
+//     the four of a plain horizontal sum;
+//   - values: the codes are exact in bf16 (a 128-entry byte table per half,
+//     vpermi2b), token pairs interleaved; each probability times its token's
+//     value scale is rounded to bf16 once, and vdpbf16ps accumulates into
+//     fp32 (32 products per instruction).
+// The rounding this adds (2^-9 relative on one weight per token) is below the
+// KV cache's own (int8 keys, fp8 values); every row's numbers depend only on
+// its own query and the block, so tiles, chunking and split-K decode stay
 // bit-identical among themselves. F16 caches use the AVX2 kernels.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -32,205 +36,365 @@ namespace tern::kv {
 namespace {
 
 using kernels::x86::exp_neg;
-using kernels::x86::hsum;
 
 struct Buffers {
-  std::vector<float> k;       // (n8, hd8) keys as fp32 (codes), zero-padded
-  std::vector<float> kscale;  // (n8) key scales (1 beyond n)
-  std::vector<uint16_t> v;    // (n8 / 2, hd16, 2) bf16 values, token pairs interleaved
-  std::vector<float> q;       // (hd8) the row's query, zero-padded
-  std::vector<float> s;       // (n8) scores, then probabilities
-  std::vector<uint32_t> p2;   // (n8 / 2) bf16 probability pairs
+  std::vector<float> k;       // (n16 / 16, hd4 / 4, 4 groups, 16) staged keys, see stage_keys
+  std::vector<float> kscale;  // (n16) key scales (1 beyond n)
+  std::vector<float> vscale;  // (n16) value scales (0 beyond n)
+  std::vector<uint16_t> v;    // (n16 / 2, hd16, 2) bf16 value codes, token pairs interleaved
+  std::vector<int8_t> codes;  // (n, hd) int4 keys unpacked to int8 codes
+  std::vector<float> q;       // (hd4) the row's query, zero-padded
+  std::vector<float> s;       // (n16) scores, then probabilities
+  std::vector<uint32_t> p2;   // (4, n16 / 2) bf16 pairs of probability x value scale per row
 };
 
 Buffers& buffers(size_t keys, size_t dims) {
   thread_local Buffers b;
-  const size_t d32 = (dims + 31) & ~size_t(31);
-  if (b.k.size() < keys * d32) {
-    b.k.resize(keys * d32);
-    b.v.resize(keys * d32);
+  const size_t d64 = (dims + 63) & ~size_t(63);
+  if (b.k.size() < keys * d64) {
+    b.k.resize(keys * d64);
+    b.v.resize(keys * d64);
+    b.codes.resize(keys * d64);
   }
-  if (b.q.size() < d32) b.q.resize(d32);
+  if (b.q.size() < d64) b.q.resize(d64);
   if (b.kscale.size() < keys) {
-    b.s.resize(keys + 16), b.kscale.resize(keys), b.p2.resize(keys / 2 + 8);
+    b.s.resize(keys), b.kscale.resize(keys), b.vscale.resize(keys);
+    b.p2.resize(keys / 2 * 4);  // kRun rows
   }
   return b;
 }
 
-// Key codes of rows [0, n) as fp32 (exact), padded to hd8 dims and n8 rows
-// with zeros.
-template <KvType T>
-void stage_keys(const KvLayout& L, const HeadBlock& hb, int n, int n8, int hd, int hd8,
-                Buffers& b) {
-  for (int t = 0; t < n8; ++t) {
-    float* o = b.k.data() + size_t(t) * size_t(hd8);
-    if (t >= n) {
-      std::fill_n(o, hd8, 0.0f);
-      b.kscale[size_t(t)] = 1.0f;
-      continue;
-    }
-    const uint8_t* row = hb.k + size_t(t) * L.k_row;
-    if constexpr (T == KvType::Int4Fp8) {
-      const int half = hd / 2;
-      for (int j = 0; j < half; ++j) {
-        o[j] = float(int(row[j] & 15) - 8);
-        o[half + j] = float(int(row[j] >> 4) - 8);
+inline __mmask64 dims_mask(int left) {
+  return left >= 64 ? ~__mmask64(0) : (__mmask64(1) << left) - 1;
+}
+
+// --- Keys -------------------------------------------------------------------
+//
+// Keys [0, n16) in super-groups of 16; within one, group i (0..3) holds keys
+// i, i + 4, i + 8, i + 12, and register (sg, j, i) holds those 4 keys' dims
+// 4j..4j+3 (one 128-bit block per key): 4 keys x 4 dims. A row's FMA against
+// it leaves each key's 4 partial sums in its own block, and two shuffle
+// levels over the 4 groups give 16 scores in token order.
+
+// Codes of keys [0, n) (int8 rows of `stride` bytes), missing keys and dims 0.
+void stage_keys(const int8_t* codes, size_t stride, int n, int n16, int hd, float* out) {
+  const int J = (hd + 3) / 4;  // 4-dim chunks
+  for (int sg = 0; sg < n16 / 16; ++sg) {
+    for (int i = 0; i < 4; ++i) {
+      for (int c = 0; c * 64 < hd; ++c) {
+        const __mmask64 dm = dims_mask(hd - 64 * c);
+        __m512i r[4];
+        for (int b = 0; b < 4; ++b) {
+          const int t = 16 * sg + i + 4 * b;
+          r[b] = t < n ? _mm512_maskz_loadu_epi8(dm, codes + size_t(t) * stride + 64 * c)
+                       : _mm512_setzero_si512();
+        }
+        // Dword transpose: x[w] lane k = dims chunk 4k + w of keys b = 0..3.
+        const __m512i a = _mm512_unpacklo_epi32(r[0], r[1]), bb = _mm512_unpackhi_epi32(r[0], r[1]);
+        const __m512i cc = _mm512_unpacklo_epi32(r[2], r[3]), d = _mm512_unpackhi_epi32(r[2], r[3]);
+        const __m512i x[4] = {_mm512_unpacklo_epi64(a, cc), _mm512_unpackhi_epi64(a, cc),
+                              _mm512_unpacklo_epi64(bb, d), _mm512_unpackhi_epi64(bb, d)};
+        for (int k = 0; k < 4; ++k) {
+          for (int w = 0; w < 4; ++w) {
+            const int j = 16 * c + 4 * k + w;
+            if (j >= J) continue;
+            __m128i lane;
+            switch (k) {  // the lane index must be a constant
+              case 0:
+                lane = _mm512_castsi512_si128(x[w]);
+                break;
+              case 1:
+                lane = _mm512_extracti32x4_epi32(x[w], 1);
+                break;
+              case 2:
+                lane = _mm512_extracti32x4_epi32(x[w], 2);
+                break;
+              default:
+                lane = _mm512_extracti32x4_epi32(x[w], 3);
+                break;
+            }
+            _mm512_storeu_ps(out + ((size_t(sg) * J + j) * 4 + i) * 16,
+                             _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lane)));
+          }
+        }
       }
-    } else {
-      int j = 0;
-      for (; j + 16 <= hd; j += 16)
-        _mm512_storeu_ps(o + j, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                    _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j)))));
-      for (; j < hd; ++j) o[j] = float(int8_t(row[j]));
     }
-    std::fill(o + hd, o + hd8, 0.0f);
-    b.kscale[size_t(t)] = hb.ks[t];
   }
 }
 
-#include "kv_tile_scores.inl"
-
-// 16 values of a row (dims j.., `mask` of them valid, the rest 0) as fp32.
-template <KvType T>
-inline __m512 load16_value(const uint8_t* row, int j, __mmask16 mask, __m512 scale) {
-  const __m128i x = _mm_maskz_loadu_epi8(mask, row + j);
-  if constexpr (T == KvType::Int8) {
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(x)), scale);
-  } else {
-    // e4m3 -> fp16 bits (as the AVX2 kernel does): value / 256, exactly.
-    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(x), 7),
-                                       _mm256_set1_epi16(int16_t(0xbf80)));
-    return _mm512_mul_ps(_mm512_cvtph_ps(h), scale);
+// Int4 keys (byte j: dim j in the low nibble, dim j + hd/2 in the high one)
+// as int8 code rows of hd bytes.
+void unpack_int4(const HeadBlock& hb, size_t k_row, int n, int hd, int8_t* out) {
+  const int half = hd / 2;
+  for (int t = 0; t < n; ++t) {
+    const uint8_t* row = hb.k + size_t(t) * k_row;
+    int8_t* o = out + size_t(t) * size_t(hd);
+    for (int j = 0; j < half; ++j) {
+      o[j] = int8_t(int(row[j] & 15) - 8);
+      o[half + j] = int8_t(int(row[j] >> 4) - 8);
+    }
   }
 }
 
-// Value rows [0, n) as bf16 (exact: fp8 and int8 codes fit), token pairs
-// interleaved: v[(t/2)*hd16*2 + d*2 + t%2]; missing tokens and dims are 0.
+// Four groups' lane sums -> 16 scores in token order (see above).
+inline __m512 reduce_groups(const __m512* a) {
+  const __m512 d01 =
+      _mm512_add_ps(_mm512_shuffle_ps(a[0], a[1], 0x44), _mm512_shuffle_ps(a[0], a[1], 0xee));
+  const __m512 d23 =
+      _mm512_add_ps(_mm512_shuffle_ps(a[2], a[3], 0x44), _mm512_shuffle_ps(a[2], a[3], 0xee));
+  return _mm512_add_ps(_mm512_shuffle_ps(d01, d23, 0x88), _mm512_shuffle_ps(d01, d23, 0xdd));
+}
+
+// Scores of SG consecutive super-groups (16 * SG keys) for one row (q: hd4
+// floats, zero-padded); each key's sum runs in the same order whatever SG is.
+template <int SG>
+inline void score_groups(const float* q, const float* kf, int J, __m512* out) {
+  __m512 a[SG][4];
+  for (int g = 0; g < SG; ++g)
+    for (int i = 0; i < 4; ++i) a[g][i] = _mm512_setzero_ps();
+  for (int j = 0; j < J; ++j) {
+    const __m512 qv = _mm512_broadcast_f32x4(_mm_loadu_ps(q + 4 * j));
+    for (int g = 0; g < SG; ++g) {
+      const float* k = kf + ((size_t(g) * J + j) * 4) * 16;
+      for (int i = 0; i < 4; ++i)
+        a[g][i] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + 16 * i), a[g][i]);
+    }
+  }
+  for (int g = 0; g < SG; ++g) out[g] = reduce_groups(a[g]);
+}
+
+// s[0, n16) = the row's scores times kscale; keys at or past n score -inf.
+// Returns the row's block max.
+inline float row_scores(const float* q, const float* kf, const float* kscale, int J, int n,
+                        float* s) {
+  const int n16 = (n + 15) & ~15;
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 mx = ninf;
+  auto finish = [&](int t0, __m512 sv) {
+    sv = _mm512_mul_ps(sv, _mm512_loadu_ps(kscale + t0));
+    if (t0 + 16 > n) sv = _mm512_mask_blend_ps(__mmask16((1u << (n - t0)) - 1u), ninf, sv);
+    mx = _mm512_max_ps(mx, sv);
+    _mm512_storeu_ps(s + t0, sv);
+  };
+  int t0 = 0;
+  for (; t0 + 32 <= n16; t0 += 32) {
+    __m512 sv[2];
+    score_groups<2>(q, kf + size_t(t0) * size_t(4 * J), J, sv);
+    finish(t0, sv[0]);
+    finish(t0 + 16, sv[1]);
+  }
+  if (t0 < n16) {
+    __m512 sv[1];
+    score_groups<1>(q, kf + size_t(t0) * size_t(4 * J), J, sv);
+    finish(t0, sv[0]);
+  }
+  return _mm512_reduce_max_ps(mx);
+}
+
+// --- Values -----------------------------------------------------------------
+
+// bf16 of the value code magnitudes 0..127 (fp8 e4m3 or int8), low and high
+// bytes, as the two 64-byte halves vpermi2b indexes with 7 bits.
+struct ValueTable {
+  alignas(64) uint8_t lo[128], hi[128];
+};
 template <KvType T>
-void stage_values(const KvLayout& L, const HeadBlock& hb, int n, int n8, int hd, int hd16,
-                  Buffers& b) {
-  const float v_unit = T == KvType::Int8 ? 1.0f : 256.0f;
-  const __m512i interleave =
-      _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
-                       21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  for (int tp = 0; tp < n8 / 2; ++tp) {
+const ValueTable& value_table() {
+  static const ValueTable t = [] {
+    ValueTable v{};
+    for (int m = 0; m < 128; ++m) {
+      const float x = T == KvType::Int8 ? float(m) : fp8_decode(uint8_t(m == 127 ? 126 : m));
+      uint32_t bits;
+      std::memcpy(&bits, &x, 4);
+      v.lo[m] = uint8_t(bits >> 16), v.hi[m] = uint8_t(bits >> 24);
+    }
+    return v;
+  }();
+  return t;
+}
+
+// r'[16k + 4o + w] = r[16o + 4k + w] (k, o, w in 0..3): after byte and
+// word interleaving, output o, lane k, pair w holds dim 16o + 4k + w.
+struct BytePerm {
+  alignas(64) uint8_t b[64];
+};
+BytePerm value_byte_perm() {
+  BytePerm p{};
+  for (int k = 0; k < 4; ++k)
+    for (int o = 0; o < 4; ++o)
+      for (int w = 0; w < 4; ++w) p.b[16 * k + 4 * o + w] = uint8_t(16 * o + 4 * k + w);
+  return p;
+}
+
+// Value rows [0, n) as bf16 codes (exact), token pairs interleaved:
+// v[(t/2)*hd16*2 + d*2 + t%2]; missing tokens and dims are 0. Per 64 dims of
+// a pair: the two rows' bytes are pre-permuted (vpermb) so that byte
+// interleaving, the table look-up and byte-to-word interleaving leave each
+// 16-dim strip in dim order.
+template <KvType T>
+void stage_values(const KvLayout& L, const HeadBlock& hb, int n, int n16, int hd, int hd16,
+                  uint16_t* out) {
+  const ValueTable& tab = value_table<T>();
+  const __m512i lo0 = _mm512_load_si512(tab.lo), lo1 = _mm512_load_si512(tab.lo + 64);
+  const __m512i hi0 = _mm512_load_si512(tab.hi), hi1 = _mm512_load_si512(tab.hi + 64);
+  const __m512i sign = _mm512_set1_epi8(int8_t(0x80));
+  static const BytePerm perm_bytes = value_byte_perm();
+  const __m512i perm = _mm512_load_si512(perm_bytes.b);
+  const int strips = hd16 / 16;
+  for (int tp = 0; tp < n16 / 2; ++tp) {
     const int t0 = 2 * tp, t1 = t0 + 1;
-    uint16_t* o = b.v.data() + size_t(tp) * size_t(hd16) * 2;
-    // Each row times its scale (fp8 rows decode as value / 256), rounded to
-    // bf16 once: 2^-9 relative, far below the codes' own rounding.
-    const __m512 s0 = _mm512_set1_ps(t0 < n ? hb.vs[t0] * v_unit : 0.0f);
-    const __m512 s1 = _mm512_set1_ps(t1 < n ? hb.vs[t1] * v_unit : 0.0f);
-    for (int j = 0; j < hd16; j += 16) {
-      const __mmask16 dims = __mmask16(hd - j >= 16 ? 0xffff : (1u << (hd - j)) - 1u);
-      const __m512 a =
-          t0 < n ? load16_value<T>(hb.v + size_t(t0) * L.v_row, j, dims, s0) : _mm512_setzero_ps();
-      const __m512 c =
-          t1 < n ? load16_value<T>(hb.v + size_t(t1) * L.v_row, j, dims, s1) : _mm512_setzero_ps();
-      // [a0..a15, c0..c15] as bf16, then a0 c0 a1 c1 ...
-      const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(c, a);
-      _mm512_storeu_si512(o + size_t(j) * 2, _mm512_permutexvar_epi16(interleave, both));
+    uint16_t* o = out + size_t(tp) * size_t(hd16) * 2;
+    for (int c = 0; c * 64 < hd; ++c) {
+      const __mmask64 dm = dims_mask(hd - 64 * c);
+      const __m512i r0 = t0 < n ? _mm512_maskz_loadu_epi8(dm, hb.v + size_t(t0) * L.v_row + 64 * c)
+                                : _mm512_setzero_si512();
+      const __m512i r1 = t1 < n ? _mm512_maskz_loadu_epi8(dm, hb.v + size_t(t1) * L.v_row + 64 * c)
+                                : _mm512_setzero_si512();
+      const __m512i p0 = _mm512_permutexvar_epi8(perm, r0), p1 = _mm512_permutexvar_epi8(perm, r1);
+      const __m512i xy[2] = {_mm512_unpacklo_epi8(p0, p1), _mm512_unpackhi_epi8(p0, p1)};
+      for (int h = 0; h < 2; ++h) {
+        const __m512i idx = T == KvType::Int8 ? _mm512_abs_epi8(xy[h]) : xy[h];
+        const __m512i lo = _mm512_permutex2var_epi8(lo0, idx, lo1);
+        // hi | (code & 0x80): the sign bit.
+        const __m512i hi =
+            _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, idx, hi1), xy[h], sign, 0xf8);
+        const int s0 = 4 * c + 2 * h;
+        if (s0 < strips) _mm512_storeu_si512(o + size_t(s0) * 32, _mm512_unpacklo_epi8(lo, hi));
+        if (s0 + 1 < strips)
+          _mm512_storeu_si512(o + size_t(s0 + 1) * 32, _mm512_unpackhi_epi8(lo, hi));
+      }
     }
   }
 }
 
-// acc[0, 16*S) (the last strip `last` dims) = acc * corr + sum over token
-// pairs of p2 . v.
-template <int S>
-void accumulate(const uint16_t* v, int hd16, int pairs, const uint32_t* p2, float corr, float* acc,
-                int last) {
-  __m512 a[S];
+// For R rows that attend the same tokens: acc_r[0, 16*S) (the last strip
+// `last` dims) = acc_r * corr[r] + sum over token pairs of p2_r . v, with
+// p2_r = p2 + r * p2s. Each row's sums run in the same order whatever R is;
+// the rows share the value loads and their chains hide vdpbf16ps' latency.
+template <int S, int R>
+void accumulate(const uint16_t* v, int hd16, int pairs, const uint32_t* p2, int p2s,
+                const float* corr, float* const* acc, int last) {
+  __m512 a[R][S];
   const __mmask16 tail = __mmask16((1u << last) - 1u);
-  const __m512 c = _mm512_set1_ps(corr);
-  for (int i = 0; i < S; ++i) {
-    const __m512 x = i + 1 < S || last == 16 ? _mm512_loadu_ps(acc + 16 * i)
-                                             : _mm512_maskz_loadu_ps(tail, acc + 16 * i);
-    a[i] = _mm512_mul_ps(x, c);
+  for (int r = 0; r < R; ++r) {
+    const __m512 c = _mm512_set1_ps(corr[r]);
+    for (int i = 0; i < S; ++i) {
+      const __m512 x = i + 1 < S || last == 16 ? _mm512_loadu_ps(acc[r] + 16 * i)
+                                               : _mm512_maskz_loadu_ps(tail, acc[r] + 16 * i);
+      a[r][i] = _mm512_mul_ps(x, c);
+    }
   }
   for (int tp = 0; tp < pairs; ++tp) {
-    const __m512bh pb = (__m512bh)_mm512_set1_epi32(int(p2[tp]));
     const uint16_t* row = v + size_t(tp) * size_t(hd16) * 2;
-    for (int i = 0; i < S; ++i)
-      a[i] = _mm512_dpbf16_ps(a[i], pb, (__m512bh)_mm512_loadu_si512(row + 32 * i));
+    __m512bh vb[S];
+    for (int i = 0; i < S; ++i) vb[i] = (__m512bh)_mm512_loadu_si512(row + 32 * i);
+    for (int r = 0; r < R; ++r) {
+      const __m512bh pb = (__m512bh)_mm512_set1_epi32(int(p2[size_t(r) * size_t(p2s) + tp]));
+      for (int i = 0; i < S; ++i) a[r][i] = _mm512_dpbf16_ps(a[r][i], pb, vb[i]);
+    }
   }
-  for (int i = 0; i < S; ++i) {
-    if (i + 1 < S || last == 16)
-      _mm512_storeu_ps(acc + 16 * i, a[i]);
-    else
-      _mm512_mask_storeu_ps(acc + 16 * i, tail, a[i]);
+  for (int r = 0; r < R; ++r) {
+    for (int i = 0; i < S; ++i) {
+      if (i + 1 < S || last == 16)
+        _mm512_storeu_ps(acc[r] + 16 * i, a[r][i]);
+      else
+        _mm512_mask_storeu_ps(acc[r] + 16 * i, tail, a[r][i]);
+    }
   }
+}
+
+constexpr int kRun = 4;  // rows accumulated together
+using AccumulateFn = void (*)(const uint16_t*, int, int, const uint32_t*, int, const float*,
+                              float* const*, int);
+template <int R>
+constexpr std::array<AccumulateFn, 4> accumulate_row() {
+  return {accumulate<1, R>, accumulate<2, R>, accumulate<3, R>, accumulate<4, R>};
+}
+// [rows - 1][strips - 1]
+constexpr std::array<AccumulateFn, 4> kAccumulate[kRun] = {
+    accumulate_row<1>(), accumulate_row<2>(), accumulate_row<3>(), accumulate_row<4>()};
+
+// The row's weights p2 = bf16(p * value scale) in token order (adjacent
+// pairs are the 32-bit broadcasts vdpbf16ps takes; tokens past n get 0).
+// Returns the softmax sum taken from those same rounded weights (p2 / scale;
+// p where the scale is 0), so the weights still sum to one: a softmax
+// dominated by one token gives back that token's value to fp32 rounding.
+inline float row_weights(float* s, const float* vscale, float m, int n, uint32_t* p2) {
+  const __m256 mv = _mm256_set1_ps(m);
+  __m512 sum = _mm512_setzero_ps();
+  for (int t = 0; t < n; t += 16) {
+    const __mmask16 live = __mmask16(n - t >= 16 ? 0xffff : (1u << (n - t)) - 1u);
+    const __m256 e0 = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(s + t), mv));
+    const __m256 e1 = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(s + t + 8), mv));
+    const __m512 p = _mm512_maskz_mov_ps(
+        live, _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(e0)),
+                                                  _mm256_castps_pd(e1), 1)));
+    const __m512 vs = _mm512_loadu_ps(vscale + t);
+    const __m256i pb = (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(p, vs));
+    const __m512 w = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(pb), 16));
+    const __mmask16 scaled = _mm512_cmp_ps_mask(vs, _mm512_setzero_ps(), _CMP_NEQ_OQ);
+    sum = _mm512_add_ps(sum, _mm512_mask_div_ps(p, scaled, w, vs));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p2 + t / 2), pb);
+  }
+  return _mm512_reduce_add_ps(sum);
 }
 
 template <KvType T>
 void attend_tile_avx512(const KvLayout& L, const HeadBlock& hb, int nr, const int* n_tok,
                         const float* const* q, float* m_io, float* l_io, float* acc) {
-  const int hd = L.head_dim, hd8 = (hd + 7) & ~7, hd16 = (hd + 15) & ~15;
+  const int hd = L.head_dim, hd16 = (hd + 15) & ~15, J = (hd + 3) / 4;
   int n_max = 0;
   for (int r = 0; r < nr; ++r) n_max = std::max(n_max, n_tok[r]);
   if (n_max <= 0) return;
-  const int n8 = (n_max + 7) & ~7;
-  Buffers& B = buffers(size_t(n8), size_t(hd));
-  stage_keys<T>(L, hb, n_max, n8, hd, hd8, B);
-  stage_values<T>(L, hb, n_max, n8, hd, hd16, B);
+  const int n16 = (n_max + 15) & ~15;
+  Buffers& B = buffers(size_t(n16), size_t(hd));
+  const int8_t* codes = reinterpret_cast<const int8_t*>(hb.k);
+  size_t stride = L.k_row;
+  if constexpr (T == KvType::Int4Fp8) {
+    unpack_int4(hb, L.k_row, n_max, hd, B.codes.data());
+    codes = B.codes.data(), stride = size_t(hd);
+  }
+  stage_keys(codes, stride, n_max, n16, hd, B.k.data());
+  constexpr KvType VT = T == KvType::Int8 ? KvType::Int8 : KvType::Int8Fp8;
+  stage_values<VT>(L, hb, n_max, n16, hd, hd16, B.v.data());
+  std::copy_n(hb.ks, n_max, B.kscale.data());
+  std::copy_n(hb.vs, n_max, B.vscale.data());
+  std::fill(B.kscale.begin() + n_max, B.kscale.begin() + n16, 1.0f);
+  std::fill(B.vscale.begin() + n_max, B.vscale.begin() + n16, 0.0f);
   float* s = B.s.data();
-  for (int r = 0; r < nr; ++r) {
-    const int n = n_tok[r];
-    if (n <= 0) continue;
-    std::copy_n(q[r], hd, B.q.data());
-    std::fill(B.q.begin() + hd, B.q.begin() + hd8, 0.0f);
-    const int np = (n + 7) & ~7;
-    const float m_new =
-        std::max(m_io[r], tile_scores(B.q.data(), B.k.data(), B.kscale.data(), hd8, n, s));
-    const float corr = std::exp(m_io[r] - m_new);
-    const __m256 mv = _mm256_set1_ps(m_new);
-    for (int t = 0; t < np; t += 8)
-      _mm256_storeu_ps(s + t, exp_neg(_mm256_sub_ps(_mm256_loadu_ps(s + t), mv)));
-    // The probabilities as bf16, in token order (adjacent pairs are the
-    // 32-bit broadcasts vdpbf16ps takes; tokens past n get 0), and l summed
-    // from those same rounded values, so the weights still sum to exactly
-    // one: a softmax dominated by one token loses nothing.
+  std::fill(B.q.begin() + hd, B.q.begin() + 4 * J, 0.0f);
+  const int p2s = n16 / 2;
+  // Runs of up to kRun consecutive rows with the same token count (a GQA
+  // group's rows) share the value pass.
+  for (int r0 = 0; r0 < nr;) {
+    const int n = n_tok[r0];
+    int r1 = r0 + 1;
+    while (r1 < nr && r1 - r0 < kRun && n_tok[r1] == n) ++r1;
+    if (n <= 0) {
+      r0 = r1;
+      continue;
+    }
+    float corr[kRun];
+    float* accs[kRun];
+    for (int r = r0; r < r1; ++r) {
+      std::copy_n(q[r], hd, B.q.data());
+      const float m_new =
+          std::max(m_io[r], row_scores(B.q.data(), B.k.data(), B.kscale.data(), J, n, s));
+      corr[r - r0] = std::exp(m_io[r] - m_new);
+      const float sum =
+          row_weights(s, B.vscale.data(), m_new, n, B.p2.data() + size_t(r - r0) * size_t(p2s));
+      l_io[r] = l_io[r] * corr[r - r0] + sum;
+      m_io[r] = m_new;
+    }
     const int pairs = (n + 1) / 2;
-    __m512 sum = _mm512_setzero_ps();
-    for (int t = 0; t < 2 * pairs; t += 16) {
-      const __mmask16 live = __mmask16(n - t >= 16 ? 0xffff : (1u << (n - t)) - 1u);
-      const __m256i pb = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(live, s + t));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(B.p2.data() + t / 2), pb);
-      sum =
-          _mm512_add_ps(sum, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(pb), 16)));
-    }
-    l_io[r] = l_io[r] * corr + _mm512_reduce_add_ps(sum);
-    m_io[r] = m_new;
-    float* a = acc + size_t(r) * size_t(hd);
-    for (int j0 = 0; j0 < hd; j0 += 128) {
-      const int dims = std::min(128, hd - j0);
+    for (int j0 = 0; j0 < hd; j0 += 64) {
+      const int dims = std::min(64, hd - j0);
       const int strips = (dims + 15) / 16, last = dims - 16 * (strips - 1);
-      const uint16_t* v = B.v.data() + size_t(j0) * 2;
-      switch (strips) {
-        case 8:
-          accumulate<8>(v, hd16, pairs, B.p2.data(), corr, a + j0, last);
-          break;
-        case 7:
-          accumulate<7>(v, hd16, pairs, B.p2.data(), corr, a + j0, last);
-          break;
-        case 6:
-          accumulate<6>(v, hd16, pairs, B.p2.data(), corr, a + j0, last);
-          break;
-        case 5:
-          accumulate<5>(v, hd16, pairs, B.p2.data(), corr, a + j0, last);
-          break;
-        case 4:
-          accumulate<4>(v, hd16, pairs, B.p2.data(), corr, a + j0, last);
-          break;
-        case 3:
-          accumulate<3>(v, hd16, pairs, B.p2.data(), corr, a + j0, last);
-          break;
-        case 2:
-          accumulate<2>(v, hd16, pairs, B.p2.data(), corr, a + j0, last);
-          break;
-        default:
-          accumulate<1>(v, hd16, pairs, B.p2.data(), corr, a + j0, last);
-          break;
-      }
+      for (int r = r0; r < r1; ++r) accs[r - r0] = acc + size_t(r) * size_t(hd) + j0;
+      kAccumulate[r1 - r0 - 1][size_t(strips - 1)](B.v.data() + size_t(j0) * 2, hd16, pairs,
+                                                   B.p2.data(), p2s, corr, accs, last);
     }
+    r0 = r1;
   }
 }
 

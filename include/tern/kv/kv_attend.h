@@ -53,7 +53,7 @@ struct AttendKernels {
 const AttendKernels& scalar_attend_kernels();
 // Null when not compiled in or when the CPU lacks AVX2, FMA or F16C.
 const AttendKernels* avx2_attend_kernels();
-// Null unless compiled in and the CPU has AVX-512 F/BW/VL/VNNI/BF16.
+// Null unless compiled in and the CPU has AVX-512 F/BW/VL/VNNI/BF16/VBMI.
 const AttendKernels* avx512_attend_kernels();
 // Chosen once, by kernels' dispatch point (kernels::active_isa_family()):
 // AVX2 when the active kernel table is an AVX2-family one (AVX-512 when it

@@ -427,3 +427,79 @@ TEST(KvAttend, Avx512RoundingStaysBelowTheCachesOwn) {
 
 }  // namespace
 }  // namespace tern::kv
+
+namespace tern::kv {
+namespace {
+
+// One token attended alone has weight one, so every kernel must give back its
+// decoded value row. Every value code (fp8 e4m3 and int8, both signs,
+// denormals, in every dim position of odd head sizes) goes through the
+// AVX-512 value path's byte tables and permutes; the weights are normalised
+// from their own rounded values, so the result is the decode to fp32
+// rounding.
+TEST(KvAttend, SingleTokenGivesBackEveryValueCode) {
+  for (const AttendKernels* K : all_kernels()) {
+    for (KvType t : {KvType::Int8, KvType::Int8Fp8}) {
+      for (int hd : {255, 256, 70, 17}) {
+        const KvLayout L = KvLayout::make(1, 1, hd, 32, t);
+        AlignedBuffer<uint8_t> mem(L.block_bytes);
+        std::memset(mem.data(), 0, L.block_bytes);
+        const HeadBlock hb = head_block(L, mem.data(), 0);
+        for (int shift : {0, 1, 97}) {
+          uint8_t* v = const_cast<uint8_t*>(hb.v);
+          for (int j = 0; j < hd; ++j) {
+            int code = (j * 7 + shift) % 256;
+            if (t == KvType::Int8Fp8 && (code & 0x7f) == 0x7f) code ^= 1;  // not NaN
+            if (t == KvType::Int8 && code == 0x80) code = 0x81;            // -127 is the floor
+            v[j] = uint8_t(code);
+          }
+          const_cast<float*>(hb.vs)[0] = 0.37f;
+          const_cast<float*>(hb.ks)[0] = 0.5f;
+          std::vector<float> want(static_cast<size_t>(hd)), q(static_cast<size_t>(hd), 0.1f);
+          decode_v(L, hb, 0, want.data());
+          float m, l;
+          std::vector<float> acc(static_cast<size_t>(hd)), out(static_cast<size_t>(hd));
+          attend_start(hd, &m, &l, acc.data());
+          K->for_type(t)(L, hb, 1, q.data(), &m, &l, acc.data());
+          attend_finish(hd, l, acc.data(), out.data());
+          for (int j = 0; j < hd; ++j)
+            ASSERT_NEAR(out[size_t(j)], want[size_t(j)], 1e-6f * std::fabs(want[size_t(j)]))
+                << K->isa << " " << to_string(t) << " hd " << hd << " dim " << j;
+        }
+      }
+    }
+  }
+}
+
+// Partial super-groups of keys (n not a multiple of 16), head sizes that are
+// not multiples of 4 or 64, and a causal edge inside the block: every row of
+// a tile against the float64 oracle over the decoded rows.
+TEST(KvAttend, TilesMatchOracleOnPartialKeyGroups) {
+  for (const AttendKernels* K : all_kernels()) {
+    for (KvType t : {KvType::Int8, KvType::Int8Fp8, KvType::Int4Fp8}) {
+      const AttendTileFn tile = K->tile_for_type(t);
+      if (!tile) continue;  // the scalar table has one-row kernels only
+      for (int hd : {6, 66, 130}) {
+        for (int n : {1, 15, 17, 31, 33, 47}) {
+          const Blocks b(t, hd, 48, n, uint32_t(hd * 100 + n));
+          const auto qbuf = random_q(hd, uint32_t(n));
+          const float* q = qbuf.data() + 1;
+          float m, l;
+          std::vector<float> acc(static_cast<size_t>(hd)), out(static_cast<size_t>(hd));
+          attend_start(hd, &m, &l, acc.data());
+          tile(b.L, b.head(0, 1), 1, &n, &q, &m, &l, acc.data());
+          attend_finish(hd, l, acc.data(), out.data());
+          const auto ref = b.oracle_decoded(1, q);
+          double vmax = 0;
+          for (float x : b.v) vmax = std::max(vmax, double(std::fabs(x)));
+          for (int j = 0; j < hd; ++j)
+            ASSERT_NEAR(out[size_t(j)], ref[size_t(j)], 1e-2 * vmax)
+                << K->isa << " " << to_string(t) << " hd " << hd << " n " << n << " j " << j;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tern::kv
