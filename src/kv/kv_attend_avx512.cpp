@@ -136,38 +136,26 @@ void unpack_int4(const HeadBlock& hb, size_t k_row, int n, int hd, int8_t* out) 
   }
 }
 
-// Four groups' lane sums -> 16 scores in token order (see above).
-inline __m512 reduce_groups(const __m512* a) {
-  const __m512 d01 =
-      _mm512_add_ps(_mm512_shuffle_ps(a[0], a[1], 0x44), _mm512_shuffle_ps(a[0], a[1], 0xee));
-  const __m512 d23 =
-      _mm512_add_ps(_mm512_shuffle_ps(a[2], a[3], 0x44), _mm512_shuffle_ps(a[2], a[3], 0xee));
-  return _mm512_add_ps(_mm512_shuffle_ps(d01, d23, 0x88), _mm512_shuffle_ps(d01, d23, 0xdd));
-}
-
-// Scores of SG consecutive super-groups (16 * SG keys) for one row (q: hd4
-// floats, zero-padded); each key's sum runs in the same order whatever SG is.
-template <int SG>
-inline void score_groups(const float* q, const float* kf, int J, __m512* out) {
-  __m512 a[SG][4];
-  for (int g = 0; g < SG; ++g)
-    for (int i = 0; i < 4; ++i) a[g][i] = _mm512_setzero_ps();
-  for (int j = 0; j < J; ++j) {
-    const __m512 qv = _mm512_broadcast_f32x4(_mm_loadu_ps(q + 4 * j));
-    for (int g = 0; g < SG; ++g) {
-      const float* k = kf + ((size_t(g) * J + j) * 4) * 16;
-      for (int i = 0; i < 4; ++i)
-        a[g][i] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + 16 * i), a[g][i]);
-    }
+struct V16 {
+  using T = __m512;
+  static constexpr int kLanes = 16;
+  static T zero() { return _mm512_setzero_ps(); }
+  static T load(const float* p) { return _mm512_loadu_ps(p); }
+  static T bcast4(const float* p) { return _mm512_broadcast_f32x4(_mm_loadu_ps(p)); }
+  static T fma(T a, T b, T c) { return _mm512_fmadd_ps(a, b, c); }
+  static T add(T a, T b) { return _mm512_add_ps(a, b); }
+  template <int imm>
+  static T shuffle(T a, T b) {
+    return _mm512_shuffle_ps(a, b, imm);
   }
-  for (int g = 0; g < SG; ++g) out[g] = reduce_groups(a[g]);
-}
+};
+
+#include "kv_grouped_scores.inl"
 
 // s[0, n16) = the row's scores times kscale; keys at or past n score -inf.
 // Returns the row's block max.
 inline float row_scores(const float* q, const float* kf, const float* kscale, int J, int n,
                         float* s) {
-  const int n16 = (n + 15) & ~15;
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 mx = ninf;
   auto finish = [&](int t0, __m512 sv) {
@@ -176,18 +164,7 @@ inline float row_scores(const float* q, const float* kf, const float* kscale, in
     mx = _mm512_max_ps(mx, sv);
     _mm512_storeu_ps(s + t0, sv);
   };
-  int t0 = 0;
-  for (; t0 + 32 <= n16; t0 += 32) {
-    __m512 sv[2];
-    score_groups<2>(q, kf + size_t(t0) * size_t(4 * J), J, sv);
-    finish(t0, sv[0]);
-    finish(t0 + 16, sv[1]);
-  }
-  if (t0 < n16) {
-    __m512 sv[1];
-    score_groups<1>(q, kf + size_t(t0) * size_t(4 * J), J, sv);
-    finish(t0, sv[0]);
-  }
+  score_row<V16>(q, kf, J, n, finish);
   return _mm512_reduce_max_ps(mx);
 }
 
