@@ -124,84 +124,7 @@ void decode_block(const uint8_t* base, size_t row_bytes, int n, int n8, int hd, 
   for (int t = n; t < n8; ++t) std::fill_n(out + size_t(t) * size_t(hd8), hd8, 0.0f);
 }
 
-// --- Keys, grouped for the scores -----------------------------------------
-//
-// Keys [0, n8) in super-groups of 8; within one, group i (0..3) holds keys i
-// and i + 4, and register (sg, j, i) holds their dims 4j..4j+3 (one 128-bit
-// half per key). A row's FMA against it leaves each key's 4 partial sums in
-// its own half, and two shuffle levels over the 4 groups give 8 scores in
-// token order (no horizontal adds).
-
-// Key codes of rows [0, n) as fp32 (exact) in that layout, hd8 dims (J =
-// hd8 / 4 chunks); rows [n, n8) and dims past hd are zeros.
-template <KvType T>
-void stage_keys(const KvLayout& L, const HeadBlock& hb, int n, int n8, int hd, int hd8,
-                float* out) {
-  const int J = hd8 / 4;
-  alignas(32) float tmp[520];  // one int4 row (head_dim <= 512), or a tail of 8
-  for (int t = 0; t < n8; ++t) {
-    float* base = out + (size_t(t / 8) * size_t(J) * 4 + size_t(t % 4)) * 8 + 4 * ((t % 8) / 4);
-    auto put = [&](int m, __m256 v) {  // dims 8m..8m+7: chunks 2m and 2m + 1
-      _mm_storeu_ps(base + size_t(2 * m) * 32, _mm256_castps256_ps128(v));
-      _mm_storeu_ps(base + size_t(2 * m + 1) * 32, _mm256_extractf128_ps(v, 1));
-    };
-    if (t >= n) {
-      for (int m = 0; m < hd8 / 8; ++m) put(m, _mm256_setzero_ps());
-      continue;
-    }
-    const uint8_t* row = hb.k + size_t(t) * L.k_row;
-    if constexpr (T == KvType::Int4Fp8) {
-      decode_block<T, true>(row, L.k_row, 1, 1, hd, hd8, tmp);
-      for (int m = 0; m < hd8 / 8; ++m) put(m, _mm256_load_ps(tmp + 8 * m));
-    } else {
-      constexpr KvType C = T == KvType::F16 ? KvType::F16 : KvType::Int8;
-      int m = 0;
-      for (; 8 * m + 8 <= hd; ++m) put(m, load8_v<C>(row, 8 * m));
-      if (8 * m < hd) {
-        for (int j = 0; j < 8; ++j) tmp[j] = 8 * m + j < hd ? load1_v<C>(row, 8 * m + j) : 0.0f;
-        put(m, _mm256_load_ps(tmp));
-      }
-    }
-  }
-}
-
-struct V8 {
-  using T = __m256;
-  static constexpr int kLanes = 8;
-  static T zero() { return _mm256_setzero_ps(); }
-  static T load(const float* p) { return _mm256_loadu_ps(p); }
-  static T bcast4(const float* p) {
-    return _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p));
-  }
-  static T fma(T a, T b, T c) { return _mm256_fmadd_ps(a, b, c); }
-  static T add(T a, T b) { return _mm256_add_ps(a, b); }
-  template <int imm>
-  static T shuffle(T a, T b) {
-    return _mm256_shuffle_ps(a, b, imm);
-  }
-};
-
-#include "kv_grouped_scores.inl"
-
-// s[0, n8) = the row's scores, times kscale[t] when given; keys at or past n
-// (the causal edge) score -inf. Returns the row's block max.
-inline float tile_scores(const float* q, const float* kf, const float* kscale, int J, int n,
-                         float* s) {
-  const float inf = std::numeric_limits<float>::infinity();
-  __m256 mx = _mm256_set1_ps(-inf);
-  auto finish = [&](int k0, __m256 sv) {
-    if (kscale) sv = _mm256_mul_ps(sv, _mm256_loadu_ps(kscale + k0));
-    if (k0 + 8 > n) {
-      const __m256 keep = _mm256_castsi256_ps(
-          _mm256_cmpgt_epi32(_mm256_set1_epi32(n - k0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-      sv = _mm256_blendv_ps(_mm256_set1_ps(-inf), sv, keep);
-    }
-    mx = _mm256_max_ps(mx, sv);
-    _mm256_storeu_ps(s + k0, sv);
-  };
-  score_row<V8>(q, kf, J, n, finish);
-  return kernels::x86::hmax(mx);
-}
+#include "kv_tile_scores.inl"
 
 // acc[0, 8*S) (S strips of 8 dims; the last one may be partial: `last` dims)
 // = acc * corr + sum_t p[t] vf[t].
@@ -246,7 +169,7 @@ void attend_tile_avx2(const KvLayout& L, const HeadBlock& hb, int nr, const int*
   float* vf = B.vf.data();
   float* qp = B.q.data();
   float* s = B.s.data();
-  stage_keys<T>(L, hb, n_max, n8, hd, hd8, kf);
+  decode_block<T, true>(hb.k, L.k_row, n_max, n8, hd, hd8, kf);
   decode_block<T, false>(hb.v, L.v_row, n_max, n8, hd, hd8, vf);
   float* ks = B.ks.data();
   if constexpr (T != KvType::F16) {
@@ -261,7 +184,7 @@ void attend_tile_avx2(const KvLayout& L, const HeadBlock& hb, int nr, const int*
     std::fill(qp + hd, qp + hd8, 0.0f);
     const int np = (n + 7) & ~7;
     const float m_new =
-        std::max(m_io[r], tile_scores(qp, kf, T != KvType::F16 ? ks : nullptr, hd8 / 4, n, s));
+        std::max(m_io[r], tile_scores(qp, kf, T != KvType::F16 ? ks : nullptr, hd8, n, s));
     const float corr = std::exp(m_io[r] - m_new);
     const __m256 mv = _mm256_set1_ps(m_new);
     __m256 sum = _mm256_setzero_ps();

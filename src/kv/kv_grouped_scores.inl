@@ -1,6 +1,6 @@
-// The score loop shared by the AVX2 and AVX-512 attention kernels (included
-// inside their anonymous namespaces after each defines its vector ops V, so
-// each file compiles its own copy with its own ISA flags). V provides: T (the
+// The AVX-512 attention kernel's score loop (included inside its anonymous
+// namespace after it defines its vector ops V; written over V so another
+// ISA's file can include it with its own flags). V provides: T (the
 // register type), kLanes (floats per register), zero(), load(p),
 // bcast4(p) (4 floats repeated over every 128-bit lane), fma(a, b, c),
 // add(a, b) and shuffle<imm>(a, b) (shufps within 128-bit lanes).

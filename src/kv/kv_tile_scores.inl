@@ -1,0 +1,46 @@
+// The score half of an AVX2 tile row (included inside kv_attend_avx2.cpp's
+// anonymous namespace). The AVX-512 kernel scores from a grouped key layout
+// instead (kv_grouped_scores.inl); the same layout on AVX2 (2 keys x 4 dims
+// per register) was measured 10% slower for decode tiles (3 rows), whose
+// key staging then needs two 128-bit stores per 8 dims.
+
+// Eight vectors -> one vector of their horizontal sums, in a fixed order.
+inline __m256 reduce8(const __m256* a) {
+  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// s[0, n8) = the row's scores against fp32 key rows kf (hd8 dims each, 8 keys
+// at a time, one reduction per 8), times kscale[t] when given; keys at or
+// past n (the causal edge) score -inf. Returns the row's block max.
+inline float tile_scores(const float* qp, const float* kf, const float* kscale, int hd8, int n,
+                         float* s) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const int np = (n + 7) & ~7;
+  __m256 mx = _mm256_set1_ps(-inf);
+  for (int k0 = 0; k0 < np; k0 += 8) {
+    __m256 a[8];
+    for (int i = 0; i < 8; ++i) a[i] = _mm256_setzero_ps();
+    const float* kr = kf + size_t(k0) * size_t(hd8);
+    for (int j = 0; j < hd8; j += 8) {
+      const __m256 qv = _mm256_loadu_ps(qp + j);
+      for (int i = 0; i < 8; ++i)
+        a[i] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(kr + size_t(i) * size_t(hd8) + j), a[i]);
+    }
+    __m256 sv = reduce8(a);
+    if (kscale) sv = _mm256_mul_ps(sv, _mm256_loadu_ps(kscale + k0));
+    if (k0 + 8 > n) {
+      const __m256 keep = _mm256_castsi256_ps(
+          _mm256_cmpgt_epi32(_mm256_set1_epi32(n - k0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+      sv = _mm256_blendv_ps(_mm256_set1_ps(-inf), sv, keep);
+    }
+    mx = _mm256_max_ps(mx, sv);
+    _mm256_storeu_ps(s + k0, sv);
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  return _mm_cvtss_f32(m4);
+}
