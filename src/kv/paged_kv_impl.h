@@ -146,6 +146,8 @@ struct PagedKvImpl {
   // Split-K segments: 512 positions (whole blocks).
   int segment_blocks() const { return std::max(1, 512 / L.block_tokens); }
   const uint8_t* slice_ptr(const Block& b, int layer) const;
+  // Starts reading block blk's head kvh of `layer` into L2 (the next tile's).
+  void prefetch_next(const Seq& s, int blk, int layer, int kvh) const;
 
   KvConfig cfg;
   KvLayout L;
