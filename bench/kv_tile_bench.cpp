@@ -1,0 +1,121 @@
+// kv_tile_bench: CPU time of one attention tile call (nr query rows against
+// one 32-token block of one kv head, SmolLM2-135M's shape: 30 layers, 3 kv
+// heads x 64), per kernel table, in thread CPU time (so other processes on
+// the machine inflate it far less than wall time).
+//   hot:  the same block again and again (staging and arithmetic only);
+//   cold: every block of a --mib MiB arena in the engine's layout, walked
+//         per (layer, head) as a decode step does, without and with the
+//         next block's head area prefetched into L2 (what tile_blocks does).
+//
+// usage: kv_tile_bench [--rows N] [--mib M] [--reps R]
+#include <time.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tern/core/aligned.h"
+#include "tern/kv/kv_attend.h"
+
+namespace tern::kv {
+namespace {
+
+double cpu_us() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e6 + double(t.tv_nsec) / 1e3;
+}
+
+struct Arena {
+  KvLayout L = KvLayout::make(30, 3, 64, 32, KvType::Int8Fp8);
+  size_t n_blocks;
+  AlignedBuffer<uint8_t> mem;
+  explicit Arena(size_t mib) : n_blocks(std::max<size_t>(1, (mib << 20) / L.block_bytes)) {
+    mem = AlignedBuffer<uint8_t>(n_blocks * L.block_bytes);
+    std::mt19937 rng(1);
+    for (size_t i = 0; i + 4 <= mem.size(); i += 4) {
+      const uint32_t x = rng();
+      std::memcpy(mem.data() + i, &x, 4);
+    }
+    for (size_t b = 0; b < n_blocks; ++b)
+      for (int l = 0; l < L.n_layers; ++l)
+        for (int h = 0; h < L.n_kv_heads; ++h) {
+          uint8_t* head = slice(b, l) + size_t(h) * L.head_bytes;
+          float* ks = reinterpret_cast<float*>(head + L.off_ks);
+          float* vs = reinterpret_cast<float*>(head + L.off_vs);
+          for (int t = 0; t < L.block_tokens; ++t) ks[t] = vs[t] = 0.01f;
+          uint8_t* v = head + L.off_v;
+          for (size_t i = 0; i < size_t(L.block_tokens) * L.v_row; ++i)
+            if ((v[i] & 0x7f) == 0x7f) v[i] = 0;  // no fp8 NaN codes
+        }
+  }
+  uint8_t* slice(size_t b, int l) {
+    return mem.data() + b * L.block_bytes + size_t(l) * L.slice_bytes;
+  }
+};
+
+void run(const AttendKernels& K, Arena& A, int nr, int reps) {
+  const KvLayout& L = A.L;
+  const AttendTileFn tile = K.tile_for_type(L.type);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> d(0.0f, 0.3f);
+  const size_t rows = static_cast<size_t>(nr);
+  std::vector<float> qs(rows * 64), m(rows), l(rows), acc(rows * 64);
+  std::vector<const float*> q(rows);
+  std::vector<int> n(rows, L.block_tokens);
+  for (float& x : qs) x = d(rng);
+  for (int r = 0; r < nr; ++r) {
+    q[size_t(r)] = qs.data() + size_t(r) * 64;
+    attend_start(64, &m[size_t(r)], &l[size_t(r)], acc.data() + size_t(r) * 64);
+  }
+  auto call = [&](const uint8_t* slice, int h) {
+    tile(L, head_block(L, slice, h), nr, n.data(), q.data(), m.data(), l.data(), acc.data());
+  };
+  double best[3] = {1e30, 1e30, 1e30};
+  for (int rep = 0; rep < reps; ++rep) {
+    double t0 = cpu_us();
+    const int hot_calls = 20000;
+    for (int c = 0; c < hot_calls; ++c) call(A.slice(0, 0), c % 3);
+    best[0] = std::min(best[0], (cpu_us() - t0) / hot_calls);
+    for (int pf = 0; pf < 2; ++pf) {
+      t0 = cpu_us();
+      for (int ly = 0; ly < L.n_layers; ++ly)
+        for (int h = 0; h < L.n_kv_heads; ++h)
+          for (size_t b = 0; b < A.n_blocks; ++b) {
+            if (pf && b + 1 < A.n_blocks) {
+              const uint8_t* nx = A.slice(b + 1, ly) + size_t(h) * L.head_bytes;
+              for (size_t o = 0; o < L.head_bytes; o += 64) __builtin_prefetch(nx + o, 0, 2);
+            }
+            call(A.slice(b, ly), h);
+          }
+      best[1 + pf] = std::min(best[1 + pf], (cpu_us() - t0) / double(90 * A.n_blocks));
+    }
+  }
+  std::printf("%-7s rows %2d: hot %.3f us, cold %.3f us, cold + prefetch %.3f us per call\n", K.isa,
+              nr, best[0], best[1], best[2]);
+}
+
+}  // namespace
+}  // namespace tern::kv
+
+int main(int argc, char** argv) {
+  int rows = 3, reps = 3;
+  size_t mib = 128;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i];
+    if (a == "--rows") rows = std::atoi(argv[i + 1]);
+    if (a == "--mib") mib = size_t(std::atoi(argv[i + 1]));
+    if (a == "--reps") reps = std::atoi(argv[i + 1]);
+  }
+  if (rows < 1 || rows > tern::kv::kMaxTileRows) {
+    std::fprintf(stderr, "--rows must be 1..%d\n", tern::kv::kMaxTileRows);
+    return 2;
+  }
+  tern::kv::Arena arena(mib);
+  if (const auto* k = tern::kv::avx512_attend_kernels()) tern::kv::run(*k, arena, rows, reps);
+  if (const auto* k = tern::kv::avx2_attend_kernels()) tern::kv::run(*k, arena, rows, reps);
+  return 0;
+}
