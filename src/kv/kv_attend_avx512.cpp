@@ -39,8 +39,6 @@ using kernels::x86::exp_neg;
 
 struct Buffers {
   std::vector<float> k;       // (n16 / 16, hd4 / 4, 4 groups, 16) staged keys, see stage_keys
-  std::vector<float> kscale;  // (n16) key scales (1 beyond n)
-  std::vector<float> vscale;  // (n16) value scales (0 beyond n)
   std::vector<uint16_t> v;    // (n16 / 2, hd16, 2) bf16 value codes, token pairs interleaved
   std::vector<int8_t> codes;  // (n, hd) int4 keys unpacked to int8 codes
   std::vector<float> q;       // (hd4) the row's query, zero-padded
@@ -57,8 +55,8 @@ Buffers& buffers(size_t keys, size_t dims) {
     b.codes.resize(keys * d64);
   }
   if (b.q.size() < d64) b.q.resize(d64);
-  if (b.kscale.size() < keys) {
-    b.s.resize(keys), b.kscale.resize(keys), b.vscale.resize(keys);
+  if (b.s.size() < keys) {
+    b.s.resize(keys);
     b.p2.resize(keys / 2 * 4);  // kRun rows
   }
   return b;
@@ -152,15 +150,17 @@ struct V16 {
 
 #include "kv_grouped_scores.inl"
 
-// s[0, n16) = the row's scores times kscale; keys at or past n score -inf.
+// s[0, n16) = the row's scores times kscale (n floats); keys at or past n
+// score -inf.
 // Returns the row's block max.
 inline float row_scores(const float* q, const float* kf, const float* kscale, int J, int n,
                         float* s) {
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 mx = ninf;
   auto finish = [&](int t0, __m512 sv) {
-    sv = _mm512_mul_ps(sv, _mm512_loadu_ps(kscale + t0));
-    if (t0 + 16 > n) sv = _mm512_mask_blend_ps(__mmask16((1u << (n - t0)) - 1u), ninf, sv);
+    const __mmask16 live = __mmask16(n - t0 >= 16 ? 0xffff : (1u << (n - t0)) - 1u);
+    sv = _mm512_mask_blend_ps(live, ninf,
+                              _mm512_mul_ps(sv, _mm512_maskz_loadu_ps(live, kscale + t0)));
     mx = _mm512_max_ps(mx, sv);
     _mm512_storeu_ps(s + t0, sv);
   };
@@ -306,7 +306,7 @@ inline float row_weights(float* s, const float* vscale, float m, int n, uint32_t
     const __m512 p = _mm512_maskz_mov_ps(
         live, _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(e0)),
                                                   _mm256_castps_pd(e1), 1)));
-    const __m512 vs = _mm512_loadu_ps(vscale + t);
+    const __m512 vs = _mm512_maskz_loadu_ps(live, vscale + t);
     const __m256i pb = (__m256i)_mm512_cvtneps_pbh(_mm512_mul_ps(p, vs));
     const __m512 w = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(pb), 16));
     const __mmask16 scaled = _mm512_cmp_ps_mask(vs, _mm512_setzero_ps(), _CMP_NEQ_OQ);
@@ -334,12 +334,9 @@ void attend_tile_avx512(const KvLayout& L, const HeadBlock& hb, int nr, const in
   stage_keys(codes, stride, n_max, n16, hd, B.k.data());
   constexpr KvType VT = T == KvType::Int8 ? KvType::Int8 : KvType::Int8Fp8;
   stage_values<VT>(L, hb, n_max, n16, hd, hd16, B.v.data());
-  std::copy_n(hb.ks, n_max, B.kscale.data());
-  std::copy_n(hb.vs, n_max, B.vscale.data());
-  std::fill(B.kscale.begin() + n_max, B.kscale.begin() + n16, 1.0f);
-  std::fill(B.vscale.begin() + n_max, B.vscale.begin() + n16, 0.0f);
   float* s = B.s.data();
   std::fill(B.q.begin() + hd, B.q.begin() + 4 * J, 0.0f);
+  const bool padded = 4 * J != hd;  // else the rows' queries are read in place
   const int p2s = n16 / 2;
   // Runs of up to kRun consecutive rows with the same token count (a GQA
   // group's rows) share the value pass.
@@ -354,12 +351,11 @@ void attend_tile_avx512(const KvLayout& L, const HeadBlock& hb, int nr, const in
     float corr[kRun];
     float* accs[kRun];
     for (int r = r0; r < r1; ++r) {
-      std::copy_n(q[r], hd, B.q.data());
-      const float m_new =
-          std::max(m_io[r], row_scores(B.q.data(), B.k.data(), B.kscale.data(), J, n, s));
+      const float* qr = q[r];
+      if (padded) qr = std::copy_n(q[r], hd, B.q.data()) - hd;
+      const float m_new = std::max(m_io[r], row_scores(qr, B.k.data(), hb.ks, J, n, s));
       corr[r - r0] = std::exp(m_io[r] - m_new);
-      const float sum =
-          row_weights(s, B.vscale.data(), m_new, n, B.p2.data() + size_t(r - r0) * size_t(p2s));
+      const float sum = row_weights(s, hb.vs, m_new, n, B.p2.data() + size_t(r - r0) * size_t(p2s));
       l_io[r] = l_io[r] * corr[r - r0] + sum;
       m_io[r] = m_new;
     }
