@@ -139,8 +139,8 @@ TEST(KvAttend, KernelsMatchFloat64OracleOnOddShapes) {
               const auto ref = bl.oracle_decoded(kvh, q);
               double vmax = 0;
               for (float x : bl.v) vmax = std::max(vmax, double(std::fabs(x)));
-              // The AVX-512 kernels round the query to int8 and the
-              // probabilities to bf16 (their other types are exact).
+              // The AVX-512 kernels round each token's weight (probability
+              // x value scale) to bf16 (their other types are exact).
               const bool low = std::string(K->isa) == "avx512" && t != KvType::F16;
               for (int j = 0; j < hd; ++j) {
                 ASSERT_NEAR(out[j], ref[size_t(j)], (low ? 2e-2 : 2e-5) * vmax)
@@ -395,10 +395,11 @@ TEST(KvAttend, TileRowsAreBitIdenticalToRowsAlone) {
 namespace tern::kv {
 namespace {
 
-// The AVX-512 kernels round probabilities and scaled values to bf16. Against
-// attention over the unquantized keys and values, that must add little to
-// the cache's own rounding: for flat and for sharp softmaxes (large scores,
-// an outlier query dim), their error stays within 10% of the fp32 kernels'.
+// The AVX-512 kernels round each token's weight (probability x value scale)
+// to bf16. Against attention over the unquantized keys and values, that must
+// add little to the cache's own rounding: for flat and for sharp softmaxes
+// (large scores, an outlier query dim), their error stays within 10% of the
+// fp32 kernels'.
 TEST(KvAttend, Avx512RoundingStaysBelowTheCachesOwn) {
   const AttendKernels* avx2 = avx2_attend_kernels();
   const AttendKernels* avx512 = avx512_attend_kernels();
