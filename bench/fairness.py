@@ -175,6 +175,8 @@ def main() -> int:
         if not getattr(args, "tern" if name == "tern" else "peer"):
             continue
         proc = starter(args, slots)
+        if os.environ.get("TERN_LOG_LEVEL") and name == "tern":
+            print(f"# tern's log: {proc.log.name} (bench/step_trace.py reads it)", flush=True)
         try:
             rows.append(measure(name, proc.url, args))
         finally:

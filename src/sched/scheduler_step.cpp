@@ -266,31 +266,14 @@ void Scheduler::park_preempted() {
   }
 }
 
-void Scheduler::run_step() {
-  batch_.entries.clear();
-  entry_seq_.clear();
-  // Plan: decode first (one token for every sequence whose context is in),
-  // then prefill chunks, oldest admission first, within the token budget.
-  // Each planned sequence gets its KV room in admission order, which may
-  // preempt newer ones (they drop out of the plan).
-  // A sequence whose client has not drained its stream (kBacklogBytes of
-  // text pending) is paused: it keeps its KV and resumes after the drain.
-  plan_.clear();
-  int budget = opts_.step_tokens;
-  last_step_ms_ = 0;
-  last_step_decodes_ = 0;
-  for (auto& s : running_) {
-    if (s->done || s->pending() != 1 || s->req.stream->backlogged()) continue;
-    if (!s->req.media.empty() && ready_tokens(*s, 1) == 0) continue;
-    plan_.push_back({s.get(), 1});
-    budget -= 1;
-  }
+// Appends to plan_ (after its n_decode decode entries) this step's prefill
+// chunks within `budget` tokens.
+void Scheduler::plan_prefill(size_t n_decode, int budget) {
   // Prefill: each client's oldest prompt before anyone's second (fair between
   // clients); within a rank, prompts shorter than one step first (a short
   // request arriving during a long prefill gets its first token at once),
   // then oldest first. Long prompts still progress every step: a short
   // prompt only goes first, it never takes more than what is left.
-  const size_t n_decode = plan_.size();
   for (auto& s : running_) {
     if (s->done || s->pending() <= 1) continue;
     int rank = 0;
@@ -328,16 +311,42 @@ void Scheduler::run_step() {
     const bool first = kept == n_decode;
     if (paced &&
         !(first && n == s.pending() && n <= quick && costs_->chunk_ms(n, s.in_kv) <= 3 * room)) {
+      // Growing at most twofold a step: a fit that underestimates the next
+      // size up costs one step a little over, not one far over.
+      if (s.last_chunk > 0) n = std::min(n, 2 * s.last_chunk + kMinPrefillChunk);
       const int fit = costs_->chunk_tokens(room, s.in_kv, n);
       n = first ? std::max(fit, std::min(n, kMinPrefillChunk)) : fit;
     }
     if (!s.req.media.empty()) n = fit_chunk(s, ready_tokens(s, n));
     if (n == 0) continue;  // waits before an image being encoded, or no room left
     if (paced) room -= costs_->chunk_ms(n, s.in_kv);
+    s.last_chunk = n;
     plan_[kept++] = {&s, n};
     budget -= n;
   }
   plan_.resize(kept);
+}
+
+void Scheduler::run_step() {
+  batch_.entries.clear();
+  entry_seq_.clear();
+  // Plan: decode first (one token for every sequence whose context is in),
+  // then prefill chunks, oldest admission first, within the token budget.
+  // Each planned sequence gets its KV room in admission order, which may
+  // preempt newer ones (they drop out of the plan).
+  // A sequence whose client has not drained its stream (kBacklogBytes of
+  // text pending) is paused: it keeps its KV and resumes after the drain.
+  plan_.clear();
+  int budget = opts_.step_tokens;
+  last_step_ms_ = 0;
+  last_step_decodes_ = 0;
+  for (auto& s : running_) {
+    if (s->done || s->pending() != 1 || s->req.stream->backlogged()) continue;
+    if (!s->req.media.empty() && ready_tokens(*s, 1) == 0) continue;
+    plan_.push_back({s.get(), 1});
+    budget -= 1;
+  }
+  plan_prefill(plan_.size(), budget);
   std::vector<std::pair<Sequence*, int>>& order = plan_order_;
   order.assign(plan_.begin(), plan_.end());
   std::sort(order.begin(), order.end(),

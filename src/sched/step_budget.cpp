@@ -22,8 +22,9 @@ std::array<double, 3> StepBudget::features(int n, int depth) {
 
 void StepBudget::observe(int decodes, double ms, bool fit_it) {
   std::array<double, 3> x{};
-  int tokens = 0;
+  int tokens = 0, deepest = 0;
   for (const Chunk& c : step_) {
+    deepest = std::max(deepest, c.depth);
     const auto f = features(c.n, c.depth);
     for (size_t j = 0; j < 3; ++j) x[j] += f[j];
     tokens += c.n;
@@ -37,10 +38,20 @@ void StepBudget::observe(int decodes, double ms, bool fit_it) {
   }
   since_probe_ += 1;
   if (!fit_it || decode_ms_ <= 0) return;
-  const double extra = std::max(ms - decode_ms_, 0.0);
+  double extra = std::max(ms - decode_ms_, 0.0);
+  // A stall of the machine (another process on the cores) is not the
+  // chunks' cost: once fitted, a step counts at most one decode-only step
+  // over the prediction (a real change still gets through, a step at a time).
+  if (fitted()) {
+    double pred = 0;
+    for (size_t j = 0; j < 3; ++j) pred += theta_[j] * x[j];
+    extra = std::min(extra, pred + decode_ms_);
+  }
   ewma(token_ms_, std::max(extra / tokens, 1e-3));  // > 0: known
   obs_[size_t(n_obs_ % kWindow)] = {x[0], x[1], x[2], extra};
   n_obs_ += 1;
+  if (deepest < kShallowDepth)
+    shallow_[size_t(n_shallow_++ % kShallow)] = {x[0], x[1], x[2], extra};
   fit();
 }
 
@@ -49,15 +60,16 @@ void StepBudget::observe(int decodes, double ms, bool fit_it) {
 // every subset of coefficients is solved with the others at zero, and the
 // best feasible one wins (3 coefficients: 7 subsets, each a 3x3 system).
 void StepBudget::fit() {
-  const int n = std::min(n_obs_, kWindow);
   double g[3][3] = {}, r[3] = {};
-  for (int k = 0; k < n; ++k) {
-    const auto& o = obs_[size_t(k)];
+  auto add = [&](const std::array<double, 4>& o) {
     for (int i = 0; i < 3; ++i) {
       r[i] += o[size_t(i)] * o[3];
       for (int j = 0; j < 3; ++j) g[i][j] += o[size_t(i)] * o[size_t(j)];
     }
-  }
+  };
+  for (int k = 0; k < std::min(n_obs_, kWindow); ++k) add(obs_[size_t(k)]);
+  // Shallow steps still in the window count twice: harmless, they are few.
+  for (int k = 0; k < std::min(n_shallow_, kShallow); ++k) add(shallow_[size_t(k)]);
   for (int i = 0; i < 3; ++i) g[i][i] = g[i][i] * (1 + kRidge) + 1e-9;
   // The objective up to a constant: t'Gt - 2 r't.
   auto objective = [&](const double* t) {

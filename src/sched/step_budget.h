@@ -13,8 +13,11 @@
 // few tokens it has (at D = 4096 on SmolLM2-135M it is about one decode-only
 // step by itself). decode_ms is an EWMA of decode-only steps; (a, b, c) are
 // a least-squares fit, kept non-negative, of the time beyond decode_ms of
-// the last kWindow steps that prefilled beside decodes (a slight ridge keeps
-// it stable when the chunks all look alike, e.g. every one 2 tokens). While
+// the last kWindow steps that prefilled beside decodes and the last kShallow
+// of them whose chunks were all shallow (< kShallowDepth): deep in a long
+// prompt every chunk may be 2 tokens, which alone cannot tell a token's cost
+// from the depth's, and the shallow ones keep what a short prompt costs (a
+// slight ridge keeps the fit stable when the chunks all look alike). While
 // a prompt is prefilled beside decodes, every kProbeEvery-th step is
 // decode-only (a probe), so decode_ms follows the streams as their contexts
 // grow and the machine's load changes instead of freezing at its value
@@ -42,6 +45,8 @@ class StepBudget {
   // Mixed steps the fit looks at, and how many it needs before it replaces
   // the per-token average.
   static constexpr int kWindow = 64;
+  static constexpr int kShallow = 16;
+  static constexpr int kShallowDepth = 256;
   static constexpr int kMinFitSteps = 6;
 
   // After a step: add_chunk() for each of its prefill chunks, then
@@ -78,7 +83,9 @@ class StepBudget {
   std::array<double, 3> theta_{};
   // The last kWindow mixed steps: features (summed over chunks) and extra ms.
   std::array<std::array<double, 4>, kWindow> obs_{};
-  int n_obs_ = 0;        // observed so far (the window holds min(n_obs_, kWindow))
+  int n_obs_ = 0;  // observed so far (the window holds min(n_obs_, kWindow))
+  std::array<std::array<double, 4>, kShallow> shallow_{};  // the same, shallow steps only
+  int n_shallow_ = 0;
   int since_probe_ = 0;  // mixed steps since the last decode-only one
 };
 

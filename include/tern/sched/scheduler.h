@@ -148,6 +148,7 @@ class Scheduler {
   void kv_failed(Sequence& s, std::string why);
   void park_preempted();
   void run_step();
+  void plan_prefill(size_t n_decode, int budget);  // run_step's prefill chunks
   // Tokens of s's next n that can run now: up to the first image whose rows
   // are not ready (starting or joining its encode). 0 when s failed on an
   // image that cannot be had (a failed encode: s finishes with the error).

@@ -121,11 +121,26 @@ TEST(StepBudget, StaysStableWhenEveryChunkIsTheSameSize) {
   EXPECT_LE(sb.chunk_tokens(sb.room_ms(2.0), 4000, 64), 4);
 }
 
+// Hundreds of 2-token chunks deep in a long prompt must not make the model
+// forget what a short prompt at depth 0 costs (a short request arriving
+// late in a long prefill still goes whole).
+TEST(StepBudget, RemembersShallowCostsThroughALongPinnedPrefill) {
+  const Truth t;
+  StepBudget sb;
+  decode_only(sb);
+  for (int i = 0; i < 20; ++i) mixed(sb, t, 4 + (i * 5) % 40, (i % 4) * 50);
+  for (int d = 2000; d < 4096; d += 2) mixed(sb, t, 2, d);
+  EXPECT_NEAR(sb.chunk_ms(36, 0), t.chunk(36, 0), 0.1 * t.chunk(36, 0));
+  EXPECT_NEAR(sb.chunk_ms(2, 4000), t.chunk(2, 4000), 0.05 * t.chunk(2, 4000));
+  EXPECT_LE(sb.chunk_ms(36, 0), 3 * sb.room_ms(2.0));
+}
+
 TEST(StepBudget, OutliersFadeOutOfTheWindow) {
   const Truth t;
   StepBudget sb;
   decode_only(sb);
-  // A stall (another process took the cores) on a few steps...
+  for (int i = 0; i < 20; ++i) mixed(sb, t, 2 + i % 20, 10 * i);
+  // A stall (another process took the cores) on a few shallow steps...
   for (int i = 0; i < 4; ++i) {
     sb.add_chunk(8, 100 * i);
     sb.observe(8, 500.0);
