@@ -10,7 +10,8 @@ Scenario (issue 14, section 3), per server:
   3. the same 8 streams, and a ninth client sends a --long-prompt-token
      prompt; while it is prefilled (send -> its first token) the 8 streams'
      gaps are collected -> ITL p50/p99 during; a tenth client sends a short
-     request shortly after the long one -> its TTFT during;
+     request shortly after the long one, then more every few seconds while
+     it is prefilled -> their median TTFT during (and the worst);
   4. the streams' gaps over a window after the prefill (the same as before
      unless the machine's load changed).
 Printed: both ITLs and their ratio (target <= 2x), the short TTFTs and their
@@ -107,8 +108,16 @@ def measure(name: str, url: str, args) -> dict:
                           kwargs={"first": long_first, "t_send": long_sent})
     lt.start()
     time.sleep(args.short_delay)
-    during_short = short_ttft(url, short + " (during)")
+    # Short requests during the prefill: the first --short-delay after the long
+    # one, then one every --short-every seconds until it has its first token
+    # (each arrives at a different depth of the long prompt and phase of a step).
+    shorts = [short_ttft(url, short + " (during)")]
+    while lt.is_alive() and not long_first and len(shorts) < args.short_max:
+        time.sleep(args.short_every)
+        if not long_first:
+            shorts.append(short_ttft(url, short + f" (during #{len(shorts)})"))
     lt.join()
+    during_short = sorted(shorts)[len(shorts) // 2]
     t_start = long_sent[0]
     t_end = t_start + long_first[0]
     during = [g for (t, g) in gaps if t_start <= t <= t_end]
@@ -129,12 +138,15 @@ def measure(name: str, url: str, args) -> dict:
            "long_prefill_s": long_first[0], "short_ttft_idle_ms": 1000 * idle,
            "short_ttft_during_ms": 1000 * during_short,
            "short_ttft_ratio": during_short / idle if idle else float("nan"),
+           "short_ttft_during_all_ms": [1000 * x for x in shorts],
+           "short_ttft_max_ratio": max(shorts) / idle if idle else float("nan"),
            "itl_after_p50_ms": a50, "itl_after_p99_ms": a99,
            "gaps_base": len(base), "gaps_during": len(during), "gaps_after": len(after)}
     print(f"{name}: ITL p50/p99 {b50:.0f}/{b99:.0f} ms -> {d50:.0f}/{d99:.0f} ms during the "
           f"{args.long_prompt_tokens}-token prefill ({long_first[0]:.1f} s; max gap {dmax:.0f} ms)"
           f", p99 x{row['itl_p99_ratio']:.2f}; short TTFT {1000 * idle:.0f} -> "
-          f"{1000 * during_short:.0f} ms (x{row['short_ttft_ratio']:.2f}); ITL after {a50:.0f}/"
+          f"{1000 * during_short:.0f} ms (x{row['short_ttft_ratio']:.2f}; median of "
+          f"{len(shorts)}, max x{row['short_ttft_max_ratio']:.2f}); ITL after {a50:.0f}/"
           f"{a99:.0f} ms", flush=True)
     return row
 
@@ -158,6 +170,9 @@ def main() -> int:
     ap.add_argument("--window", type=float, default=4.0, help="baseline window, seconds")
     ap.add_argument("--short-delay", type=float, default=0.3,
                     help="seconds after the long prompt that the short request is sent")
+    ap.add_argument("--short-every", type=float, default=4.0,
+                    help="seconds between further short requests during the long prefill")
+    ap.add_argument("--short-max", type=int, default=9, help="short requests during, at most")
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--tern-arg", action="append", default=[])
     ap.add_argument("--peer-arg", action="append", default=[])
