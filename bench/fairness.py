@@ -4,12 +4,16 @@ everyone else's stream?
 
 Scenario (issue 14, section 3), per server:
   1. idle: a short request alone -> its TTFT (the idle TTFT);
-  2. baseline: 8 clients stream long replies to short prompts; the gaps
+  2. baseline: 8 clients stream short replies (--reply-tokens, one after
+     another) to short prompts; the gaps
      between their content chunks over a window -> ITL p50/p99 without;
   3. the same 8 streams, and a ninth client sends a --long-prompt-token
      prompt; while it is prefilled (send -> its first token) the 8 streams'
      gaps are collected -> ITL p50/p99 during; a tenth client sends a short
-     request shortly after the long one -> its TTFT during.
+     request shortly after the long one, then more every few seconds while
+     it is prefilled -> their median TTFT during (and the worst);
+  4. the streams' gaps over a window after the prefill (the same as before
+     unless the machine's load changed).
 Printed: both ITLs and their ratio (target <= 2x), the short TTFTs and their
 ratio (target <= 2x), for tern and for llama-server (-np 10
 --cont-batching, same threads and context per slot).
@@ -62,6 +66,15 @@ def stream(url: str, prompt: str, max_tokens: int, gaps: list, stop: threading.E
                     last = now
 
 
+def client(url: str, prompt: str, reply_tokens: int, gaps: list, stop: threading.Event):
+    """A streaming client: short replies of reply_tokens one after another
+    (0: one endless reply) until stop; the gaps within each reply go to gaps."""
+    i = 0
+    while not stop.is_set():
+        stream(url, f"{prompt} (part {i})" if i else prompt, reply_tokens or 100000, gaps, stop)
+        i += 1
+
+
 def short_ttft(url: str, prompt: str) -> float:
     first: list = []
     stream(url, prompt, 4, [], threading.Event(), first=first)
@@ -78,9 +91,10 @@ def measure(name: str, url: str, args) -> dict:
 
     stop = threading.Event()
     gaps: list = []
-    streams = [threading.Thread(target=stream, daemon=True,
-                                args=(url, f"Tell a long story about the number {i}.", 100000,
-                                      gaps, stop)) for i in range(args.streams)]
+    streams = [threading.Thread(target=client, daemon=True,
+                                args=(url, f"Tell a long story about the number {i}.",
+                                      args.reply_tokens, gaps, stop))
+               for i in range(args.streams)]
     for t in streams:
         t.start()
     time.sleep(args.settle)
@@ -94,28 +108,46 @@ def measure(name: str, url: str, args) -> dict:
                           kwargs={"first": long_first, "t_send": long_sent})
     lt.start()
     time.sleep(args.short_delay)
-    during_short = short_ttft(url, short + " (during)")
+    # Short requests during the prefill: the first --short-delay after the long
+    # one, then one every --short-every seconds until it has its first token
+    # (each arrives at a different depth of the long prompt and phase of a step).
+    shorts = [short_ttft(url, short + " (during)")]
+    while lt.is_alive() and not long_first and len(shorts) < args.short_max:
+        time.sleep(args.short_every)
+        if not long_first:
+            shorts.append(short_ttft(url, short + f" (during #{len(shorts)})"))
     lt.join()
+    during_short = sorted(shorts)[len(shorts) // 2]
     t_start = long_sent[0]
     t_end = t_start + long_first[0]
     during = [g for (t, g) in gaps if t_start <= t <= t_end]
+    # The same window after: the machine's load may have changed meanwhile
+    # (a shared machine), which this shows.
+    time.sleep(args.window)
+    after = [g for (t, g) in gaps if t_end + 0.5 <= t]
     stop.set()
     for t in streams:
         t.join(timeout=30)
     b50, b99 = 1000 * serve.pct(base, 50), 1000 * serve.pct(base, 99)
     d50, d99 = 1000 * serve.pct(during, 50), 1000 * serve.pct(during, 99)
     dmax = 1000 * max(during) if during else float("nan")
+    a50, a99 = 1000 * serve.pct(after, 50), 1000 * serve.pct(after, 99)
     row = {"server": name, "itl_base_p50_ms": b50, "itl_base_p99_ms": b99,
            "itl_during_p50_ms": d50, "itl_during_p99_ms": d99, "itl_during_max_ms": dmax,
            "itl_p99_ratio": d99 / b99 if b99 else float("nan"),
            "long_prefill_s": long_first[0], "short_ttft_idle_ms": 1000 * idle,
            "short_ttft_during_ms": 1000 * during_short,
            "short_ttft_ratio": during_short / idle if idle else float("nan"),
-           "gaps_base": len(base), "gaps_during": len(during)}
+           "short_ttft_during_all_ms": [1000 * x for x in shorts],
+           "short_ttft_max_ratio": max(shorts) / idle if idle else float("nan"),
+           "itl_after_p50_ms": a50, "itl_after_p99_ms": a99,
+           "gaps_base": len(base), "gaps_during": len(during), "gaps_after": len(after)}
     print(f"{name}: ITL p50/p99 {b50:.0f}/{b99:.0f} ms -> {d50:.0f}/{d99:.0f} ms during the "
           f"{args.long_prompt_tokens}-token prefill ({long_first[0]:.1f} s; max gap {dmax:.0f} ms)"
           f", p99 x{row['itl_p99_ratio']:.2f}; short TTFT {1000 * idle:.0f} -> "
-          f"{1000 * during_short:.0f} ms (x{row['short_ttft_ratio']:.2f})", flush=True)
+          f"{1000 * during_short:.0f} ms (x{row['short_ttft_ratio']:.2f}; median of "
+          f"{len(shorts)}, max x{row['short_ttft_max_ratio']:.2f}); ITL after {a50:.0f}/"
+          f"{a99:.0f} ms", flush=True)
     return row
 
 
@@ -129,12 +161,18 @@ def main() -> int:
         "TERN_MODEL", str(serve.REPO / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf")))
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count())
     ap.add_argument("--streams", type=int, default=8)
+    ap.add_argument("--reply-tokens", type=int, default=128,
+                    help="each stream's replies (short ones, one after another, as in the "
+                         "issue); 0: one endless reply, whose context grows all along")
     ap.add_argument("--long-prompt-tokens", type=int, default=4096)
     ap.add_argument("--ctx-per-slot", type=int, default=4608)
     ap.add_argument("--settle", type=float, default=2.0, help="seconds before the baseline window")
     ap.add_argument("--window", type=float, default=4.0, help="baseline window, seconds")
     ap.add_argument("--short-delay", type=float, default=0.3,
                     help="seconds after the long prompt that the short request is sent")
+    ap.add_argument("--short-every", type=float, default=4.0,
+                    help="seconds between further short requests during the long prefill")
+    ap.add_argument("--short-max", type=int, default=9, help="short requests during, at most")
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--tern-arg", action="append", default=[])
     ap.add_argument("--peer-arg", action="append", default=[])
@@ -152,6 +190,8 @@ def main() -> int:
         if not getattr(args, "tern" if name == "tern" else "peer"):
             continue
         proc = starter(args, slots)
+        if os.environ.get("TERN_LOG_LEVEL") and name == "tern":
+            print(f"# tern's log: {proc.log.name} (bench/step_trace.py reads it)", flush=True)
         try:
             rows.append(measure(name, proc.url, args))
         finally:

@@ -105,7 +105,8 @@ class Proc:
 
 def start_tern(args, slots: int) -> Proc:
     port = free_port()
-    cmd = [os.environ.get("TERN_BIN", str(REPO / "build" / "tern")), "--log-level", "warn",
+    cmd = [os.environ.get("TERN_BIN", str(REPO / "build" / "tern")), "--log-level",
+           os.environ.get("TERN_LOG_LEVEL", "warn"),
            "serve", "-m", args.model,
            "--port", str(port), "-t", str(args.threads), "--max-batch", str(slots),
            "--max-queue", str(max(64, 4 * slots)), "-c", str(args.ctx_per_slot),

@@ -6,6 +6,7 @@
 
 #include "image_jobs.h"
 #include "sequence.h"
+#include "step_budget.h"
 #include "tern/core/error.h"
 #include "tern/core/log.h"
 #include "tern/engine/engine.h"
@@ -25,7 +26,11 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 }  // namespace
 
 Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
-    : engine_(engine), opts_(opts), metrics_(metrics), images_(std::make_unique<ImageJobs>()) {
+    : engine_(engine),
+      opts_(opts),
+      metrics_(metrics),
+      costs_(std::make_unique<StepBudget>()),
+      images_(std::make_unique<ImageJobs>()) {
   if (opts_.max_batch < 1) throw InvalidArgument("max_batch must be at least 1");
   if (opts_.max_queue < 1) throw InvalidArgument("max_queue must be at least 1");
   if (opts_.step_tokens < opts_.max_batch)

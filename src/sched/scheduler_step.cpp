@@ -2,8 +2,10 @@
 // stream text, retire. Runs on the engine thread only.
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 
 #include "sequence.h"
+#include "step_budget.h"
 #include "tern/core/log.h"
 #include "tern/engine/engine.h"
 #include "tern/sched/scheduler.h"
@@ -163,7 +165,7 @@ void Scheduler::advance_images() {
   constexpr double kFullSpeedSliceMs = 200;  // between looks at new work
   double budget = kFullSpeedSliceMs;
   if (last_step_decodes_ > 0 && opts_.itl_slack > 0) {
-    const double decode = decode_step_ms_ > 0 ? decode_step_ms_ : last_step_ms_;
+    const double decode = costs_->decode_ms() > 0 ? costs_->decode_ms() : last_step_ms_;
     budget = opts_.itl_slack * decode - last_step_ms_;
   }
   images_->advance(engine_.pool(), budget, metrics_);
@@ -264,6 +266,67 @@ void Scheduler::park_preempted() {
   }
 }
 
+// Appends to plan_ (after its n_decode decode entries) this step's prefill
+// chunks within `budget` tokens.
+void Scheduler::plan_prefill(size_t n_decode, int budget) {
+  // Prefill: each client's oldest prompt before anyone's second (fair between
+  // clients); within a rank, prompts shorter than one step first (a short
+  // request arriving during a long prefill gets its first token at once),
+  // then oldest first. Long prompts still progress every step: a short
+  // prompt only goes first, it never takes more than what is left.
+  for (auto& s : running_) {
+    if (s->done || s->pending() <= 1) continue;
+    int rank = 0;
+    for (size_t i = n_decode; i < plan_.size(); ++i)
+      rank += plan_[i].first->req.client == s->req.client;
+    plan_.push_back({s.get(), rank});
+  }
+  const int quick = opts_.step_tokens;
+  std::sort(plan_.begin() + long(n_decode), plan_.end(), [quick](const auto& a, const auto& b) {
+    if (a.second != b.second) return a.second < b.second;
+    const bool qa = a.first->pending() <= quick, qb = b.first->pending() <= quick;
+    if (qa != qb) return qa;
+    return a.first->order < b.first->order;
+  });
+  // With streams decoding, the chunks' predicted cost keeps the step within
+  // itl_slack decode-only steps (step_budget.h). The first chunk of a step
+  // gets at least kMinPrefillChunk tokens (prompts always progress); a short
+  // prompt first in line goes whole when it costs at most three steps' room
+  // (its first token comes a step after it arrives, for one longer gap).
+  // Every StepBudget::kProbeEvery-th such step is decode-only, to keep the
+  // decode cost current; not while a short prompt waits.
+  const bool paced = n_decode > 0 && opts_.itl_slack > 0 && costs_->ready();
+  double room = 0;
+  bool probe = false;
+  if (paced) {
+    room = costs_->room_ms(opts_.itl_slack);
+    if (images_->pending()) room /= 2;  // the other half goes to the image encodes
+    probe =
+        costs_->probe_due() && plan_.size() > n_decode && plan_[n_decode].first->pending() > quick;
+  }
+  size_t kept = n_decode;
+  for (size_t i = n_decode; i < plan_.size() && budget > 0 && !probe; ++i) {
+    Sequence& s = *plan_[i].first;
+    int n = std::min(budget, s.pending());
+    const bool first = kept == n_decode;
+    if (paced &&
+        !(first && n == s.pending() && n <= quick && costs_->chunk_ms(n, s.in_kv) <= 3 * room)) {
+      // Growing at most twofold a step: a fit that underestimates the next
+      // size up costs one step a little over, not one far over.
+      if (s.last_chunk > 0) n = std::min(n, 2 * s.last_chunk + kMinPrefillChunk);
+      const int fit = costs_->chunk_tokens(room, s.in_kv, n);
+      n = first ? std::max(fit, std::min(n, kMinPrefillChunk)) : fit;
+    }
+    if (!s.req.media.empty()) n = fit_chunk(s, ready_tokens(s, n));
+    if (n == 0) continue;  // waits before an image being encoded, or no room left
+    if (paced) room -= costs_->chunk_ms(n, s.in_kv);
+    s.last_chunk = n;
+    plan_[kept++] = {&s, n};
+    budget -= n;
+  }
+  plan_.resize(kept);
+}
+
 void Scheduler::run_step() {
   batch_.entries.clear();
   entry_seq_.clear();
@@ -283,43 +346,7 @@ void Scheduler::run_step() {
     plan_.push_back({s.get(), 1});
     budget -= 1;
   }
-  // Prefill: each client's oldest prompt before anyone's second (fair between
-  // clients); within a rank, prompts shorter than one step first (a short
-  // request arriving during a long prefill gets its first token at once),
-  // then oldest first. Long prompts still progress every step: a short
-  // prompt only goes first, it never takes more than what is left.
-  const size_t n_decode = plan_.size();
-  for (auto& s : running_) {
-    if (s->done || s->pending() <= 1) continue;
-    int rank = 0;
-    for (size_t i = n_decode; i < plan_.size(); ++i)
-      rank += plan_[i].first->req.client == s->req.client;
-    plan_.push_back({s.get(), rank});
-  }
-  const int quick = opts_.step_tokens;
-  std::sort(plan_.begin() + long(n_decode), plan_.end(), [quick](const auto& a, const auto& b) {
-    if (a.second != b.second) return a.second < b.second;
-    const bool qa = a.first->pending() <= quick, qb = b.first->pending() <= quick;
-    if (qa != qb) return qa;
-    return a.first->order < b.first->order;
-  });
-  // With streams decoding, the prefill share keeps the step within
-  // itl_slack decode-only steps (from the measured costs).
-  if (n_decode > 0 && opts_.itl_slack > 0 && decode_step_ms_ > 0 && prefill_token_ms_ > 0) {
-    double room = (opts_.itl_slack - 1.0) * decode_step_ms_ / prefill_token_ms_;
-    if (images_->pending()) room /= 2;  // the other half goes to the image encodes
-    budget = std::clamp(int(room), std::min(budget, kMinPrefillChunk), budget);
-  }
-  size_t kept = n_decode;
-  for (size_t i = n_decode; i < plan_.size() && budget > 0; ++i) {
-    Sequence& s = *plan_[i].first;
-    int n = std::min(budget, s.pending());
-    if (!s.req.media.empty()) n = fit_chunk(s, ready_tokens(s, n));
-    if (n == 0) continue;  // waits before an image being encoded
-    plan_[kept++] = {&s, n};
-    budget -= n;
-  }
-  plan_.resize(kept);
+  plan_prefill(plan_.size(), budget);
   std::vector<std::pair<Sequence*, int>>& order = plan_order_;
   order.assign(plan_.begin(), plan_.end());
   std::sort(order.begin(), order.end(),
@@ -379,30 +406,41 @@ void Scheduler::run_step() {
   }
   const auto t1 = Clock::now();
   last_step_ms_ = seconds_between(t0, t1) * 1e3;
+  if (logger()->should_log(spdlog::level::trace)) {
+    std::string pre;
+    int dec = 0, dec_ctx = 0;
+    for (size_t i = 0; i < batch_.entries.size(); ++i) {
+      const int n = int(batch_.entries[i].tokens.size());
+      if (n == 1 && entry_seq_[i]->pending() == 1) {
+        ++dec;
+        dec_ctx += entry_seq_[i]->in_kv;
+      } else {
+        fmt::format_to(std::back_inserter(pre), " {}@{}", n, entry_seq_[i]->in_kv);
+      }
+    }
+    const auto th = costs_->coefficients();
+    logger()->trace(
+        "step decode={} ctx={} prefill=[{}] ms={:.2f} gap={:.2f} model: decode={:.2f} "
+        "a={:.3f} b={:.3f} c={:.3f}",
+        dec, dec_ctx, pre, last_step_ms_, ms_between(prev_step_end_, t0), costs_->decode_ms(),
+        th[0], th[1], th[2]);
+  }
+  prev_step_end_ = t1;
   metrics_.steps += 1;
   metrics_.step_tokens += uint64_t(batch_.total_tokens());
   metrics_.step_duration.observe(seconds_between(t0, t1));
   {
-    // The costs that size the next steps' prefill share.
-    constexpr double a = 0.3;
-    const double ms = seconds_between(t0, t1) * 1e3;
-    int decodes = 0, prefill = 0;
+    // The costs that size the next steps' prefill share (step_budget.h).
+    int decodes = 0;
     for (size_t i = 0; i < batch_.entries.size(); ++i) {
       const int n = int(batch_.entries[i].tokens.size());
       if (n == 1 && entry_seq_[i]->pending() == 1)
         ++decodes;
       else
-        prefill += n;
+        costs_->add_chunk(n, entry_seq_[i]->in_kv);
     }
-    auto ewma = [](double& x, double v) { x = x > 0 ? x + a * (v - x) : v; };
     last_step_decodes_ = decodes;
-    if (prefill == 0) {
-      ewma(decode_step_ms_, ms);
-    } else if (decodes == 0) {
-      ewma(prefill_token_ms_, ms / prefill);
-    } else if (decode_step_ms_ > 0) {
-      ewma(prefill_token_ms_, std::max(ms - decode_step_ms_, 0.0) / prefill + 1e-3);
-    }
+    costs_->observe(decodes, last_step_ms_, runs_.empty());
   }
 
   for (size_t i = 0; i < batch_.entries.size(); ++i) {

@@ -64,6 +64,7 @@ class Sequence {
   // for (its prefill pauses before the span), shared with other waiters.
   std::vector<std::shared_ptr<ImageWait>> media_wait;
   int in_kv = 0;        // tokens[0, in_kv) are in the KV cache
+  int last_chunk = 0;   // the size of its last prefill chunk (a chunk at most doubles it)
   int n_generated = 0;  // tokens sampled
   bool done = false;    // finished: retire at this boundary
   int preemptions = 0;

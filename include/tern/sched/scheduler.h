@@ -71,11 +71,15 @@ struct SchedulerOptions {
   // 64 measured best on a 2-core machine at 16 concurrent: vs 256, TTFT p50
   // 120 vs 178 ms and p99 inter-token latency 40 vs 65 ms at equal throughput.
   int step_tokens = 64;
-  // With streams decoding, a step's prefill share is sized from measured
-  // costs so the step takes at most this multiple of a decode-only step
-  // (their inter-token latency while a long prompt is prefilled); at least
-  // kMinPrefillChunk tokens a step, so prompts always progress. 0: off (the
-  // whole step_tokens budget every step).
+  // With streams decoding, a step's prefill share is sized by a cost model
+  // fitted online (src/sched/step_budget.h: per token, per token x depth,
+  // per chunk x depth) so the step takes at most this multiple of a
+  // decode-only step (their inter-token latency while a long prompt is
+  // prefilled); at least kMinPrefillChunk tokens a step, so prompts always
+  // progress, and a prompt of at most step_tokens may go whole in one step
+  // when it costs no more than three steps' share (its first token then
+  // comes one step after it arrives). 0: off (the whole step_tokens budget
+  // every step).
   double itl_slack = 2.0;
   int64_t kv_tokens = 0;  // admit only while KV tokens in use + new prompt fit; 0: no limit
   // How long a finished request with a session key keeps its KV pinned in
@@ -83,8 +87,9 @@ struct SchedulerOptions {
   double session_ttl_s = 300;
 };
 
-class Sequence;   // engine-thread state of one running request (src/sched/sequence.h)
-class ImageJobs;  // image encodes run between steps (src/sched/image_jobs.h)
+class Sequence;    // engine-thread state of one running request (src/sched/sequence.h)
+class ImageJobs;   // image encodes run between steps (src/sched/image_jobs.h)
+class StepBudget;  // the step cost model (src/sched/step_budget.h)
 
 class Scheduler {
  public:
@@ -143,6 +148,7 @@ class Scheduler {
   void kv_failed(Sequence& s, std::string why);
   void park_preempted();
   void run_step();
+  void plan_prefill(size_t n_decode, int budget);  // run_step's prefill chunks
   // Tokens of s's next n that can run now: up to the first image whose rows
   // are not ready (starting or joining its encode). 0 when s failed on an
   // image that cannot be had (a failed encode: s finishes with the error).
@@ -198,11 +204,12 @@ class Scheduler {
   // This step's embedding runs (images), and each entry's [first, end) of them.
   std::vector<EmbeddingRun> runs_;
   std::vector<std::pair<size_t, size_t>> entry_runs_;
-  // Step costs (EWMA, ms): a decode-only step, and a prefill token on top of
-  // the decodes; they size the prefill share (SchedulerOptions::itl_slack).
-  double decode_step_ms_ = 0, prefill_token_ms_ = 0;
-  double last_step_ms_ = 0;    // the last step's duration
-  int last_step_decodes_ = 0;  // and its decode tokens
+  // The step cost model that sizes the prefill share while streams decode
+  // (SchedulerOptions::itl_slack; src/sched/step_budget.h).
+  std::unique_ptr<StepBudget> costs_;
+  double last_step_ms_ = 0;            // the last step's duration
+  int last_step_decodes_ = 0;          // and its decode tokens
+  Clock::time_point prev_step_end_{};  // when the last step ended (trace log)
   std::unique_ptr<ImageJobs> images_;
   std::vector<std::pair<std::string, int>> client_load_;  // (client, running): take_work's scratch
   std::thread thread_;
