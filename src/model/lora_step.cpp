@@ -1,20 +1,24 @@
 // A step's linear layers with the adapters' low-rank terms (LoraStep).
 //
 // Cost model (SmolLM2-135M, rank 16 on all 7 weights): an adapter is ~4.9M
-// weights, ~4% of the base's multiply-adds per row. The base step is
-// compute-bound in the int8 kernels, so the adapters run on the same kernels
-// (int8 A and B, per-32 fp16 scales) and each adapter's matrices are read
-// once per step for all of its rows: ~5 MB per adapter and step (B padded
-// to 32 columns) instead of ~20 MB of fp32. The joins are the other cost:
-// every A x rides in the base weights' own dispatch, and one more dispatch
-// runs every B u of the layer's weights that share the input.
+// weights, ~4.6% of the base's multiply-adds per row. With 16 rows the base
+// step is compute-bound in the int8 kernels; an adapter used by one row is
+// a pair of GEMVs and memory-bound: ~5.3 MB of int8 A and B (plus scales)
+// per adapter and step, so 16 adapters stream ~85 MB, more than the base's
+// int4 weights. So: B's rank is not padded to a group (LowRankB), u = A x
+// stays fp32 (no requantization pass), and every adapter's A x and B u ride
+// in the base weights' own dispatch, interleaved with the base tasks so that
+// one core's adapter streaming overlaps the other's base compute: no join
+// beyond the base's own. The scaled B u is added into y after the join on
+// the calling thread (rows x n_out adds, a few microseconds).
 //
 // Precision: on top of the int8 activations the base weight already uses,
-// A and B are rounded to int8 (per row and group of 32, error at most half a
-// step, amax/254, plus the fp16 scale's rounding) and u = A x is rounded to
-// int8 per row. The low-rank term is small next to the base output, so its
-// relative error of ~1% is a small fraction of the base's own quantization
-// error (tests/unit/model/lora_step_test.cpp checks the derived bound).
+// A is rounded to int8 (per row and group of 32, error at most half a step,
+// amax/254, plus the fp16 scale's rounding) and B to int8 (per row and group
+// of 32 of the rank, fp32 scale: amax/254). The low-rank term is small next
+// to the base output, so its relative error of under 1% is a small fraction
+// of the base's own quantization error (tests/unit/model/lora_step_test.cpp
+// checks the derived bound).
 #include <algorithm>
 
 #include "tern/kernels/gemm_jobs.h"
@@ -23,8 +27,7 @@
 
 namespace tern {
 
-void LoraStep::linear(int layer, std::span<const LoraLinear> outs, std::span<const LoraRows> rows,
-                      const kernels::QuantizedActs& x, TaskPool& pool) {
+void LoraStep::gather(std::span<const LoraRows> rows, const kernels::QuantizedActs& x) {
   // The entries in adapter order (then batch order), and their rows gathered
   // in that order: each adapter's rows are one contiguous range.
   by_ad_.clear();
@@ -53,6 +56,11 @@ void LoraStep::linear(int layer, std::span<const LoraLinear> outs, std::span<con
       user_scale_[size_t(g)] = r->scale;
     }
   }
+}
+
+void LoraStep::linear(int layer, std::span<const LoraLinear> outs, std::span<const LoraRows> rows,
+                      const kernels::QuantizedActs& x, TaskPool& pool) {
+  gather(rows, x);
   // One part per (output, adapter touching it); scratch offsets first.
   parts_.clear();
   size_t u_size = 0, z_size = 0;
@@ -63,7 +71,6 @@ void LoraStep::linear(int layer, std::span<const LoraLinear> outs, std::span<con
       int g1 = g0;
       for (; i < by_ad_.size() && by_ad_[i]->adapter == ad; ++i) g1 += by_ad_[i]->n;
       if (const LoraMatrix* m = ad->get(layer, outs[size_t(o)].slot)) {
-        // A x of gathered row r lands at u_[u_off + r * rank] (r in [g0, g1)).
         parts_.push_back({o, m, ad, g0, g1, u_size, z_size});
         u_size += size_t(g1) * size_t(m->rank);
         z_size += size_t(g1 - g0) * size_t(m->n_out);
@@ -73,34 +80,28 @@ void LoraStep::linear(int layer, std::span<const LoraLinear> outs, std::span<con
   }
   if (u_.size() < u_size) u_.resize(u_size);
   if (z_.size() < z_size) z_.resize(z_size);
-  if (scale_.size() < size_t(n_rows) * parts_.size()) scale_.resize(size_t(n_rows) * parts_.size());
-  if (uq_.size() < parts_.size()) uq_.resize(parts_.size());
 
-  // Dispatch 1: the base products over every row, and every adapter's A x.
+  // One dispatch: the base products over every row, and every part's B (A x).
   jobs_.clear();
   for (const LoraLinear& o : outs) jobs_.push_back({o.w, &x, 0, x.rows, o.y});
-  for (const Part& p : parts_)
-    jobs_.push_back({&p.m->a, &gathered_, p.g0, p.g1, u_.data() + p.u_off});
-  kernels::gemm_jobs(jobs_, pool);
-
-  // u to int8 (rows of rank zero-padded to B's group), then dispatch 2: every
-  // B u, scaled and added into its rows of the output.
-  jobs_.clear();
-  for (size_t k = 0; k < parts_.size(); ++k) {
-    const Part& p = parts_[k];
-    const int n = p.g1 - p.g0, rank = p.m->rank, kp = p.m->b.n_in;
-    upad_.assign(size_t(n) * size_t(kp), 0.0f);
-    for (int r = 0; r < n; ++r) {
-      std::copy_n(u_.data() + p.u_off + size_t(p.g0 + r) * rank, rank,
-                  upad_.data() + size_t(r) * kp);
-    }
-    kernels::quantize_activations(upad_.data(), n, kp, uq_[k], pool);
-    float* sc = scale_.data() + k * size_t(n_rows);
-    for (int r = 0; r < n; ++r) sc[r] = p.ad->scale(*p.m, user_scale_[size_t(p.g0 + r)]);
-    jobs_.push_back({&p.m->b, &uq_[k], 0, n, z_.data() + p.z_off, outs[size_t(p.out)].y,
-                     row_of_.data() + p.g0, sc});
+  low_rank_.clear();
+  for (const Part& p : parts_) {
+    low_rank_.push_back(
+        {&p.m->a, &p.m->b, &gathered_, p.g0, p.g1, u_.data() + p.u_off, z_.data() + p.z_off});
   }
-  kernels::gemm_jobs(jobs_, pool);
+  kernels::gemm_jobs(jobs_, low_rank_, pool);
+
+  // y[row] += s B u, each part's rows at their own scale.
+  for (const Part& p : parts_) {
+    const int n = p.m->n_out;
+    float* y = outs[size_t(p.out)].y;
+    for (int r = p.g0; r < p.g1; ++r) {
+      const float s = p.ad->scale(*p.m, user_scale_[size_t(r)]);
+      const float* z = z_.data() + p.z_off + size_t(r - p.g0) * n;
+      float* yr = y + size_t(row_of_[size_t(r)]) * n;
+      for (int o = 0; o < n; ++o) yr[o] += s * z[o];
+    }
+  }
 }
 
 }  // namespace tern
