@@ -7,10 +7,10 @@
 // per adapter and step, so 16 adapters stream ~85 MB, more than the base's
 // int4 weights. So: B's rank is not padded to a group (LowRankB), u = A x
 // stays fp32 (no requantization pass), and every adapter's A x and B u ride
-// in the base weights' own dispatch, interleaved with the base tasks so that
-// one core's adapter streaming overlaps the other's base compute: no join
-// beyond the base's own. The scaled B u is added into y after the join on
-// the calling thread (rows x n_out adds, a few microseconds).
+// in the base weights' own dispatch: every A x first (small tasks), then
+// each base task adds the adapters' B u for its own output tiles, so B's
+// streaming is spread over the base's compute-bound tasks and there is no
+// join beyond the base's own, and no pass over y after it.
 //
 // Precision: on top of the int8 activations the base weight already uses,
 // A is rounded to int8 (per row and group of 32, error at most half a step,
@@ -61,9 +61,11 @@ void LoraStep::gather(std::span<const LoraRows> rows, const kernels::QuantizedAc
 void LoraStep::linear(int layer, std::span<const LoraLinear> outs, std::span<const LoraRows> rows,
                       const kernels::QuantizedActs& x, TaskPool& pool) {
   gather(rows, x);
-  // One part per (output, adapter touching it); scratch offsets first.
+  const int n_rows = gathered_.rows;
+  // One part per (output, adapter touching it): its rows, u scratch and
+  // per-row scales (s depends on the matrix's rank).
   parts_.clear();
-  size_t u_size = 0, z_size = 0;
+  size_t u_size = 0;
   for (int o = 0; o < int(outs.size()); ++o) {
     int g0 = 0;
     for (size_t i = 0; i < by_ad_.size();) {
@@ -71,37 +73,37 @@ void LoraStep::linear(int layer, std::span<const LoraLinear> outs, std::span<con
       int g1 = g0;
       for (; i < by_ad_.size() && by_ad_[i]->adapter == ad; ++i) g1 += by_ad_[i]->n;
       if (const LoraMatrix* m = ad->get(layer, outs[size_t(o)].slot)) {
-        parts_.push_back({o, m, ad, g0, g1, u_size, z_size});
+        // A x of gathered row r lands at u_[u_off + r * rank] (r in [g0, g1)).
+        parts_.push_back({o, m, ad, g0, g1, u_size});
         u_size += size_t(g1) * size_t(m->rank);
-        z_size += size_t(g1 - g0) * size_t(m->n_out);
       }
       g0 = g1;
     }
   }
   if (u_.size() < u_size) u_.resize(u_size);
-  if (z_.size() < z_size) z_.resize(z_size);
+  size_t uq_size = 0;
+  for (const Part& p : parts_) uq_size += size_t(p.g1) * size_t(2 * p.m->b.rank_pairs());
+  if (uq_.size() < uq_size) uq_.resize(uq_size);
+  if (scale_.size() < parts_.size() * size_t(n_rows)) scale_.resize(parts_.size() * size_t(n_rows));
+  if (ud_.size() < parts_.size() * size_t(n_rows)) ud_.resize(parts_.size() * size_t(n_rows));
 
-  // One dispatch: the base products over every row, and every part's B (A x).
+  // One dispatch: the base products over every row, each adding its parts'
+  // scaled B (A x) into its own tiles.
   jobs_.clear();
   for (const LoraLinear& o : outs) jobs_.push_back({o.w, &x, 0, x.rows, o.y});
   low_rank_.clear();
-  for (const Part& p : parts_) {
+  size_t uq_off = 0;
+  for (size_t k = 0; k < parts_.size(); ++k) {
+    const Part& p = parts_[k];
+    float* sc = scale_.data() + k * size_t(n_rows);
+    for (int r = p.g0; r < p.g1; ++r) sc[r] = p.ad->scale(*p.m, user_scale_[size_t(r)]);
+    const int stride = 2 * p.m->b.rank_pairs();
+    const kernels::LowRankU uq{uq_.data() + uq_off, ud_.data() + k * size_t(n_rows), stride};
+    uq_off += size_t(p.g1) * size_t(stride);
     low_rank_.push_back(
-        {&p.m->a, &p.m->b, &gathered_, p.g0, p.g1, u_.data() + p.u_off, z_.data() + p.z_off});
+        {p.out, &p.m->a, &p.m->b, p.g0, p.g1, u_.data() + p.u_off, uq, row_of_.data(), sc});
   }
-  kernels::gemm_jobs(jobs_, low_rank_, pool);
-
-  // y[row] += s B u, each part's rows at their own scale.
-  for (const Part& p : parts_) {
-    const int n = p.m->n_out;
-    float* y = outs[size_t(p.out)].y;
-    for (int r = p.g0; r < p.g1; ++r) {
-      const float s = p.ad->scale(*p.m, user_scale_[size_t(r)]);
-      const float* z = z_.data() + p.z_off + size_t(r - p.g0) * n;
-      float* yr = y + size_t(row_of_[size_t(r)]) * n;
-      for (int o = 0; o < n; ++o) yr[o] += s * z[o];
-    }
-  }
+  kernels::gemm_jobs(jobs_, &gathered_, low_rank_, pool);
 }
 
 }  // namespace tern

@@ -127,12 +127,12 @@ struct LoraLinear {
 // Runs a layer's linear weights that share one input (q/k/v, gate/up, o,
 // down) with the adapters' terms: for every output, y = x W^T over all rows,
 // then y[t] += s B (A x[t]) on each adapter's rows (s = its scale for that
-// weight). ONE dispatch on the pool runs the base products and, per (output,
-// adapter), one task per 16 of its rows computing A x (rows grouped by
+// weight). ONE dispatch on the pool (kernels::gemm_jobs): per (output,
+// adapter) and 16 of its rows a task computing u = A x (rows grouped by
 // adapter, so its A is read once for all of them, from the base's own
-// quantized activations) and then B u into scratch; after the join the
-// calling thread adds each scaled B u into its rows of y. Scratch grows as
-// needed and is reused: no allocation once warm.
+// quantized activations), then the base products, each task adding the
+// adapters' s B u for its own output tiles. Scratch grows as needed and is
+// reused: no allocation once warm.
 class LoraStep {
  public:
   void linear(int layer, std::span<const LoraLinear> outs, std::span<const LoraRows> rows,
@@ -145,7 +145,6 @@ class LoraStep {
     const LoraAdapter* ad;
     int g0, g1;    // its rows in gathered order
     size_t u_off;  // A x of gathered row r (g0 <= r < g1) at u_[u_off + r * m->rank]
-    size_t z_off;  // B u before scaling: (g1 - g0, m->n_out) at z_[z_off]
   };
   void gather(std::span<const LoraRows> rows, const kernels::QuantizedActs& x);
 
@@ -154,9 +153,12 @@ class LoraStep {
   std::vector<float> user_scale_;       // the scale its entry asked for
   std::vector<const LoraRows*> by_ad_;  // the entries, grouped by adapter
   std::vector<Part> parts_;
-  std::vector<float> u_, z_;
+  std::vector<float> u_;      // each part's A x (see Part::u_off)
+  std::vector<int16_t> uq_;   // the same as int16, rows padded to an even rank
+  std::vector<float> ud_;     // (parts, gathered rows): their int16 scales
+  std::vector<float> scale_;  // (parts, gathered rows): each part's row scales
   std::vector<kernels::GemmJob> jobs_;
-  std::vector<kernels::LowRankJob> low_rank_;
+  std::vector<kernels::LowRankPart> low_rank_;
 };
 
 }  // namespace tern
