@@ -33,6 +33,12 @@ struct JobSplit {
 };
 constexpr int kLowRankRows = 16;  // rows a low-rank task takes
 
+// Consecutive low-rank parts over the same rows: their u tasks.
+struct UGroup {
+  int64_t first_task;
+  size_t p0, p1;  // parts [p0, p1)
+};
+
 // Splits every GemmJob into tasks of about equal work; returns their count.
 int64_t split_jobs(std::span<const GemmJob> jobs, int n_workers, std::vector<JobSplit>& split) {
   split.resize(jobs.size());
@@ -151,19 +157,25 @@ void gemm_jobs(std::span<const GemmJob> jobs, const QuantizedActs* lx,
   // Grow once per calling thread; no allocation per step. Workers see them
   // through these references (a lambda does not capture a thread_local).
   thread_local std::vector<JobSplit> splits;
-  thread_local std::vector<JobSplit> u_splits;  // per part: first_task, row_tasks
+  thread_local std::vector<UGroup> u_groups;
   std::vector<JobSplit>& split = splits;
-  std::vector<JobSplit>& u_split = u_splits;
-  // Tasks [0, n_u): u = A lx per part and 16 rows; then the base tasks.
-  u_split.resize(parts.size());
+  std::vector<UGroup>& u_group = u_groups;
+  // Tasks [0, n_u): u = A lx for a run of consecutive parts over the same
+  // rows (an adapter's q, k and v), 16 rows a task; then the base tasks.
+  u_group.clear();
   int64_t n_u = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     const LowRankPart& p = parts[i];
     assert(p.a->n_in == lx->n_in && p.a->n_out == p.b->rank && p.r1 <= lx->rows);
     assert(p.b->n_out == jobs[size_t(p.job)].w->n_out);
     assert(p.uq.stride == 2 * p.b->rank_pairs());
-    u_split[i] = {n_u, kLowRankRows, (p.r1 - p.r0 + kLowRankRows - 1) / kLowRankRows, 1, 1};
-    n_u += u_split[i].row_tasks;
+    if (i > 0 && p.r0 == parts[i - 1].r0 && p.r1 == parts[i - 1].r1) {
+      u_group.back().p1 = i + 1;
+      continue;
+    }
+    const int row_tasks = (p.r1 - p.r0 + kLowRankRows - 1) / kLowRankRows;
+    u_group.push_back({n_u, i, i + 1});
+    n_u += row_tasks;
   }
   const int64_t n_gemm = split_jobs(jobs, pool.size(), split);
   // With parts, one more task a worker at the end: the epilogues of base
@@ -176,13 +188,15 @@ void gemm_jobs(std::span<const GemmJob> jobs, const QuantizedActs* lx,
   std::atomic<int64_t> u_done{0};
   const KernelTable& k = active_kernels();
   auto u_task = [&](int64_t t) {
-    const size_t i = job_of(u_split, t);
-    const LowRankPart& p = parts[i];
-    const int r0 = p.r0 + int(t - u_split[i].first_task) * kLowRankRows;
-    const int r1 = std::min(p.r1, r0 + kLowRankRows), rank = p.b->rank;
-    k.gemm_tiles(*p.a, *lx, p.u, r0, r1, 0, p.a->n_tiles());
-    quantize_low_rank_u(p.u + size_t(r0) * rank, r1 - r0, rank,
-                        {p.uq.q + size_t(r0) * p.uq.stride, p.uq.d + r0, p.uq.stride});
+    const UGroup& grp = u_group[job_of(u_group, t)];
+    for (size_t i = grp.p0; i < grp.p1; ++i) {
+      const LowRankPart& p = parts[i];
+      const int r0 = p.r0 + int(t - grp.first_task) * kLowRankRows;
+      const int r1 = std::min(p.r1, r0 + kLowRankRows), rank = p.b->rank;
+      k.gemm_tiles(*p.a, *lx, p.u, r0, r1, 0, p.a->n_tiles());
+      quantize_low_rank_u(p.u + size_t(r0) * rank, r1 - r0, rank,
+                          {p.uq.q + size_t(r0) * p.uq.stride, p.uq.d + r0, p.uq.stride});
+    }
     u_done.fetch_add(1, std::memory_order_release);
   };
   // Base task e: its job, rows [r0, r1) and tiles [t0, t1).

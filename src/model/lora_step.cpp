@@ -66,19 +66,19 @@ void LoraStep::linear(int layer, std::span<const LoraLinear> outs, std::span<con
   // per-row scales (s depends on the matrix's rank).
   parts_.clear();
   size_t u_size = 0;
-  for (int o = 0; o < int(outs.size()); ++o) {
-    int g0 = 0;
-    for (size_t i = 0; i < by_ad_.size();) {
-      const LoraAdapter* ad = by_ad_[i]->adapter;
-      int g1 = g0;
-      for (; i < by_ad_.size() && by_ad_[i]->adapter == ad; ++i) g1 += by_ad_[i]->n;
+  int g0 = 0;
+  for (size_t i = 0; i < by_ad_.size();) {  // adapter by adapter: its parts share u tasks
+    const LoraAdapter* ad = by_ad_[i]->adapter;
+    int g1 = g0;
+    for (; i < by_ad_.size() && by_ad_[i]->adapter == ad; ++i) g1 += by_ad_[i]->n;
+    for (int o = 0; o < int(outs.size()); ++o) {
       if (const LoraMatrix* m = ad->get(layer, outs[size_t(o)].slot)) {
         // A x of gathered row r lands at u_[u_off + r * rank] (r in [g0, g1)).
         parts_.push_back({o, m, ad, g0, g1, u_size});
         u_size += size_t(g1) * size_t(m->rank);
       }
-      g0 = g1;
     }
+    g0 = g1;
   }
   if (u_.size() < u_size) u_.resize(u_size);
   size_t uq_size = 0;

@@ -128,14 +128,15 @@ TEST(GemmJobs, FusedLowRankTermsEqualTheStepsRunAlone) {
   const PackedMatrix w = pack_matrix(DType::F32, wf.data(), n_out, n_in, WeightFormat::Int4Asym);
   QuantizedActs qa;
   quantize_activations(x.data(), T, n_in, qa, pool);
-  // Two adapters (ranks 16 and 40) on overlapping rows: [5, 37) and [0, 37).
+  // Three low-rank terms (ranks 16, 40, 24) on overlapping rows: [5, 37),
+  // then [0, 37) twice (those two share their u tasks).
   struct Ad {
     PackedMatrix a;
     LowRankB b;
     int r0;
   };
   std::vector<Ad> ads;
-  for (int rank : {16, 40}) {
+  for (int rank : {16, 40, 24}) {
     const auto af = randn(size_t(rank) * n_in, uint32_t(rank)), bf = randn(size_t(n_out) * rank, 3);
     ads.push_back({pack_matrix(DType::F32, af.data(), rank, n_in, WeightFormat::Int8Sym),
                    pack_low_rank_b(bf.data(), n_out, rank), rank == 16 ? 5 : 0});
@@ -162,10 +163,10 @@ TEST(GemmJobs, FusedLowRankTermsEqualTheStepsRunAlone) {
   // Fused, in one dispatch.
   std::vector<float> y(want.size(), NAN);
   const GemmJob gj{&w, &qa, 0, T, y.data()};
-  std::vector<std::vector<float>> u(2), ud(2);
-  std::vector<std::vector<int16_t>> uq(2);
+  std::vector<std::vector<float>> u(ads.size()), ud(ads.size());
+  std::vector<std::vector<int16_t>> uq(ads.size());
   std::vector<LowRankPart> parts;
-  for (size_t i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < ads.size(); ++i) {
     const int rank = ads[i].b.rank;
     u[i].resize(size_t(T) * rank);
     uq[i].resize(size_t(T) * rank);
