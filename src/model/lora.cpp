@@ -105,6 +105,12 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path,
     const std::string base_name = t.name.substr(0, t.name.size() - 7);
     int layer = 0;
     LoraSlot slot{};
+    if (base_name == "token_embd.weight" || base_name == "output.weight") {
+      throw fail("tensor '" + t.name + "': adapters on " +
+                 base_name.substr(0, base_name.size() - 7) +
+                 " (the embeddings or the output head) are not supported; tern applies them to "
+                 "a layer's attention and FFN weights only");
+    }
     if (!parse_base_name(base_name, layer, slot)) {
       throw fail("tensor '" + t.name +
                  "': adapters apply to a layer's attention and FFN weights "
