@@ -3,9 +3,9 @@
 // Cost model (SmolLM2-135M, rank 16 on all 7 weights): an adapter is ~4.9M
 // weights, ~4.6% of the base's multiply-adds per row. With 16 rows the base
 // step is compute-bound in the int8 kernels; an adapter used by one row is
-// a pair of GEMVs and memory-bound: ~5.3 MB of int8 A and B (plus scales)
-// per adapter and step, so 16 adapters stream ~85 MB, more than the base's
-// int4 weights. So: B's rank is not padded to a group (LowRankB), u = A x
+// a pair of GEMVs and memory-bound: 5.66 MB of int8 A and B (with their
+// scales) per adapter and step (7.83 MB with B's rank padded to 32), so 16
+// adapters stream 90 MB, more than the base's int4 weights (66 MB). So: B's rank is not padded to a group (LowRankB), u = A x
 // stays fp32 (no requantization pass), and every adapter's A x and B u ride
 // in the base weights' own dispatch: every A x first (small tasks), then
 // each base task adds the adapters' B u for its own output tiles, so B's
