@@ -68,12 +68,18 @@ std::vector<float> read_f32(const gguf::TensorInfo& t, const std::string& path) 
 }
 
 // A (rank, n_in) and B (n_out, rank), fp32 as the file holds them, into the
-// int8 layouts the step's kernels read.
+// int8 tile layout; B's rows are zero-padded to a whole group.
 LoraMatrix pack_lora(const std::vector<float>& a, const std::vector<float>& b, int rank, int n_in,
                      int n_out) {
+  const int kp = lora_rank_padded(rank);
+  std::vector<float> bp(size_t(n_out) * size_t(kp), 0.0f);
+  for (int o = 0; o < n_out; ++o) {
+    std::copy_n(b.data() + size_t(o) * rank, rank, bp.data() + size_t(o) * kp);
+  }
+  using kernels::WeightFormat;
   return {rank, n_in, n_out,
-          kernels::pack_matrix(DType::F32, a.data(), rank, n_in, kernels::WeightFormat::Int8Sym),
-          kernels::pack_low_rank_b(b.data(), n_out, rank)};
+          kernels::pack_matrix(DType::F32, a.data(), rank, n_in, WeightFormat::Int8Sym),
+          kernels::pack_matrix(DType::F32, bp.data(), n_out, kp, WeightFormat::Int8Sym)};
 }
 
 }  // namespace

@@ -1,24 +1,20 @@
 // A step's linear layers with the adapters' low-rank terms (LoraStep).
 //
 // Cost model (SmolLM2-135M, rank 16 on all 7 weights): an adapter is ~4.9M
-// weights, ~4.6% of the base's multiply-adds per row. With 16 rows the base
-// step is compute-bound in the int8 kernels; an adapter used by one row is
-// a pair of GEMVs and memory-bound: 5.66 MB of int8 A and B (with their
-// scales) per adapter and step (7.83 MB with B's rank padded to 32), so 16
-// adapters stream 90 MB, more than the base's int4 weights (66 MB). So: B's rank is not padded to a group (LowRankB), u = A x
-// stays fp32 (no requantization pass), and every adapter's A x and B u ride
-// in the base weights' own dispatch: every A x first (small tasks), then
-// each base task adds the adapters' B u for its own output tiles, so B's
-// streaming is spread over the base's compute-bound tasks and there is no
-// join beyond the base's own, and no pass over y after it.
+// weights, ~4% of the base's multiply-adds per row. The base step is
+// compute-bound in the int8 kernels, so the adapters run on the same kernels
+// (int8 A and B, per-32 fp16 scales) and each adapter's matrices are read
+// once per step for all of its rows: ~5 MB per adapter and step (B padded
+// to 32 columns) instead of ~20 MB of fp32. The joins are the other cost:
+// every A x rides in the base weights' own dispatch, and one more dispatch
+// runs every B u of the layer's weights that share the input.
 //
 // Precision: on top of the int8 activations the base weight already uses,
-// A is rounded to int8 (per row and group of 32, error at most half a step,
-// amax/254, plus the fp16 scale's rounding) and B to int8 (per row and group
-// of 32 of the rank, fp32 scale: amax/254). The low-rank term is small next
-// to the base output, so its relative error of under 1% is a small fraction
-// of the base's own quantization error (tests/unit/model/lora_step_test.cpp
-// checks the derived bound).
+// A and B are rounded to int8 (per row and group of 32, error at most half a
+// step, amax/254, plus the fp16 scale's rounding) and u = A x is rounded to
+// int8 per row. The low-rank term is small next to the base output, so its
+// relative error of ~1% is a small fraction of the base's own quantization
+// error (tests/unit/model/lora_step_test.cpp checks the derived bound).
 #include <algorithm>
 
 #include "tern/kernels/gemm_jobs.h"
@@ -27,7 +23,8 @@
 
 namespace tern {
 
-void LoraStep::gather(std::span<const LoraRows> rows, const kernels::QuantizedActs& x) {
+void LoraStep::linear(int layer, std::span<const LoraLinear> outs, std::span<const LoraRows> rows,
+                      const kernels::QuantizedActs& x, TaskPool& pool) {
   // The entries in adapter order (then batch order), and their rows gathered
   // in that order: each adapter's rows are one contiguous range.
   by_ad_.clear();
@@ -56,54 +53,54 @@ void LoraStep::gather(std::span<const LoraRows> rows, const kernels::QuantizedAc
       user_scale_[size_t(g)] = r->scale;
     }
   }
-}
-
-void LoraStep::linear(int layer, std::span<const LoraLinear> outs, std::span<const LoraRows> rows,
-                      const kernels::QuantizedActs& x, TaskPool& pool) {
-  gather(rows, x);
-  const int n_rows = gathered_.rows;
-  // One part per (output, adapter touching it): its rows, u scratch and
-  // per-row scales (s depends on the matrix's rank).
+  // One part per (output, adapter touching it); scratch offsets first.
   parts_.clear();
-  size_t u_size = 0;
-  int g0 = 0;
-  for (size_t i = 0; i < by_ad_.size();) {  // adapter by adapter: its parts share u tasks
-    const LoraAdapter* ad = by_ad_[i]->adapter;
-    int g1 = g0;
-    for (; i < by_ad_.size() && by_ad_[i]->adapter == ad; ++i) g1 += by_ad_[i]->n;
-    for (int o = 0; o < int(outs.size()); ++o) {
+  size_t u_size = 0, z_size = 0;
+  for (int o = 0; o < int(outs.size()); ++o) {
+    int g0 = 0;
+    for (size_t i = 0; i < by_ad_.size();) {
+      const LoraAdapter* ad = by_ad_[i]->adapter;
+      int g1 = g0;
+      for (; i < by_ad_.size() && by_ad_[i]->adapter == ad; ++i) g1 += by_ad_[i]->n;
       if (const LoraMatrix* m = ad->get(layer, outs[size_t(o)].slot)) {
         // A x of gathered row r lands at u_[u_off + r * rank] (r in [g0, g1)).
-        parts_.push_back({o, m, ad, g0, g1, u_size});
+        parts_.push_back({o, m, ad, g0, g1, u_size, z_size});
         u_size += size_t(g1) * size_t(m->rank);
+        z_size += size_t(g1 - g0) * size_t(m->n_out);
       }
+      g0 = g1;
     }
-    g0 = g1;
   }
   if (u_.size() < u_size) u_.resize(u_size);
-  size_t uq_size = 0;
-  for (const Part& p : parts_) uq_size += size_t(p.g1) * size_t(2 * p.m->b.rank_pairs());
-  if (uq_.size() < uq_size) uq_.resize(uq_size);
-  if (scale_.size() < parts_.size() * size_t(n_rows)) scale_.resize(parts_.size() * size_t(n_rows));
-  if (ud_.size() < parts_.size() * size_t(n_rows)) ud_.resize(parts_.size() * size_t(n_rows));
+  if (z_.size() < z_size) z_.resize(z_size);
+  if (scale_.size() < size_t(n_rows) * parts_.size()) scale_.resize(size_t(n_rows) * parts_.size());
+  if (uq_.size() < parts_.size()) uq_.resize(parts_.size());
 
-  // One dispatch: the base products over every row, each adding its parts'
-  // scaled B (A x) into its own tiles.
+  // Dispatch 1: the base products over every row, and every adapter's A x.
   jobs_.clear();
   for (const LoraLinear& o : outs) jobs_.push_back({o.w, &x, 0, x.rows, o.y});
-  low_rank_.clear();
-  size_t uq_off = 0;
+  for (const Part& p : parts_)
+    jobs_.push_back({&p.m->a, &gathered_, p.g0, p.g1, u_.data() + p.u_off});
+  kernels::gemm_jobs(jobs_, pool);
+
+  // u to int8 (rows of rank zero-padded to B's group), then dispatch 2: every
+  // B u, scaled and added into its rows of the output.
+  jobs_.clear();
   for (size_t k = 0; k < parts_.size(); ++k) {
     const Part& p = parts_[k];
+    const int n = p.g1 - p.g0, rank = p.m->rank, kp = p.m->b.n_in;
+    upad_.assign(size_t(n) * size_t(kp), 0.0f);
+    for (int r = 0; r < n; ++r) {
+      std::copy_n(u_.data() + p.u_off + size_t(p.g0 + r) * rank, rank,
+                  upad_.data() + size_t(r) * kp);
+    }
+    kernels::quantize_activations(upad_.data(), n, kp, uq_[k], pool);
     float* sc = scale_.data() + k * size_t(n_rows);
-    for (int r = p.g0; r < p.g1; ++r) sc[r] = p.ad->scale(*p.m, user_scale_[size_t(r)]);
-    const int stride = 2 * p.m->b.rank_pairs();
-    const kernels::LowRankU uq{uq_.data() + uq_off, ud_.data() + k * size_t(n_rows), stride};
-    uq_off += size_t(p.g1) * size_t(stride);
-    low_rank_.push_back(
-        {p.out, &p.m->a, &p.m->b, p.g0, p.g1, u_.data() + p.u_off, uq, row_of_.data(), sc});
+    for (int r = 0; r < n; ++r) sc[r] = p.ad->scale(*p.m, user_scale_[size_t(p.g0 + r)]);
+    jobs_.push_back({&p.m->b, &uq_[k], 0, n, z_.data() + p.z_off, outs[size_t(p.out)].y,
+                     row_of_.data() + p.g0, sc});
   }
-  kernels::gemm_jobs(jobs_, &gathered_, low_rank_, pool);
+  kernels::gemm_jobs(jobs_, pool);
 }
 
 }  // namespace tern

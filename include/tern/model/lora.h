@@ -31,18 +31,21 @@ enum class LoraSlot : uint8_t { Q, K, V, O, Gate, Up, Down };
 constexpr int kLoraSlots = 7;
 const char* lora_slot_tensor(LoraSlot s);  // "attn_q", ... "ffn_down"
 
-// One adapted weight's A and B, stored for the int8 kernels. A (Int8Sym,
-// per row and group of 32 an fp16 scale, packed.h) runs on the tile kernels
-// from the same quantized activations as the base weight. B is a LowRankB
-// (gemm_jobs.h): int8 with an fp32 scale per row and group of 32 along the
-// rank, the rank NOT padded, applied to u = A x in fp32. About a quarter of
-// the fp32 bytes a step streams per adapter.
+// One adapted weight's A and B, stored for the int8 tile kernels (packed.h):
+// both Int8Sym, per row and group of 32 an fp16 scale. A x then reads the
+// same quantized activations as the base weight, and B u is a GEMM with a
+// reduction of `rank` (zero-padded to a group). About a quarter of the fp32
+// bytes a step streams per adapter.
 struct LoraMatrix {
   int rank = 0, n_in = 0, n_out = 0;
   kernels::PackedMatrix a;  // (rank, n_in)
-  kernels::LowRankB b;      // (n_out, rank)
+  kernels::PackedMatrix b;  // (n_out, lora_rank_padded(rank)): columns past rank are 0
   bool empty() const { return rank == 0; }
 };
+// B's reduction length: rank rounded up to the quantization group.
+constexpr int lora_rank_padded(int rank) {
+  return (rank + kernels::kGroup - 1) / kernels::kGroup * kernels::kGroup;
+}
 
 class LoraAdapter {
  public:
@@ -127,11 +130,10 @@ struct LoraLinear {
 // Runs a layer's linear weights that share one input (q/k/v, gate/up, o,
 // down) with the adapters' terms: for every output, y = x W^T over all rows,
 // then y[t] += s B (A x[t]) on each adapter's rows (s = its scale for that
-// weight). ONE dispatch on the pool (kernels::gemm_jobs): per (output,
-// adapter) and 16 of its rows a task computing u = A x (rows grouped by
-// adapter, so its A is read once for all of them, from the base's own
-// quantized activations), then the base products, each task adding the
-// adapters' s B u for its own output tiles. Scratch grows as needed and is
+// weight). Two dispatches on the pool: the base products and every
+// adapter's A x (rows grouped by adapter, so its A is read once for all of
+// them, from the base's own quantized activations); then every B u
+// (u quantized to int8 per row) added into y. Scratch grows as needed and is
 // reused: no allocation once warm.
 class LoraStep {
  public:
@@ -145,20 +147,17 @@ class LoraStep {
     const LoraAdapter* ad;
     int g0, g1;    // its rows in gathered order
     size_t u_off;  // A x of gathered row r (g0 <= r < g1) at u_[u_off + r * m->rank]
+    size_t z_off;  // B u before scaling: (g1 - g0, m->n_out) at z_[z_off]
   };
-  void gather(std::span<const LoraRows> rows, const kernels::QuantizedActs& x);
-
   kernels::QuantizedActs gathered_;     // x's rows that run an adapter, grouped by adapter
   std::vector<int> row_of_;             // batch row of each gathered row
   std::vector<float> user_scale_;       // the scale its entry asked for
   std::vector<const LoraRows*> by_ad_;  // the entries, grouped by adapter
   std::vector<Part> parts_;
-  std::vector<float> u_;      // each part's A x (see Part::u_off)
-  std::vector<int16_t> uq_;   // the same as int16, rows padded to an even rank
-  std::vector<float> ud_;     // (parts, gathered rows): their int16 scales
-  std::vector<float> scale_;  // (parts, gathered rows): each part's row scales
+  std::vector<float> u_, upad_, z_;
+  std::vector<float> scale_;                // (parts, gathered rows): each part's row scales
+  std::vector<kernels::QuantizedActs> uq_;  // each part's u, int8
   std::vector<kernels::GemmJob> jobs_;
-  std::vector<kernels::LowRankPart> low_rank_;
 };
 
 }  // namespace tern
