@@ -63,11 +63,17 @@ void gemm_jobs(std::span<const GemmJob> jobs, TaskPool& pool) {
     k.gemm_tiles(*j.w, *j.x, j.y, r0, r1, t0, t1);
     if (!j.add) return;
     const int n = j.w->n_out, o0 = t0 * kTileRows, o1 = std::min(n, t1 * kTileRows);
+    const int k = j.add_interleave, an = j.add_n > 0 ? j.add_n : n;
     for (int r = r0; r < r1; ++r) {
       const float* yr = j.y + size_t(r) * n;
-      float* dst = j.add + size_t(j.add_row[r - j.r0]) * n;
+      float* dst = j.add + size_t(j.add_row[r - j.r0]) * an;
       const float sc = j.add_scale[r - j.r0];
-      for (int o = o0; o < o1; ++o) dst[o] += sc * yr[o];
+      if (k == 1) {
+        for (int o = o0; o < o1; ++o) dst[o] += sc * yr[o];
+      } else {
+        const int h = (r - j.r0) % k;
+        for (int o = o0; o < o1 && o * k + h < an; ++o) dst[o * k + h] += sc * yr[o];
+      }
     }
   };
   if (n_tasks == 1) {
