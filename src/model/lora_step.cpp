@@ -4,8 +4,11 @@
 // weights, ~4% of the base's multiply-adds per row. The base step is
 // compute-bound in the int8 kernels, so the adapters run on the same kernels
 // (int8 A and B, per-32 fp16 scales) and each adapter's matrices are read
-// once per step for all of its rows: ~5 MB per adapter and step (B padded
-// to 32 columns) instead of ~20 MB of fp32. The joins are the other cost:
+// once per step for all of its rows: 5.19 MB per adapter and step (a
+// rank-16 B two rows to a group, LoraMatrix::b_pairs; 7.83 MB padded to 32
+// columns) instead of ~20 MB of fp32. With one row per adapter those bytes,
+// not the arithmetic, are the cost (16 adapters: 83 MB a step, more than the
+// base's 66 MB of int4 weights). The joins are the other cost:
 // every A x rides in the base weights' own dispatch, and one more dispatch
 // runs every B u of the layer's weights that share the input.
 //
@@ -86,7 +89,8 @@ void LoraStep::linear(int layer, std::span<const LoraLinear> outs, std::span<con
     jobs_.push_back({&p.m->a, &gathered_, p.g0, p.g1, u_.data() + p.u_off});
   kernels::gemm_jobs(jobs_, pool);
 
-  // u to int8 (rows of rank zero-padded to B's group), then dispatch 2: every
+  // u to int8 (rows of rank zero-padded to B's group, or the [u, 0] / [0, u]
+  // pair of rows for a paired B), then dispatch 2: every
   // B u, scaled and added into its rows of the output.
   jobs_.clear();
   for (size_t k = 0; k < parts_.size(); ++k) {
