@@ -2,7 +2,10 @@
 // directly on the engine (no server, no HTTP), so that it is robust to a
 // noisy machine: configurations are interleaved (0, 1, 4, 16 adapters, then
 // again), every step is timed, and the median per configuration is printed
-// with its ratio to the no-adapter step.
+// with its ratio to the no-adapter step, and the same for the process's CPU
+// time per step (all threads: with -t 1 it is the step's work, and a busy
+// machine inflates it far less than the wall clock; with more threads it
+// also counts the pool's spinning).
 //
 // Each of --rows sequences holds --ctx prompt tokens, then every timed step
 // decodes one token for each of them; with k adapters, row i runs adapter
@@ -11,6 +14,7 @@
 // usage: lora_step [-m MODEL] [-t THREADS] [--rows 16] [--rank 16] [--ctx 64]
 //                  [--reps 40] [--adapters 1,4,16]
 // Build: ninja -C build lora_step
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,6 +35,15 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// CPU time of the whole process (all threads), ms: on a busy machine it
+// does not count the time the threads waited for a core, so it shows the
+// work a step does when the wall clock is too noisy to.
+double cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) / 1e6;
+}
 
 std::vector<int> parse_list(const char* s) {
   std::vector<int> v;
@@ -106,7 +119,7 @@ int main(int argc, char** argv) {
   }
   std::vector<int> configs = {0};
   configs.insert(configs.end(), counts.begin(), counts.end());
-  std::vector<std::vector<double>> ms(configs.size());
+  std::vector<std::vector<double>> ms(configs.size()), cpu(configs.size());
   for (int rep = -2; rep < reps; ++rep) {  // two warm-up rounds
     for (size_t c = 0; c < configs.size(); ++c) {
       Batch b;
@@ -118,21 +131,38 @@ int main(int argc, char** argv) {
         b.entries.push_back({seqs[size_t(r)], {&toks[size_t(r)], 1}, LogitsMode::Last, {}, sel});
       }
       const auto t0 = Clock::now();
+      const double c0 = cpu_ms();
       engine->step(b, out);
       const double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      if (rep >= 0) ms[c].push_back(t);
+      if (rep >= 0) {
+        ms[c].push_back(t);
+        cpu[c].push_back(cpu_ms() - c0);
+      }
     }
   }
-  std::printf("%d rows, rank %d on q/k/v/o/gate/up/down, %d threads, %d reps, median ms/step\n",
-              rows, rank, threads, reps);
-  double base = 0;
+  size_t ad_bytes = 0;  // what one adapter streams per step
+  for (int l = 0; l < engine->config().n_layers; ++l) {
+    for (int sl = 0; sl < kLoraSlots; ++sl) {
+      if (const LoraMatrix* m = ads[0]->get(l, LoraSlot(sl)))
+        ad_bytes += m->a.bytes() + m->b.bytes();
+    }
+  }
+  std::printf(
+      "%d rows, rank %d on q/k/v/o/gate/up/down (%.2f MB of A and B per adapter), "
+      "%d threads, %d reps, median ms/step\n",
+      rows, rank, double(ad_bytes) / 1e6, threads, reps);
+  double base = 0, base_cpu = 0;
   for (size_t c = 0; c < configs.size(); ++c) {
-    auto v = ms[c];
+    auto v = ms[c], u = cpu[c];
     std::sort(v.begin(), v.end());
-    const double med = v[v.size() / 2];
-    if (c == 0) base = med;
-    std::printf("adapters %2d: %7.2f ms/step (p10 %.2f, p90 %.2f)  throughput vs none %.3fx\n",
-                configs[c], med, v[v.size() / 10], v[v.size() * 9 / 10], base / med);
+    std::sort(u.begin(), u.end());
+    const double med = v[v.size() / 2], med_cpu = u[u.size() / 2];
+    if (c == 0) base = med, base_cpu = med_cpu;
+    std::printf(
+        "adapters %2d: %7.2f ms/step (p10 %.2f, p90 %.2f)  throughput vs none %.3fx"
+        "  | cpu %.2f ms/step, vs none %.3fx\n",
+        configs[c], med, v[v.size() / 10], v[v.size() * 9 / 10], base / med, med_cpu,
+        base_cpu / med_cpu);
   }
   return 0;
 }

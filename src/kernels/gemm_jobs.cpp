@@ -63,11 +63,34 @@ void gemm_jobs(std::span<const GemmJob> jobs, TaskPool& pool) {
     k.gemm_tiles(*j.w, *j.x, j.y, r0, r1, t0, t1);
     if (!j.add) return;
     const int n = j.w->n_out, o0 = t0 * kTileRows, o1 = std::min(n, t1 * kTileRows);
+    const int k = j.add_interleave, an = j.add_n > 0 ? j.add_n : n;
+    if (k == 2 && (r0 - j.r0) % 2 == 0 && (r1 - r0) % 2 == 0) {
+      // Two rows make one row of add: interleave them in one pass (row
+      // chunks are whole micro-kernels, so a pair is never split).
+      const int o_pair = std::min(o1, an / 2);
+      for (int r = r0; r < r1; r += 2) {
+        const float* y0 = j.y + size_t(r) * n;
+        const float* y1 = y0 + n;
+        float* dst = j.add + size_t(j.add_row[r - j.r0]) * an;
+        const float s0 = j.add_scale[r - j.r0], s1 = j.add_scale[r + 1 - j.r0];
+        for (int o = o0; o < o_pair; ++o) {
+          dst[2 * o] += s0 * y0[o];
+          dst[2 * o + 1] += s1 * y1[o];
+        }
+        if (o_pair < o1 && 2 * o_pair < an) dst[2 * o_pair] += s0 * y0[o_pair];  // odd width
+      }
+      return;
+    }
     for (int r = r0; r < r1; ++r) {
       const float* yr = j.y + size_t(r) * n;
-      float* dst = j.add + size_t(j.add_row[r - j.r0]) * n;
+      float* dst = j.add + size_t(j.add_row[r - j.r0]) * an;
       const float sc = j.add_scale[r - j.r0];
-      for (int o = o0; o < o1; ++o) dst[o] += sc * yr[o];
+      if (k == 1) {
+        for (int o = o0; o < o1; ++o) dst[o] += sc * yr[o];
+      } else {
+        const int h = (r - j.r0) % k;
+        for (int o = o0; o < o1 && o * k + h < an; ++o) dst[o * k + h] += sc * yr[o];
+      }
     }
   };
   if (n_tasks == 1) {

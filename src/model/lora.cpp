@@ -68,18 +68,25 @@ std::vector<float> read_f32(const gguf::TensorInfo& t, const std::string& path) 
 }
 
 // A (rank, n_in) and B (n_out, rank), fp32 as the file holds them, into the
-// int8 tile layout; B's rows are zero-padded to a whole group.
+// int8 tile layout; B's rows are zero-padded to a whole group, or for a
+// rank of at most 16 packed two to a group (LoraMatrix::b_pairs).
 LoraMatrix pack_lora(const std::vector<float>& a, const std::vector<float>& b, int rank, int n_in,
                      int n_out) {
-  const int kp = lora_rank_padded(rank);
-  std::vector<float> bp(size_t(n_out) * size_t(kp), 0.0f);
+  constexpr int kHalf = kernels::kGroup / 2;
+  const bool pairs = rank <= kHalf;
+  const int kp = lora_rank_padded(rank), rows = pairs ? (n_out + 1) / 2 : n_out;
+  std::vector<float> bp(size_t(rows) * size_t(kp), 0.0f);
   for (int o = 0; o < n_out; ++o) {
-    std::copy_n(b.data() + size_t(o) * rank, rank, bp.data() + size_t(o) * kp);
+    float* dst =
+        pairs ? bp.data() + size_t(o / 2) * kp + (o % 2) * kHalf : bp.data() + size_t(o) * kp;
+    std::copy_n(b.data() + size_t(o) * rank, rank, dst);
   }
   using kernels::WeightFormat;
-  return {rank, n_in, n_out,
-          kernels::pack_matrix(DType::F32, a.data(), rank, n_in, WeightFormat::Int8Sym),
-          kernels::pack_matrix(DType::F32, bp.data(), n_out, kp, WeightFormat::Int8Sym)};
+  LoraMatrix m{rank, n_in, n_out,
+               kernels::pack_matrix(DType::F32, a.data(), rank, n_in, WeightFormat::Int8Sym),
+               kernels::pack_matrix(DType::F32, bp.data(), rows, kp, WeightFormat::Int8Sym)};
+  m.b_pairs = pairs;
+  return m;
 }
 
 }  // namespace
@@ -111,6 +118,12 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path,
     const std::string base_name = t.name.substr(0, t.name.size() - 7);
     int layer = 0;
     LoraSlot slot{};
+    if (base_name == "token_embd.weight" || base_name == "output.weight") {
+      throw fail("tensor '" + t.name + "': adapters on " +
+                 base_name.substr(0, base_name.size() - 7) +
+                 " (the embeddings or the output head) are not supported; tern applies them to "
+                 "a layer's attention and FFN weights only");
+    }
     if (!parse_base_name(base_name, layer, slot)) {
       throw fail("tensor '" + t.name +
                  "': adapters apply to a layer's attention and FFN weights "

@@ -4,8 +4,11 @@
 // weights, ~4% of the base's multiply-adds per row. The base step is
 // compute-bound in the int8 kernels, so the adapters run on the same kernels
 // (int8 A and B, per-32 fp16 scales) and each adapter's matrices are read
-// once per step for all of its rows: ~5 MB per adapter and step (B padded
-// to 32 columns) instead of ~20 MB of fp32. The joins are the other cost:
+// once per step for all of its rows: 5.19 MB per adapter and step (a
+// rank-16 B two rows to a group, LoraMatrix::b_pairs; 7.83 MB padded to 32
+// columns) instead of ~20 MB of fp32. With one row per adapter those bytes,
+// not the arithmetic, are the cost (16 adapters: 83 MB a step, more than the
+// base's 66 MB of int4 weights). The joins are the other cost:
 // every A x rides in the base weights' own dispatch, and one more dispatch
 // runs every B u of the layer's weights that share the input.
 //
@@ -66,14 +69,17 @@ void LoraStep::linear(int layer, std::span<const LoraLinear> outs, std::span<con
         // A x of gathered row r lands at u_[u_off + r * rank] (r in [g0, g1)).
         parts_.push_back({o, m, ad, g0, g1, u_size, z_size});
         u_size += size_t(g1) * size_t(m->rank);
-        z_size += size_t(g1 - g0) * size_t(m->n_out);
+        z_size += size_t(g1 - g0) * 2 * size_t(m->b.n_out);  // 2 rows each if b_pairs
       }
       g0 = g1;
     }
   }
   if (u_.size() < u_size) u_.resize(u_size);
   if (z_.size() < z_size) z_.resize(z_size);
-  if (scale_.size() < size_t(n_rows) * parts_.size()) scale_.resize(size_t(n_rows) * parts_.size());
+  if (scale_.size() < 2 * size_t(n_rows) * parts_.size()) {
+    scale_.resize(2 * size_t(n_rows) * parts_.size());
+    pair_row_.resize(2 * size_t(n_rows) * parts_.size());
+  }
   if (uq_.size() < parts_.size()) uq_.resize(parts_.size());
 
   // Dispatch 1: the base products over every row, and every adapter's A x.
@@ -83,22 +89,28 @@ void LoraStep::linear(int layer, std::span<const LoraLinear> outs, std::span<con
     jobs_.push_back({&p.m->a, &gathered_, p.g0, p.g1, u_.data() + p.u_off});
   kernels::gemm_jobs(jobs_, pool);
 
-  // u to int8 (rows of rank zero-padded to B's group), then dispatch 2: every
+  // u to int8 (rows of rank zero-padded to B's group, or the [u, 0] / [0, u]
+  // pair of rows for a paired B), then dispatch 2: every
   // B u, scaled and added into its rows of the output.
   jobs_.clear();
   for (size_t k = 0; k < parts_.size(); ++k) {
     const Part& p = parts_[k];
-    const int n = p.g1 - p.g0, rank = p.m->rank, kp = p.m->b.n_in;
-    upad_.assign(size_t(n) * size_t(kp), 0.0f);
-    for (int r = 0; r < n; ++r) {
-      std::copy_n(u_.data() + p.u_off + size_t(p.g0 + r) * rank, rank,
-                  upad_.data() + size_t(r) * kp);
+    const int n = p.g1 - p.g0, rank = p.m->rank, kp = p.m->b.n_in, f = p.m->b_pairs ? 2 : 1;
+    // f rows of u a row: [u, 0] and [0, u] when B is packed two rows to a group.
+    upad_.assign(size_t(n) * f * size_t(kp), 0.0f);
+    for (int r = 0; r < n * f; ++r) {
+      std::copy_n(u_.data() + p.u_off + size_t(p.g0 + r / f) * rank, rank,
+                  upad_.data() + size_t(r) * kp + (r % f) * (kp / 2));
     }
-    kernels::quantize_activations(upad_.data(), n, kp, uq_[k], pool);
-    float* sc = scale_.data() + k * size_t(n_rows);
-    for (int r = 0; r < n; ++r) sc[r] = p.ad->scale(*p.m, user_scale_[size_t(p.g0 + r)]);
-    jobs_.push_back({&p.m->b, &uq_[k], 0, n, z_.data() + p.z_off, outs[size_t(p.out)].y,
-                     row_of_.data() + p.g0, sc});
+    kernels::quantize_activations(upad_.data(), n * f, kp, uq_[k], pool);
+    float* sc = scale_.data() + k * 2 * size_t(n_rows);
+    int* rows_to = pair_row_.data() + k * 2 * size_t(n_rows);
+    for (int r = 0; r < n * f; ++r) {
+      sc[r] = p.ad->scale(*p.m, user_scale_[size_t(p.g0 + r / f)]);
+      rows_to[r] = row_of_[size_t(p.g0 + r / f)];
+    }
+    jobs_.push_back({&p.m->b, &uq_[k], 0, n * f, z_.data() + p.z_off, outs[size_t(p.out)].y,
+                     rows_to, sc, f, p.m->n_out});
   }
   kernels::gemm_jobs(jobs_, pool);
 }

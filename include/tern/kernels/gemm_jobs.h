@@ -18,7 +18,8 @@ namespace tern::kernels {
 // With `add` set, each computed row is then also accumulated into another
 // matrix: add[add_row[r - r0]][o] += add_scale[r - r0] * y[r][o], rows of
 // add being w->n_out wide (the epilogue of an adapter's up-projection: y is
-// scratch, add the layer's output, add_row the batch row of each input row).
+// scratch, add the layer's output, add_row the batch row of each input row),
+// or interleaved (below).
 // Distinct jobs must not write the same y or add elements.
 struct GemmJob {
   const PackedMatrix* w = nullptr;
@@ -28,6 +29,10 @@ struct GemmJob {
   float* add = nullptr;
   const int* add_row = nullptr;      // (r1 - r0)
   const float* add_scale = nullptr;  // (r1 - r0)
+  // add_interleave k > 1: row r's output o goes to add column o * k + (r -
+  // r0) % k (k rows of x make one row of add; columns past add_n dropped).
+  int add_interleave = 1;
+  int add_n = 0;  // add's row width; 0: w->n_out
 };
 
 // Runs every job, split over output tiles (and over rows when a job has many)

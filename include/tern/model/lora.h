@@ -36,10 +36,17 @@ const char* lora_slot_tensor(LoraSlot s);  // "attn_q", ... "ffn_down"
 // same quantized activations as the base weight, and B u is a GEMM with a
 // reduction of `rank` (zero-padded to a group). About a quarter of the fp32
 // bytes a step streams per adapter.
+//
+// A rank of at most 16 would fill half a group; instead B is packed two
+// rows to a group (b_pairs): row j of `b` is [B[2j], B[2j + 1]], each
+// zero-padded to 16, and each row of u enters as two activation rows, [u, 0]
+// and [0, u], whose products are outputs 2j and 2j + 1. B's bytes halve; a
+// group's scale covers two rows of B.
 struct LoraMatrix {
   int rank = 0, n_in = 0, n_out = 0;
   kernels::PackedMatrix a;  // (rank, n_in)
-  kernels::PackedMatrix b;  // (n_out, lora_rank_padded(rank)): columns past rank are 0
+  kernels::PackedMatrix b;  // (n_out, lora_rank_padded(rank)), or (ceil(n_out / 2), 32) if b_pairs
+  bool b_pairs = false;
   bool empty() const { return rank == 0; }
 };
 // B's reduction length: rank rounded up to the quantization group.
@@ -155,7 +162,8 @@ class LoraStep {
   std::vector<const LoraRows*> by_ad_;  // the entries, grouped by adapter
   std::vector<Part> parts_;
   std::vector<float> u_, upad_, z_;
-  std::vector<float> scale_;                // (parts, gathered rows): each part's row scales
+  std::vector<float> scale_;   // (parts, 2 x gathered rows): each part's B-input row scales
+  std::vector<int> pair_row_;  // (parts, 2 x gathered rows): the batch row of each
   std::vector<kernels::QuantizedActs> uq_;  // each part's u, int8
   std::vector<kernels::GemmJob> jobs_;
 };

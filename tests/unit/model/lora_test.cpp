@@ -235,8 +235,16 @@ TEST(Lora, BadAdaptersAreRefusedNamingTheTensor) {
             std::string::npos);
   // Tensors tern does not adapt, and layers the model does not have.
   EXPECT_NE(load_error(write_adapter({{"output.weight.lora_a", {64, 4}}}, "llama", "out.gguf"))
-                .find("tensor 'output.weight.lora_a'"),
+                .find("tensor 'output.weight.lora_a': adapters on output (the embeddings or the "
+                      "output head) are not supported"),
             std::string::npos);
+  EXPECT_NE(load_error(write_adapter({{"token_embd.weight.lora_a", {4, 512}}}, "llama", "emb.gguf"))
+                .find("tensor 'token_embd.weight.lora_a': adapters on token_embd"),
+            std::string::npos);
+  EXPECT_NE(
+      load_error(write_adapter({{"blk.0.attn_norm.weight.lora_a", {64, 4}}}, "llama", "norm.gguf"))
+          .find("adapters apply to a layer's attention and FFN weights"),
+      std::string::npos);
   EXPECT_NE(
       load_error(write_adapter({{"blk.9.attn_q.weight.lora_a", {64, 4}}}, "llama", "blk9.gguf"))
           .find("'blk.9.attn_q.weight.lora_a': the model has 2 layers"),
