@@ -15,7 +15,9 @@
 //   LIST: comma-separated, each "tasks" or "runs" (the split) optionally
 //   followed by ":pfN" (GEMV prefetch distance N; default: the CPU's),
 //   ":hpfN" (the head's distance), ":nta" / ":hnta" (body / head prefetches
-//   non-temporal), ":keepK" (layers below K keep temporal prefetches).
+//   non-temporal), ":keepK" (layers below K keep temporal prefetches),
+//   ":small" (the weights on 4 KiB pages, each matrix in its own buffer, as
+//   before the WeightArena; by default they are in one huge-page arena).
 // Build: ninja -C build decode_stream
 #include <immintrin.h>
 
@@ -23,6 +25,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,6 +46,37 @@ using kernels::PackedMatrix;
 struct Layer {
   PackedMatrix q, k, v, o, gate, up, down;
 };
+
+// A model's matrices, each in a buffer of its own (4 KiB pages), or copied
+// into one WeightArena (huge pages), as the engine keeps them.
+struct Weights {
+  std::vector<Layer> layers;
+  PackedMatrix head;
+  kernels::WeightArena arena;
+};
+
+PackedMatrix copy_into(const PackedMatrix& m, kernels::WeightArena& arena) {
+  PackedMatrix c{m.format, m.n_out, m.n_in, {}};
+  uint8_t* dst = arena.take(m.bytes());
+  std::memcpy(dst, m.data.data(), m.bytes());
+  c.data = kernels::PackedBytes(dst, m.bytes());
+  return c;
+}
+
+Weights in_arena(const Weights& w) {
+  size_t total = (w.head.bytes() + 63) / 64 * 64;
+  for (const Layer& L : w.layers)
+    for (const PackedMatrix* m : {&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down})
+      total += (m->bytes() + 63) / 64 * 64;
+  Weights h{{}, {}, kernels::WeightArena(total)};
+  for (const Layer& L : w.layers) {
+    h.layers.push_back({copy_into(L.q, h.arena), copy_into(L.k, h.arena), copy_into(L.v, h.arena),
+                        copy_into(L.o, h.arena), copy_into(L.gate, h.arena),
+                        copy_into(L.up, h.arena), copy_into(L.down, h.arena)});
+  }
+  h.head = copy_into(w.head, h.arena);
+  return h;
+}
 
 PackedMatrix load(const gguf::GgufFile& f, const std::string& name, kernels::WeightFormat* force) {
   const gguf::TensorInfo& t = f.tensor(name);
@@ -86,6 +120,7 @@ struct Variant {
   bool nta = false;        // body prefetches non-temporal (from layer `keep` on)
   bool head_nta = false;
   int keep = 0;
+  bool small_pages = false;  // the 4 KiB-page copy of the weights
   std::vector<double> body, head;
 };
 
@@ -118,7 +153,9 @@ int main(int argc, char** argv) {
   log::init("warn");
   const gguf::GgufFile f = gguf::GgufFile::open(model);
   const int n_layers = int(f.get_int(f.get_string("general.architecture") + ".block_count"));
-  std::vector<Layer> layers(static_cast<size_t>(n_layers));
+  Weights small;
+  std::vector<Layer>& layers = small.layers;
+  layers.resize(size_t(n_layers));
   size_t body_bytes = 0;
   for (int l = 0; l < n_layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
@@ -134,8 +171,10 @@ int main(int argc, char** argv) {
       body_bytes += m->bytes();
   }
   kernels::WeightFormat int8 = kernels::WeightFormat::Int8Sym;
-  const PackedMatrix head =
+  small.head =
       load(f, f.find_tensor("output.weight") ? "output.weight" : "token_embd.weight", &int8);
+  const PackedMatrix& head = small.head;
+  const Weights huge = in_arena(small);
   TaskPool pool(threads);
   const int d = layers[0].q.n_in, qd = layers[0].o.n_in,
             ff = layers[0].down.n_in;  // (d, q_dim, d_ff)
@@ -158,6 +197,8 @@ int main(int argc, char** argv) {
   const int default_pf = kernels::g_gemv_prefetch;
   std::vector<Variant> vs;
   vs.push_back({"read", true});
+  vs.push_back({"read:small", true});
+  vs.back().small_pages = true;
   for (size_t p = 0; p <= list.size();) {
     size_t e = list.find(',', p);
     if (e == std::string::npos) e = list.size();
@@ -171,6 +212,7 @@ int main(int argc, char** argv) {
       v.keep = std::atoi(v.name.c_str() + c + 5);
     v.nta = v.name.find(":nta") != std::string::npos;
     v.head_nta = v.name.find(":hnta") != std::string::npos;
+    v.small_pages = v.name.find(":small") != std::string::npos;
     vs.push_back(v);
     p = e + 1;
   }
@@ -179,8 +221,9 @@ int main(int argc, char** argv) {
       kernels::g_decode_runs = v.runs;
       kernels::g_gemv_prefetch = v.prefetch >= 0 ? v.prefetch : default_pf;
       const auto t0 = Clock::now();
+      const Weights& w = v.small_pages ? small : huge;
       for (int l = 0; l < n_layers; ++l) {
-        const Layer& L = layers[size_t(l)];
+        const Layer& L = w.layers[size_t(l)];
         kernels::g_gemv_prefetch_nta = v.nta && l >= v.keep;
         if (v.read) {
           read_matrices({&L.q, &L.k, &L.v}, pool);
@@ -198,9 +241,9 @@ int main(int argc, char** argv) {
       if (v.head_prefetch >= 0) kernels::g_gemv_prefetch = v.head_prefetch;
       kernels::g_gemv_prefetch_nta = v.head_nta;
       if (v.read)
-        read_matrices({&head}, pool);
+        read_matrices({&w.head}, pool);
       else
-        kernels::matmul(head, xd, yh.data(), pool);
+        kernels::matmul(w.head, xd, yh.data(), pool);
       const auto t2 = Clock::now();
       if (rep < 0) continue;
       v.body.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
