@@ -14,8 +14,7 @@
 // usage: decode_stream [-m MODEL] [-t THREADS] [--reps 60] [--variants LIST]
 //   LIST: comma-separated, each "tasks" or "runs" (the split) optionally
 //   followed by ":pfN" (GEMV prefetch distance N; default: the CPU's),
-//   ":hpfN" (the head's distance), ":nta" / ":hnta" (body / head prefetches
-//   non-temporal), ":keepK" (layers below K keep temporal prefetches),
+//   ":hpfN" (the head's distance),
 //   ":small" (the weights on 4 KiB pages, each matrix in its own buffer, as
 //   before the WeightArena; by default they are in one huge-page arena).
 // Build: ninja -C build decode_stream
@@ -115,11 +114,8 @@ void read_matrices(std::initializer_list<const PackedMatrix*> ms, TaskPool& pool
 struct Variant {
   std::string name;
   bool read = false, runs = true;
-  int prefetch = -1;       // body GEMV prefetch distance (-1: the CPU's default)
-  int head_prefetch = -1;  // the head's (-1: as the body)
-  bool nta = false;        // body prefetches non-temporal (from layer `keep` on)
-  bool head_nta = false;
-  int keep = 0;
+  int prefetch = -1;         // body GEMV prefetch distance (-1: the CPU's default)
+  int head_prefetch = -1;    // the head's (-1: as the body)
   bool small_pages = false;  // the 4 KiB-page copy of the weights
   std::vector<double> body, head;
 };
@@ -208,10 +204,6 @@ int main(int argc, char** argv) {
       v.prefetch = std::atoi(v.name.c_str() + c + 3);
     if (const size_t c = v.name.find(":hpf"); c != std::string::npos)
       v.head_prefetch = std::atoi(v.name.c_str() + c + 4);
-    if (const size_t c = v.name.find(":keep"); c != std::string::npos)
-      v.keep = std::atoi(v.name.c_str() + c + 5);
-    v.nta = v.name.find(":nta") != std::string::npos;
-    v.head_nta = v.name.find(":hnta") != std::string::npos;
     v.small_pages = v.name.find(":small") != std::string::npos;
     vs.push_back(v);
     p = e + 1;
@@ -224,7 +216,6 @@ int main(int argc, char** argv) {
       const Weights& w = v.small_pages ? small : huge;
       for (int l = 0; l < n_layers; ++l) {
         const Layer& L = w.layers[size_t(l)];
-        kernels::g_gemv_prefetch_nta = v.nta && l >= v.keep;
         if (v.read) {
           read_matrices({&L.q, &L.k, &L.v}, pool);
           read_matrices({&L.o}, pool);
@@ -239,7 +230,6 @@ int main(int argc, char** argv) {
       }
       const auto t1 = Clock::now();
       if (v.head_prefetch >= 0) kernels::g_gemv_prefetch = v.head_prefetch;
-      kernels::g_gemv_prefetch_nta = v.head_nta;
       if (v.read)
         read_matrices({&w.head}, pool);
       else

@@ -21,7 +21,6 @@ bool cpu_runs_avx2() {
 }
 
 int g_gemv_prefetch = 8;
-bool g_gemv_prefetch_nta = false;
 bool g_decode_runs = true;
 
 const KernelTable& active_kernels() {

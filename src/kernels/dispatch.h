@@ -30,7 +30,6 @@ struct KernelTable {
 // Gemma 3 head at 28.5 GB/s without it, 25-26 with it), so it is off there.
 // TERN_GEMV_PREFETCH=N overrides. Set once, before the first matmul.
 extern int g_gemv_prefetch;
-extern bool g_gemv_prefetch_nta;  // those prefetches non-temporal (experiment)
 
 // Whether decode-sized matmuls (every row in one task) split their weights
 // into one contiguous run per worker (true, the default) or into ~8 tasks a

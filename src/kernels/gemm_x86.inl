@@ -50,18 +50,6 @@ inline void prefetch_ahead(const Block* p, int ahead, int lines) {
   for (int i = 0; i < lines; ++i)
     _mm_prefetch(reinterpret_cast<const char*>(a + 64 * uintptr_t(i)), _MM_HINT_T0);
 }
-// The GEMV's: non-temporal when g_gemv_prefetch_nta says so.
-template <typename Block>
-inline void prefetch_gemv(const Block* p, int ahead, int lines) {
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p) + uintptr_t(ahead) * sizeof(Block);
-  if (g_gemv_prefetch_nta) {
-    for (int i = 0; i < lines; ++i)
-      _mm_prefetch(reinterpret_cast<const char*>(a + 64 * uintptr_t(i)), _MM_HINT_NTA);
-  } else {
-    for (int i = 0; i < lines; ++i)
-      _mm_prefetch(reinterpret_cast<const char*>(a + 64 * uintptr_t(i)), _MM_HINT_T0);
-  }
-}
 constexpr int kAheadGemm = 16;  // groups: about one 576-input tile ahead
 // The GEMV's distance is g_gemv_prefetch (dispatch.h): CPU-dependent.
 constexpr int kLines4 = 3;  // cache lines an Int4Block spans (160 bytes)
@@ -210,7 +198,7 @@ inline void int4_gemv(const Int4Block* blk, int tile_blocks, const Rows& x, floa
     for (int k = 0; k < NT; ++k) sum[k] = Dot::zero4();
     const int8_t* a = x.q + g * kGroup;
     if (ahead > 0)
-      for (int k = 0; k < NT; ++k) prefetch_gemv(blk + k * tile_blocks + g, ahead, kLines4);
+      for (int k = 0; k < NT; ++k) prefetch_ahead(blk + k * tile_blocks + g, ahead, kLines4);
     for (int c = 0; c < 4; ++c) {
       const __m256i a_lo = bcast4(a + 4 * c), a_hi = bcast4(a + 16 + 4 * c);
       for (int k = 0; k < NT; ++k) {
@@ -243,7 +231,7 @@ inline void int8_gemv(const Int8Block* blk, int tile_blocks, const Rows& x, floa
     for (int k = 0; k < NT; ++k) sum[k] = _mm256_setzero_si256();
     const int8_t* a = x.q + g * kGroup;
     if (ahead > 0)
-      for (int k = 0; k < NT; ++k) prefetch_gemv(blk + k * tile_blocks + g, ahead / 2, kLines8);
+      for (int k = 0; k < NT; ++k) prefetch_ahead(blk + k * tile_blocks + g, ahead / 2, kLines8);
     for (int c = 0; c < 8; ++c) {
       const __m256i ac = bcast4(a + 4 * c);
       for (int k = 0; k < NT; ++k) {
@@ -273,7 +261,7 @@ inline void int5_gemv(const Int5Block* blk, int tile_blocks, const Rows& x, floa
     __m256i sum[NT], qh[NT];
     const int8_t* a = x.q + g * kGroup;
     for (int k = 0; k < NT; ++k) {
-      if (ahead > 0) prefetch_gemv(blk + k * tile_blocks + g, ahead, kLines5);
+      if (ahead > 0) prefetch_ahead(blk + k * tile_blocks + g, ahead, kLines5);
       sum[k] = _mm256_setzero_si256();
       qh[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk[k * tile_blocks + g].qh));
     }
