@@ -96,14 +96,15 @@ int row_chunk_for(int rows, int n_in) {
 
 namespace {
 
-// Decode's split (every row in one task: at most 16 rows). The weights are
+// Single-sequence decode's split (one activation row: a pure GEMV, memory
+// bound; batched decode keeps the task split below). The weights are
 // cut into units of kUnitTiles tiles (one pass of the GEMV micro-kernel);
 // worker slot s owns a contiguous run of units holding about 1/P of the
 // dispatch's bytes and claims them front to back, so each worker reads ONE
 // sequential stream per matrix instead of a new one every task (each new
-// stream starts with a DRAM miss and a cold hardware prefetcher: with 16
-// small tasks per dispatch and 73 dispatches a token, those starts cost
-// Gemma 3 270M several percent). A slot that runs dry takes units from the
+// stream starts with a DRAM miss and a cold hardware prefetcher; Gemma 3
+// 270M runs 73 dispatches a token. On the shared 2-core VM the gain was
+// below the noise: bench/RESULTS.md, issue 17). A slot that runs dry takes units from the
 // back of the others' runs, one at a time, so a late or descheduled worker
 // still never holds up the step. The arithmetic per output is the same
 // whichever worker computes it.
@@ -207,7 +208,7 @@ void matmul(std::initializer_list<MatmulOut> outs, const QuantizedActs& x, TaskP
   // worker, so the shared counter in the pool balances the tail.
   const int row_chunk = row_chunk_for(rows, x.n_in);
   const int row_tasks = (rows + row_chunk - 1) / row_chunk;
-  if (g_decode_runs && row_tasks == 1 && pool.size() > 1 && pool.size() <= kMaxSlots) {
+  if (g_decode_runs && rows == 1 && pool.size() > 1 && pool.size() <= kMaxSlots) {
     matmul_runs(out, n_outs, x, pool);
     return;
   }

@@ -31,7 +31,7 @@ struct KernelTable {
 // TERN_GEMV_PREFETCH=N overrides. Set once, before the first matmul.
 extern int g_gemv_prefetch;
 
-// Whether decode-sized matmuls (every row in one task) split their weights
+// Whether one-row matmuls (single-sequence decode) split their weights
 // into one contiguous run per worker (true, the default) or into ~8 tasks a
 // worker taken from a shared counter (the prefill split). For A/B
 // measurements in one process (bench/decode_stream.cpp); set between matmuls.

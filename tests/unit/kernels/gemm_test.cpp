@@ -175,8 +175,8 @@ TEST(Gemm, PooledMatmulMatchesSingleThreadedReference) {
   }
 }
 
-// Decode-sized matmuls (every row in one task) split the weights into one run
-// of units per worker, stolen from the back by idle workers: any pool size,
+// One-row matmuls split the weights into one run of units per worker, stolen
+// from the back by idle workers (batches take the task split): any pool size,
 // outputs smaller than one unit, more workers than units, give the scalar
 // single-threaded result exactly.
 TEST(Gemm, DecodeRunsMatchReferenceForAnyPoolSize) {
