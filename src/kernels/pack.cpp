@@ -114,7 +114,16 @@ WeightFormat default_format_for(DType src) {
   }
 }
 
-PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, WeightFormat fmt) {
+size_t packed_size(WeightFormat fmt, int n_out, int n_in) {
+  PackedMatrix w;
+  w.format = fmt;
+  w.n_out = n_out;
+  w.n_in = n_in;
+  return size_t(w.n_tiles()) * size_t(w.n_groups()) * w.block_bytes();
+}
+
+PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, WeightFormat fmt,
+                         uint8_t* dst) {
   if (n_in % kGroup != 0) {
     throw FormatError("cannot repack a weight with rows of " + std::to_string(n_in) +
                       " elements: not a multiple of " + std::to_string(kGroup));
@@ -124,7 +133,8 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
   w.n_out = n_out;
   w.n_in = n_in;
   const int groups = n_in / kGroup;
-  w.data = AlignedBuffer<uint8_t>(size_t(w.n_tiles()) * groups * w.block_bytes());
+  const size_t bytes = packed_size(fmt, n_out, n_in);
+  w.data = dst ? PackedBytes(dst, bytes) : PackedBytes(bytes);
   const size_t src_row_bytes = dtype_row_bytes(src_type, size_t(n_in));
   const auto* src_bytes = static_cast<const uint8_t*>(src);
   std::vector<float> row(static_cast<size_t>(n_in));

@@ -44,11 +44,60 @@ std::vector<float> load_vector(const gguf::GgufFile& f, const std::string& name,
   return v;
 }
 
+// The layer's linear weights: GGUF name suffix, field, (n_out, n_in).
+struct MatrixSpec {
+  const char* name;
+  PackedMatrix LayerWeights::*field;
+  int n_out, n_in;
+};
+
+std::vector<MatrixSpec> layer_matrices(const ModelConfig& c) {
+  const int d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim();
+  return {{"attn_q.weight", &LayerWeights::wq, qd, d},
+          {"attn_k.weight", &LayerWeights::wk, kvd, d},
+          {"attn_v.weight", &LayerWeights::wv, kvd, d},
+          {"attn_output.weight", &LayerWeights::wo, d, qd},
+          {"ffn_gate.weight", &LayerWeights::w_gate, c.d_ff, d},
+          {"ffn_up.weight", &LayerWeights::w_up, c.d_ff, d},
+          {"ffn_down.weight", &LayerWeights::w_down, d, c.d_ff}};
+}
+
+// Where each packed matrix goes: every layer's in the order of
+// layer_matrices(), then the head, one after the other in one WeightArena
+// (huge pages; a layer's q, k and v are one contiguous stream).
+struct WeightPlan {
+  kernels::WeightArena arena;
+  std::vector<uint8_t*> layer_dst;  // (n_layers * 7)
+  uint8_t* head_dst = nullptr;
+};
+
+WeightPlan plan_weights(const gguf::GgufFile& f, const ModelConfig& c,
+                        const std::vector<MatrixSpec>& specs, const LoadOptions& opts) {
+  std::vector<size_t> sizes;
+  size_t total = 0;
+  auto add = [&](size_t bytes) {
+    sizes.push_back(bytes);
+    total += (bytes + 63) / 64 * 64;
+  };
+  for (int l = 0; l < c.n_layers; ++l) {
+    for (const MatrixSpec& m : specs) {
+      const auto& t = expect(f, "blk." + std::to_string(l) + "." + m.name, {m.n_in, m.n_out});
+      const WeightFormat fmt = opts.force_format.value_or(kernels::default_format_for(t.type));
+      add(kernels::packed_size(fmt, m.n_out, m.n_in));
+    }
+  }
+  add(kernels::packed_size(opts.head_format, c.n_vocab, c.d_model));
+  WeightPlan p{kernels::WeightArena(total), {}, nullptr};
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) p.layer_dst.push_back(p.arena.take(sizes[i]));
+  p.head_dst = p.arena.take(sizes.back());
+  return p;
+}
+
 PackedMatrix load_matrix(const gguf::GgufFile& f, const std::string& name, int n_out, int n_in,
-                         const LoadOptions& opts) {
+                         const LoadOptions& opts, uint8_t* dst) {
   const auto& t = expect(f, name, {n_in, n_out});
   const WeightFormat fmt = opts.force_format.value_or(kernels::default_format_for(t.type));
-  return kernels::pack_matrix(t.type, t.data, n_out, n_in, fmt);
+  return kernels::pack_matrix(t.type, t.data, n_out, n_in, fmt, dst);
 }
 
 }  // namespace
@@ -69,6 +118,11 @@ std::unique_ptr<Model> Model::load(std::shared_ptr<const gguf::GgufFile> file,
   f.mapping().advise_random(size_t(m->embd_->data - f.file_bytes().data()), m->embd_->nbytes);
 
   m->layers_.resize(size_t(c.n_layers));
+  const std::vector<MatrixSpec> specs = layer_matrices(c);
+  const gguf::TensorInfo& head =
+      c.tied_embeddings ? *m->embd_ : expect(f, "output.weight", {d, c.n_vocab});
+  WeightPlan plan = plan_weights(f, c, specs, opts);
+  m->weights_ = std::move(plan.arena);
   // Layers repack independently: one task per layer on the pool.
   std::atomic<int> done{0};
   std::exception_ptr error;
@@ -79,13 +133,11 @@ std::unique_ptr<Model> Model::load(std::shared_ptr<const gguf::GgufFile> file,
       const std::string b = "blk." + std::to_string(l) + ".";
       L.attn_norm = load_vector(f, b + "attn_norm.weight", d);
       L.ffn_norm = load_vector(f, b + "ffn_norm.weight", d);
-      L.wq = load_matrix(f, b + "attn_q.weight", qd, d, opts);
-      L.wk = load_matrix(f, b + "attn_k.weight", kvd, d, opts);
-      L.wv = load_matrix(f, b + "attn_v.weight", kvd, d, opts);
-      L.wo = load_matrix(f, b + "attn_output.weight", d, qd, opts);
-      L.w_gate = load_matrix(f, b + "ffn_gate.weight", c.d_ff, d, opts);
-      L.w_up = load_matrix(f, b + "ffn_up.weight", c.d_ff, d, opts);
-      L.w_down = load_matrix(f, b + "ffn_down.weight", d, c.d_ff, opts);
+      for (size_t i = 0; i < specs.size(); ++i) {
+        const MatrixSpec& ms = specs[i];
+        L.*ms.field = load_matrix(f, b + ms.name, ms.n_out, ms.n_in, opts,
+                                  plan.layer_dst[size_t(l) * specs.size() + i]);
+      }
       if (c.qkv_bias) {
         L.bq = load_vector(f, b + "attn_q.bias", qd);
         L.bk = load_vector(f, b + "attn_k.bias", kvd);
@@ -112,9 +164,8 @@ std::unique_ptr<Model> Model::load(std::shared_ptr<const gguf::GgufFile> file,
   if (f.find_tensor("rope_freqs.weight")) {
     m->rope_freqs_ = load_vector(f, "rope_freqs.weight", c.rope_dims / 2);
   }
-  const gguf::TensorInfo& head =
-      c.tied_embeddings ? *m->embd_ : expect(f, "output.weight", {d, c.n_vocab});
-  m->head_ = kernels::pack_matrix(head.type, head.data, c.n_vocab, d, opts.head_format);
+  m->head_ =
+      kernels::pack_matrix(head.type, head.data, c.n_vocab, d, opts.head_format, plan.head_dst);
   // Every weight now lives in its repacked copy; release the mapping's pages
   // so the file costs no resident memory. Only embedding rows of tokens
   // actually seen fault back in, one row at a time.

@@ -72,6 +72,7 @@
 // quantization noise), anything else likewise.
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "tern/core/aligned.h"
 #include "tern/core/dtype.h"
@@ -116,12 +117,66 @@ inline int int8_value(const Int8Block& b, int i, int k) {
   return b.q[k / 4][i][k % 4];
 }
 
+// One region of memory for many packed matrices (a model's weights), backed
+// by transparent huge pages where the OS allows (Linux, THP "madvise" or
+// "always"; otherwise plain pages). Decode streams every weight once a
+// token: with 4 KiB pages each page costs a TLB miss (a two-dimensional page
+// walk in a VM) and the hardware prefetchers stop at every page boundary,
+// and small matrices allocated one by one never get huge pages at all.
+// Slices are handed out in order and live as long as the arena.
+class WeightArena {
+ public:
+  WeightArena() = default;
+  explicit WeightArena(size_t bytes);  // zeroed; throws std::bad_alloc
+  ~WeightArena();
+  WeightArena(WeightArena&& o) noexcept;
+  WeightArena& operator=(WeightArena&& o) noexcept;
+  WeightArena(const WeightArena&) = delete;
+  WeightArena& operator=(const WeightArena&) = delete;
+
+  // The next `bytes` of the region (64-byte aligned, zeroed); asserts that
+  // they fit. Not thread-safe: slices are planned before packing.
+  uint8_t* take(size_t bytes);
+  size_t size() const { return size_; }
+
+ private:
+  uint8_t* base_ = nullptr;  // the mapping (huge-page aligned inside)
+  size_t mapped_ = 0;        // bytes mapped at base_
+  uint8_t* begin_ = nullptr;
+  size_t size_ = 0, used_ = 0;
+};
+
+// The bytes of a packed matrix: a buffer of its own, or a slice of a
+// WeightArena that outlives it.
+class PackedBytes {
+ public:
+  PackedBytes() = default;
+  explicit PackedBytes(size_t n) : own_(n), p_(own_.data()), n_(n) {}
+  PackedBytes(uint8_t* slice, size_t n) : p_(slice), n_(n) {}
+  PackedBytes(PackedBytes&& o) noexcept
+      : own_(std::move(o.own_)), p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  PackedBytes& operator=(PackedBytes&& o) noexcept {
+    own_ = std::move(o.own_);
+    p_ = std::exchange(o.p_, nullptr);
+    n_ = std::exchange(o.n_, 0);
+    return *this;
+  }
+  uint8_t* data() { return p_; }
+  const uint8_t* data() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  AlignedBuffer<uint8_t> own_;  // empty for a slice
+  uint8_t* p_ = nullptr;
+  size_t n_ = 0;
+};
+
 // A repacked (n_out, n_in) weight matrix: y = W x computes n_out outputs from n_in inputs.
 struct PackedMatrix {
   WeightFormat format = WeightFormat::Int4Asym;
   int n_out = 0;  // output channels (rows of W)
   int n_in = 0;   // reduction length (multiple of kGroup)
-  AlignedBuffer<uint8_t> data;
+  PackedBytes data;
 
   int n_tiles() const { return (n_out + kTileRows - 1) / kTileRows; }
   int n_groups() const { return n_in / kGroup; }
@@ -147,7 +202,13 @@ WeightFormat default_format_for(DType src);
 // dtype_row_bytes(src_type, n_in) bytes). Q4_1 / Q4_0 -> Int4Asym,
 // Q5_0 -> Int5Sym and Q8_0 -> Int8Sym are exact, Q4_K -> Int4Asym exact up to fp16 scales; other
 // conversions dequantize and requantize (lossy).
-PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, WeightFormat fmt);
+// `dst`: packed_size() zeroed bytes to pack into, 64-byte aligned, that
+// outlive the matrix (a WeightArena slice); null: a buffer of its own.
+PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, WeightFormat fmt,
+                         uint8_t* dst = nullptr);
+
+// Bytes of a packed (n_out, n_in) matrix in format fmt (n_in a multiple of kGroup).
+size_t packed_size(WeightFormat fmt, int n_out, int n_in);
 
 // Read back row r as floats (n_in values): the exact values the kernels use.
 void unpack_row(const PackedMatrix& w, int r, float* dst);

@@ -103,6 +103,7 @@ class Model {
   ModelConfig cfg_;
   std::shared_ptr<const gguf::GgufFile> file_;
   const gguf::TensorInfo* embd_ = nullptr;  // (n_vocab, d_model) rows, stays in the mmap
+  kernels::WeightArena weights_;  // the packed matrices' bytes (outlives layers_ and head_)
   std::vector<LayerWeights> layers_;
   std::vector<float> out_norm_;    // (d_model)
   std::vector<float> rope_freqs_;  // (rope_dims/2) or empty

@@ -175,6 +175,67 @@ TEST(Gemm, PooledMatmulMatchesSingleThreadedReference) {
   }
 }
 
+// One-row matmuls split the weights into one run of units per worker, stolen
+// from the back by idle workers (batches take the task split): any pool size,
+// outputs smaller than one unit, more workers than units, give the scalar
+// single-threaded result exactly.
+TEST(Gemm, DecodeRunsMatchReferenceForAnyPoolSize) {
+  std::mt19937 rng(13);
+  const int n_in = 640;
+  const PackedMatrix tiny = random_matrix(WeightFormat::Int8Sym, 8, n_in, rng);  // one tile
+  const PackedMatrix a = random_matrix(WeightFormat::Int4Asym, 200, n_in, rng);
+  const PackedMatrix f = random_matrix(WeightFormat::Int5Sym, 45, n_in, rng);
+  const PackedMatrix h = random_matrix(WeightFormat::Int8Sym, 1003, n_in, rng);
+  for (const int threads : {2, 3, 5, 16}) {
+    TaskPool pool(threads);
+    for (const int rows : {1, 3, 16}) {
+      Floats x(rows * n_in, 0, rng);
+      QuantizedActs qa;
+      quantize_activations(x.data(), rows, n_in, qa, pool);
+      std::vector<float> yt(size_t(rows) * 8), ya(size_t(rows) * 200), yf(size_t(rows) * 45),
+          yh(size_t(rows) * 1003), y1(size_t(rows) * 8);
+      for (int rep = 0; rep < 20; ++rep) {  // many dispatches: steals race differently
+        matmul({{&tiny, yt.data()}, {&a, ya.data()}, {&f, yf.data()}}, qa, pool);
+        matmul(h, qa, yh.data(), pool);
+        matmul(tiny, qa, y1.data(), pool);  // fewer units than workers
+        for (const auto& [w, y] :
+             {std::pair{&tiny, &yt}, {&a, &ya}, {&f, &yf}, {&h, &yh}, {&tiny, &y1}}) {
+          std::vector<float> want(y->size());
+          scalar_kernels().gemm_tiles(*w, qa, want.data(), 0, rows, 0, w->n_tiles());
+          ASSERT_EQ(std::memcmp(want.data(), y->data(), sizeof(float) * want.size()), 0)
+              << "threads " << threads << " rows " << rows << " n_out " << w->n_out;
+        }
+      }
+    }
+  }
+}
+
+// Matrices packed into WeightArena slices hold the same bytes as packed into
+// their own buffers, in disjoint, 64-byte aligned slices, in order.
+TEST(Gemm, ArenaSlicesHoldTheSameBytes) {
+  std::mt19937 rng(17);
+  std::vector<float> src(size_t(77) * 96);
+  for (float& v : src) v = std::normal_distribution<float>(0.0f, 0.1f)(rng);
+  const WeightFormat fmts[] = {WeightFormat::Int4Asym, WeightFormat::Int5Sym,
+                               WeightFormat::Int8Sym};
+  size_t total = 0;
+  for (WeightFormat fmt : fmts) total += (packed_size(fmt, 77, 96) + 63) / 64 * 64;
+  WeightArena arena(total);
+  EXPECT_GE(arena.size(), total);
+  const uint8_t* prev_end = nullptr;
+  for (WeightFormat fmt : fmts) {
+    const PackedMatrix own = pack_matrix(DType::F32, src.data(), 77, 96, fmt);
+    uint8_t* slice = arena.take(packed_size(fmt, 77, 96));
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(slice) % 64, 0u);
+    if (prev_end) EXPECT_GE(slice, prev_end);
+    const PackedMatrix in = pack_matrix(DType::F32, src.data(), 77, 96, fmt, slice);
+    ASSERT_EQ(in.data.data(), slice);
+    ASSERT_EQ(in.bytes(), own.bytes());
+    EXPECT_EQ(std::memcmp(in.data.data(), own.data.data(), own.bytes()), 0);
+    prev_end = slice + in.bytes();
+  }
+}
+
 // The reference itself against a float computation of the same quantized
 // values: the block arithmetic is a faithful W4A8 / W8A8 product.
 TEST(Gemm, ReferenceMatchesDequantizedProduct) {
