@@ -12,7 +12,7 @@
 // stream just then.
 //
 // usage: decode_stream [-m MODEL] [-t THREADS] [--reps 60] [--variants LIST]
-//   LIST: comma-separated, each "tasks" or "runs" (the split) optionally
+//   LIST: comma-separated, each "tasks" (the matmul split) optionally
 //   followed by ":pfN" (GEMV prefetch distance N; default: the CPU's),
 //   ":hpfN" (the head's distance),
 //   ":small" (the weights on 4 KiB pages, each matrix in its own buffer, as
@@ -113,7 +113,7 @@ void read_matrices(std::initializer_list<const PackedMatrix*> ms, TaskPool& pool
 
 struct Variant {
   std::string name;
-  bool read = false, runs = true;
+  bool read = false;
   int prefetch = -1;         // body GEMV prefetch distance (-1: the CPU's default)
   int head_prefetch = -1;    // the head's (-1: as the body)
   bool small_pages = false;  // the 4 KiB-page copy of the weights
@@ -128,7 +128,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model = "models/gemma-3-270m-it-Q4_K_M.gguf", list = "tasks,runs";
+  std::string model = "models/gemma-3-270m-it-Q4_K_M.gguf", list = "tasks,tasks:small";
   int threads = 2, reps = 60;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -199,7 +199,6 @@ int main(int argc, char** argv) {
     size_t e = list.find(',', p);
     if (e == std::string::npos) e = list.size();
     Variant v{list.substr(p, e - p)};
-    v.runs = v.name.rfind("runs", 0) == 0;
     if (const size_t c = v.name.find(":pf"); c != std::string::npos)
       v.prefetch = std::atoi(v.name.c_str() + c + 3);
     if (const size_t c = v.name.find(":hpf"); c != std::string::npos)
@@ -210,7 +209,6 @@ int main(int argc, char** argv) {
   }
   for (int rep = -3; rep < reps; ++rep) {
     for (Variant& v : vs) {
-      kernels::g_decode_runs = v.runs;
       kernels::g_gemv_prefetch = v.prefetch >= 0 ? v.prefetch : default_pf;
       const auto t0 = Clock::now();
       const Weights& w = v.small_pages ? small : huge;

@@ -3,7 +3,6 @@
 #include "dispatch.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cassert>
 #include <cmath>
 #include <cstdlib>
@@ -21,7 +20,6 @@ bool cpu_runs_avx2() {
 }
 
 int g_gemv_prefetch = 8;
-bool g_decode_runs = true;
 
 const KernelTable& active_kernels() {
   static const KernelTable& table = []() -> const KernelTable& {
@@ -94,107 +92,9 @@ int row_chunk_for(int rows, int n_in) {
   return ((rows + chunks - 1) / chunks + 3) / 4 * 4;  // evened out, in whole micro-kernels
 }
 
-namespace {
-
-// Single-sequence decode's split (one activation row: a pure GEMV, memory
-// bound; batched decode keeps the task split below). The weights are
-// cut into units of kUnitTiles tiles (one pass of the GEMV micro-kernel);
-// worker slot s owns a contiguous run of units holding about 1/P of the
-// dispatch's bytes and claims them front to back, so each worker reads ONE
-// sequential stream per matrix instead of a new one every task (each new
-// stream starts with a DRAM miss and a cold hardware prefetcher; Gemma 3
-// 270M runs 73 dispatches a token. On the shared 2-core VM the gain was
-// below the noise: bench/RESULTS.md, issue 17). A slot that runs dry takes units from the
-// back of the others' runs, one at a time, so a late or descheduled worker
-// still never holds up the step. The arithmetic per output is the same
-// whichever worker computes it.
-constexpr int kUnitTiles = 4;
-constexpr int kMaxSlots = 64;
-constexpr int kMaxMatmulOuts = 4;
-
-struct alignas(64) UnitRange {
-  std::atomic<uint64_t> front_back{0};  // (front << 32) | back: units [front, back) unclaimed
-};
-
-bool claim_front(UnitRange& r, uint32_t& unit) {
-  uint64_t v = r.front_back.load(std::memory_order_relaxed);
-  for (;;) {
-    const uint32_t f = uint32_t(v >> 32), b = uint32_t(v);
-    if (f >= b) return false;
-    if (r.front_back.compare_exchange_weak(v, (uint64_t(f + 1) << 32) | b,
-                                           std::memory_order_relaxed)) {
-      unit = f;
-      return true;
-    }
-  }
-}
-
-bool claim_back(UnitRange& r, uint32_t& unit) {
-  uint64_t v = r.front_back.load(std::memory_order_relaxed);
-  for (;;) {
-    const uint32_t f = uint32_t(v >> 32), b = uint32_t(v);
-    if (f >= b) return false;
-    if (r.front_back.compare_exchange_weak(v, (uint64_t(f) << 32) | (b - 1),
-                                           std::memory_order_relaxed)) {
-      unit = b - 1;
-      return true;
-    }
-  }
-}
-
-// y_i = X @ W_i^T for all rows at once, in per-worker runs of units (above).
-void matmul_runs(const MatmulOut* out, int n_outs, const QuantizedActs& x, TaskPool& pool) {
-  const KernelTable& k = active_kernels();
-  const int slots = pool.size();
-  uint32_t first[kMaxMatmulOuts + 1] = {0};  // first unit of each output
-  double bytes[kMaxMatmulOuts], total = 0;   // weight bytes of one unit of each output
-  for (int i = 0; i < n_outs; ++i) {
-    const PackedMatrix& w = *out[i].w;
-    first[i + 1] = first[i] + uint32_t((w.n_tiles() + kUnitTiles - 1) / kUnitTiles);
-    bytes[i] = double(kUnitTiles) * w.n_groups() * w.block_bytes();
-    total += bytes[i] * (first[i + 1] - first[i]);
-  }
-  // Slot s starts at the first unit at or past s/slots of the bytes.
-  UnitRange ranges[kMaxSlots];
-  uint32_t start[kMaxSlots + 1];
-  for (int s = 0; s <= slots; ++s) {
-    const double want = total * s / slots;
-    double before = 0;
-    start[s] = first[n_outs];
-    for (int i = 0; i < n_outs; ++i) {
-      const double span = bytes[i] * (first[i + 1] - first[i]);
-      if (want < before + span) {
-        start[s] = first[i] + uint32_t(std::ceil((want - before) / bytes[i]));
-        break;
-      }
-      before += span;
-    }
-  }
-  for (int s = 0; s < slots; ++s) {
-    ranges[s].front_back.store((uint64_t(start[s]) << 32) | start[s + 1],
-                               std::memory_order_relaxed);
-  }
-  auto run_unit = [&](uint32_t unit) {
-    int i = 0;
-    while (unit >= first[i + 1]) ++i;
-    const PackedMatrix& w = *out[i].w;
-    const int t0 = int(unit - first[i]) * kUnitTiles;
-    k.gemm_tiles(w, x, out[i].y, 0, x.rows, t0, std::min(w.n_tiles(), t0 + kUnitTiles));
-  };
-  pool.run(slots, [&](int64_t slot, int) {
-    uint32_t unit;
-    while (claim_front(ranges[slot], unit)) run_unit(unit);
-    for (int j = 1; j < slots; ++j) {
-      UnitRange& other = ranges[(slot + j) % slots];
-      while (claim_back(other, unit)) run_unit(unit);
-    }
-  });
-}
-
-}  // namespace
-
 void matmul(std::initializer_list<MatmulOut> outs, const QuantizedActs& x, TaskPool& pool) {
-  assert(outs.size() >= 1 && outs.size() <= kMaxMatmulOuts);
+  constexpr int kMaxOuts = 4;
+  assert(outs.size() >= 1 && outs.size() <= kMaxOuts);
   const KernelTable& k = active_kernels();
   const MatmulOut* out = outs.begin();
   const int n_outs = int(outs.size());
@@ -208,13 +108,9 @@ void matmul(std::initializer_list<MatmulOut> outs, const QuantizedActs& x, TaskP
   // worker, so the shared counter in the pool balances the tail.
   const int row_chunk = row_chunk_for(rows, x.n_in);
   const int row_tasks = (rows + row_chunk - 1) / row_chunk;
-  if (g_decode_runs && rows == 1 && pool.size() > 1 && pool.size() <= kMaxSlots) {
-    matmul_runs(out, n_outs, x, pool);
-    return;
-  }
   const int want_tasks = pool.size() == 1 ? 1 : pool.size() * 8;
   const int tile_chunk = std::max(1, total_tiles * row_tasks / want_tasks);
-  int first[kMaxMatmulOuts + 1] = {0};  // first tile task of each output
+  int first[kMaxOuts + 1] = {0};  // first tile task of each output
   for (int i = 0; i < n_outs; ++i) {
     first[i + 1] = first[i] + (out[i].w->n_tiles() + tile_chunk - 1) / tile_chunk;
   }

@@ -31,12 +31,6 @@ struct KernelTable {
 // TERN_GEMV_PREFETCH=N overrides. Set once, before the first matmul.
 extern int g_gemv_prefetch;
 
-// Whether one-row matmuls (single-sequence decode) split their weights
-// into one contiguous run per worker (true, the default) or into ~8 tasks a
-// worker taken from a shared counter (the prefill split). For A/B
-// measurements in one process (bench/decode_stream.cpp); set between matmuls.
-extern bool g_decode_runs;
-
 // Rows of activations one matmul task takes together (all of them up to 16;
 // beyond, evened-out chunks whose int8 activations stay in L1). Shared by
 // matmul() and gemm_jobs(); any split gives the same outputs.

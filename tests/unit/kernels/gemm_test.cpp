@@ -175,11 +175,10 @@ TEST(Gemm, PooledMatmulMatchesSingleThreadedReference) {
   }
 }
 
-// One-row matmuls split the weights into one run of units per worker, stolen
-// from the back by idle workers (batches take the task split): any pool size,
-// outputs smaller than one unit, more workers than units, give the scalar
+// One-row (decode) and small-batch matmuls over several outputs: any pool
+// size, outputs of one tile, more workers than tiles, give the scalar
 // single-threaded result exactly.
-TEST(Gemm, DecodeRunsMatchReferenceForAnyPoolSize) {
+TEST(Gemm, DecodeMatmulsMatchReferenceForAnyPoolSize) {
   std::mt19937 rng(13);
   const int n_in = 640;
   const PackedMatrix tiny = random_matrix(WeightFormat::Int8Sym, 8, n_in, rng);  // one tile
@@ -194,7 +193,7 @@ TEST(Gemm, DecodeRunsMatchReferenceForAnyPoolSize) {
       quantize_activations(x.data(), rows, n_in, qa, pool);
       std::vector<float> yt(size_t(rows) * 8), ya(size_t(rows) * 200), yf(size_t(rows) * 45),
           yh(size_t(rows) * 1003), y1(size_t(rows) * 8);
-      for (int rep = 0; rep < 20; ++rep) {  // many dispatches: steals race differently
+      for (int rep = 0; rep < 20; ++rep) {  // many dispatches: workers race differently
         matmul({{&tiny, yt.data()}, {&a, ya.data()}, {&f, yf.data()}}, qa, pool);
         matmul(h, qa, yh.data(), pool);
         matmul(tiny, qa, y1.data(), pool);  // fewer units than workers
