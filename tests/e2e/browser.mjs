@@ -46,6 +46,7 @@ export async function withPage(base, fn) {
     page.on('pageerror', (e) => pageErrors.push(String(e)));
     page.on('console', (m) => { if (m.type() === 'error') pageErrors.push(m.text()); });
     await page.goto(base + '/');
+    await watchReplies(page);
     await page.getByTestId('status').filter({ hasText: 'online' }).waitFor();
     check(true, 'page loaded and the WebSocket is online');
     await fn(page);
@@ -57,21 +58,34 @@ export async function withPage(base, fn) {
   }
 }
 
-// Waits until the chat's last reply has its stats line; returns the distinct
-// text lengths seen on the way (two or more: it streamed).
+// Records, inside the page, every length an assistant reply's body takes as
+// the page renders it: a MutationObserver sees each WebSocket delta's update,
+// however fast the tokens come, so "it streamed" never depends on poll timing.
+async function watchReplies(page) {
+  await page.evaluate(() => {
+    window.__replyLengths = new Map();
+    const note = (el) => {
+      if (!(el instanceof Element) || !el.matches('.bubble.assistant .body')) return;
+      const n = (el.textContent || '').length;
+      if (!n) return;
+      if (!window.__replyLengths.has(el)) window.__replyLengths.set(el, new Set());
+      window.__replyLengths.get(el).add(n);
+    };
+    new MutationObserver((records) => {
+      for (const r of records) note(r.type === 'characterData' ? r.target.parentElement : r.target);
+    }).observe(document, { subtree: true, childList: true, characterData: true });
+  });
+}
+
+// Waits until the chat's last reply has its stats line; returns its text, its
+// stats line and the distinct text lengths the page rendered on the way (two
+// or more: it streamed).
 export async function waitReply(page, chat) {
   const reply = chat.locator('.bubble.assistant .body').last();
-  const lengths = new Set();
-  const t0 = Date.now();
-  while (Date.now() - t0 < TIMEOUT) {
-    const text = (await reply.textContent()) || '';
-    if (text.length) lengths.add(text.length);
-    const meta = (await chat.locator('.bubble.assistant .meta').last().textContent()) || '';
-    if (meta) break;
-    await page.waitForTimeout(15);
-  }
-  return { text: (await reply.textContent()) || '', lengths,
-           meta: (await chat.locator('.bubble.assistant .meta').last().textContent()) || '' };
+  const meta = chat.locator('.bubble.assistant .meta').last();
+  await meta.filter({ hasText: /\S/ }).waitFor({ timeout: TIMEOUT });
+  const lengths = new Set(await reply.evaluate((el) => [...(window.__replyLengths.get(el) || [])]));
+  return { text: (await reply.textContent()) || '', lengths, meta: (await meta.textContent()) || '' };
 }
 
 export function main(fn) {
