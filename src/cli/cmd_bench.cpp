@@ -144,6 +144,7 @@ struct DepthOpts {
   int pp = 0;     // > 0: then this many more prompt tokens, timed (prefill at depth)
   int batch = 1;  // sequences decoded together
   int chunk = 512;
+  int pp_chunk = 512;       // chunk of the timed prefill at depth (small: a server's chunks)
   bool drop_cache = false;  // drop the spill file's page cache before each decode step
 };
 
@@ -215,19 +216,19 @@ DepthRun run_depth(Engine& e, const DepthOpts& o) {
     const SeqId s = seqs.emplace_back(e.new_sequence());
     const auto prompt =
         std::span<const int32_t>(toks).subspan(size_t(i) * size_t(per_seq), size_t(per_seq));
-    auto prefill = [&](int from, int to) {
-      for (int b = from; b < to; b += o.chunk) {
-        const int n = std::min(o.chunk, to - b);
+    auto prefill = [&](int from, int to, int chunk) {
+      for (int b = from; b < to; b += chunk) {
+        const int n = std::min(chunk, to - b);
         batch.entries = {{s, prompt.subspan(size_t(b), size_t(n)),
                           b + n == per_seq ? LogitsMode::Last : LogitsMode::None}};
         e.step(batch, out);
         check(s);
       }
     };
-    prefill(0, o.depth);
+    prefill(0, o.depth, o.chunk);
     if (o.pp > 0) {
       const auto p0 = Clock::now();
-      prefill(o.depth, per_seq);
+      prefill(o.depth, per_seq, o.pp_chunk);
       r.pp_s += seconds_since(p0);
     }
     r.greedy.push_back({argmax(out.last(0))});
@@ -408,6 +409,7 @@ struct BenchOpts {
   std::vector<int> batches{1, 4, 16};
   int reps = 3;
   int chunk = 512;
+  int pp_chunk = 0;  // 0: --chunk
   bool json = false;
   int depth = 0;  // > 0: the depth test replaces the others
   bool drop_cache = false;
@@ -439,7 +441,8 @@ void run_depth_tests(Engine& e, const BenchOpts& o, nlohmann::json& j) {
     std::printf("\n");
   }
   for (int b : o.batches) {
-    const DepthOpts d{o.depth, o.tg, o.pp_at_depth ? o.pp : 0, b, o.chunk, o.drop_cache};
+    const DepthOpts d{o.depth, o.tg, o.pp_at_depth ? o.pp : 0, b, o.chunk,
+                        o.pp_chunk > 0 ? o.pp_chunk : o.chunk, o.drop_cache};
     j["depth"].push_back(depth_test(e, d, o.reps, o.json));
   }
 }
@@ -457,6 +460,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-r,--reps", o->reps, "repetitions (best is reported)")
       ->check(CLI::Range(1, 100));
   cmd->add_option("--chunk", o->chunk, "prefill tokens per forward pass")
+      ->check(CLI::Range(1, 8192));
+  cmd->add_option("--pp-chunk", o->pp_chunk,
+                  "depth test: tokens per forward pass of the timed --pp at depth (default "
+                  "--chunk; small chunks are what a server's steps give a long prompt)")
       ->check(CLI::Range(1, 8192));
   cmd->add_flag("--json", o->json, "print one JSON object");
   cmd->add_option(

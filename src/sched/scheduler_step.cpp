@@ -281,45 +281,39 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
       rank += plan_[i].first->req.client == s->req.client;
     plan_.push_back({s.get(), rank});
   }
-  const int quick = opts_.step_tokens;
-  std::sort(plan_.begin() + long(n_decode), plan_.end(), [quick](const auto& a, const auto& b) {
+  // A short prompt: at most one step's tokens, none of them prefilled yet (a
+  // long prompt's last chunk is not a short request).
+  const auto is_short = [quick = opts_.step_tokens](const Sequence& s) {
+    return s.last_chunk == 0 && s.pending() <= quick;
+  };
+  std::sort(plan_.begin() + long(n_decode), plan_.end(), [&](const auto& a, const auto& b) {
     if (a.second != b.second) return a.second < b.second;
-    const bool qa = a.first->pending() <= quick, qb = b.first->pending() <= quick;
+    const bool qa = is_short(*a.first), qb = is_short(*b.first);
     if (qa != qb) return qa;
     return a.first->order < b.first->order;
   });
   // With streams decoding, the chunks' predicted cost keeps the step within
-  // itl_slack decode-only steps (step_budget.h). The first chunk of a step
-  // gets at least kMinPrefillChunk tokens (prompts always progress); a short
-  // prompt first in line goes whole when it costs at most three steps' room
-  // (its first token comes a step after it arrives, for one longer gap).
-  // Every StepBudget::kProbeEvery-th such step is decode-only, to keep the
-  // decode cost current; not while a short prompt waits.
+  // itl_slack decode-only steps (step_budget.h; StepRoom: short prompts go
+  // whole within three steps' room, the others get what fits). Every
+  // StepBudget::kProbeEvery-th such step is decode-only, to keep the decode
+  // cost current; not while a short prompt waits.
   const bool paced = n_decode > 0 && opts_.itl_slack > 0 && costs_->ready();
-  double room = 0;
+  double room_ms = 0;
   bool probe = false;
   if (paced) {
-    room = costs_->room_ms(opts_.itl_slack);
-    if (images_->pending()) room /= 2;  // the other half goes to the image encodes
-    probe =
-        costs_->probe_due() && plan_.size() > n_decode && plan_[n_decode].first->pending() > quick;
+    room_ms = costs_->room_ms(opts_.itl_slack);
+    if (images_->pending()) room_ms /= 2;  // the other half goes to the image encodes
+    probe = costs_->probe_due() && plan_.size() > n_decode && !is_short(*plan_[n_decode].first);
   }
+  StepRoom room(*costs_, room_ms, kMinPrefillChunk);
   size_t kept = n_decode;
   for (size_t i = n_decode; i < plan_.size() && budget > 0 && !probe; ++i) {
     Sequence& s = *plan_[i].first;
-    int n = std::min(budget, s.pending());
-    const bool first = kept == n_decode;
-    if (paced &&
-        !(first && n == s.pending() && n <= quick && costs_->chunk_ms(n, s.in_kv) <= 3 * room)) {
-      // Growing at most twofold a step: a fit that underestimates the next
-      // size up costs one step a little over, not one far over.
-      if (s.last_chunk > 0) n = std::min(n, 2 * s.last_chunk + kMinPrefillChunk);
-      const int fit = costs_->chunk_tokens(room, s.in_kv, n);
-      n = first ? std::max(fit, std::min(n, kMinPrefillChunk)) : fit;
-    }
+    int n = paced ? room.size(budget, s.pending(), s.in_kv, s.last_chunk, is_short(s))
+                  : std::min(budget, s.pending());
     if (!s.req.media.empty()) n = fit_chunk(s, ready_tokens(s, n));
     if (n == 0) continue;  // waits before an image being encoded, or no room left
-    if (paced) room -= costs_->chunk_ms(n, s.in_kv);
+    if (paced) room.take(n, s.in_kv);
     s.last_chunk = n;
     plan_[kept++] = {&s, n};
     budget -= n;

@@ -144,4 +144,22 @@ int StepBudget::chunk_tokens(double room_ms, int depth, int max_n) const {
   return lo;
 }
 
+int StepRoom::size(int max_n, int pending, int depth, int last_chunk, bool short_prompt) const {
+  int n = std::min(max_n, pending);
+  if (n <= 0) return 0;
+  if (short_prompt && n == pending && costs_.chunk_ms(n, depth) <= short_room_) return n;
+  // Growing at most twofold a step: a fit that underestimates the next size
+  // up costs one step a little over, not one far over.
+  if (last_chunk > 0) n = std::min(n, 2 * last_chunk + min_first_);
+  const int fit = costs_.chunk_tokens(room_, depth, n);
+  return first_ ? std::max(fit, std::min(n, min_first_)) : fit;
+}
+
+void StepRoom::take(int n, int depth) {
+  const double ms = costs_.chunk_ms(n, depth);
+  room_ -= ms;
+  short_room_ -= ms;
+  first_ = false;
+}
+
 }  // namespace tern::sched

@@ -89,4 +89,35 @@ class StepBudget {
   int since_probe_ = 0;  // mixed steps since the last decode-only one
 };
 
+// One paced step's room while its prefill chunks are sized, in plan order.
+// A prompt's chunk is the largest that fits what is left of the room (the
+// step's first chunk gets at least min_first tokens: prompts always
+// progress), growing at most twofold from its prompt's last chunk. Short
+// prompts (short_prompt: at most a step's tokens, none prefilled yet) go
+// whole instead while together they cost at most kShortSteps rooms: a short
+// request's first token comes one step after it is admitted, for one longer
+// gap in the streams, even when other short prompts (a stream's next
+// request) are planned before it.
+class StepRoom {
+ public:
+  static constexpr double kShortSteps = 3.0;
+
+  StepRoom(const StepBudget& costs, double room_ms, int min_first)
+      : costs_(costs), room_(room_ms), short_room_(kShortSteps * room_ms), min_first_(min_first) {}
+
+  // The chunk for a prompt with `pending` tokens left, `depth` of it in the
+  // KV, at most max_n of them this step; 0 when nothing fits.
+  int size(int max_n, int pending, int depth, int last_chunk, bool short_prompt) const;
+  // Charges a planned chunk of n tokens at depth to the room.
+  void take(int n, int depth);
+  double left_ms() const { return room_; }
+
+ private:
+  const StepBudget& costs_;
+  double room_;
+  double short_room_;
+  int min_first_;
+  bool first_ = true;
+};
+
 }  // namespace tern::sched

@@ -173,5 +173,59 @@ TEST(StepBudget, ProbesADecodeOnlyStepEveryFewMixedOnes) {
   EXPECT_LT(sb.chunk_ms(4, 0), 100.0) << "an unmodelled step must not enter the fit";
 }
 
+// A budget fitted on a long prompt's chunks beside decodes (room: 13 ms).
+StepBudget fitted_budget(const Truth& t) {
+  StepBudget sb;
+  decode_only(sb);
+  int d = 0;
+  for (int i = 0; i < 60; ++i) {
+    const int n = 2 + (i * 7) % 30;
+    mixed(sb, t, n, d);
+    d += n;
+  }
+  return sb;
+}
+
+// Two short prompts in one step (a stream's next request and a short
+// request, arriving together during a long prefill): both go whole, since
+// together they cost under three rooms, and the long prompt waits a step.
+TEST(StepRoom, ShortPromptsTogetherGoWholeAndTheLongOneWaits) {
+  const Truth t;
+  const StepBudget sb = fitted_budget(t);
+  StepRoom room(sb, sb.room_ms(2.0), 2);
+  const int a = room.size(512, 13, 32, 0, true);
+  EXPECT_EQ(a, 13);
+  room.take(a, 32);
+  const int b = room.size(512, 36, 0, 0, true);
+  EXPECT_EQ(b, 36) << "the second short prompt was cut to what one room had left";
+  room.take(b, 0);
+  EXPECT_LT(room.left_ms(), 0);
+  EXPECT_EQ(room.size(512, 900, 3000, 2, false), 0) << "a long chunk beside them";
+}
+
+// Whole means within three rooms: a short prompt costing more is chunked
+// like any other, and a long prompt's last tokens are not a short prompt.
+TEST(StepRoom, OnlyCheapUntouchedPromptsGoWhole) {
+  const Truth t;
+  const StepBudget sb = fitted_budget(t);
+  const double r = sb.room_ms(2.0);
+  {
+    StepRoom room(sb, r, 2);
+    const int n = room.size(512, 80, 0, 0, true);  // ~57 ms: over three rooms
+    EXPECT_EQ(n, sb.chunk_tokens(r, 0, 80));
+    EXPECT_LT(n, 80);
+  }
+  {
+    StepRoom room(sb, r, 2);  // the tail of a 4,126-token prompt, first in the step
+    EXPECT_EQ(room.size(512, 39, 4087, 2, false), 2);
+  }
+  {
+    StepRoom room(sb, r, 2);  // a long chunk grows at most twofold a step
+    EXPECT_EQ(room.size(512, 900, 0, 4, false), 10);
+    // and the token budget caps everything
+    EXPECT_EQ(room.size(5, 36, 0, 0, true), 5);
+  }
+}
+
 }  // namespace
 }  // namespace tern::sched
