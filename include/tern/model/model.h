@@ -57,7 +57,7 @@ struct Workspace {
     int pos0;  // token t0 attends [0, pos0 + 1) (its position, or its bidirectional run's end - 1)
   };
   struct AttnSplit {
-    int entry, t0, n_seg;
+    int entry, t0, n_tok, n_seg;  // n_tok tokens (1: a decode; a few: a small chunk at depth)
     size_t off;
   };
   std::vector<AttnBlock> attn_blocks;

@@ -440,8 +440,14 @@ TEST_F(KvPaths, SplitDecodeMatchesPrefillBitForBit) {
   ASSERT_EQ(pre.tokens[0], dec.tokens.back());
   EXPECT_EQ(0, std::memcmp(pre.logits.data(), dec.logits.data() + 9 * size_t(n_vocab),
                            sizeof(float) * size_t(n_vocab)));
+  // Small chunks past the first segment are split like a decode (a server's
+  // chunks deep in a long prompt): 3 tokens a step, the same bits again.
+  Gen small = greedy(e, all, 3, false, keys, 1);
+  ASSERT_EQ(small.tokens[0], pre.tokens[0]);
+  EXPECT_EQ(0, std::memcmp(small.logits.data(), pre.logits.data(), sizeof(float) * size_t(n_vocab)));
   e.free_sequence(dec.seq);
   e.free_sequence(pre.seq);
+  e.free_sequence(small.seq);
 }
 
 }  // namespace
