@@ -73,6 +73,7 @@ inline float load1_v(const uint8_t* row, int j) {
 
 struct TileBuffers {
   std::vector<float> kf, vf, q, s, ks;
+  std::vector<int16_t> ki, qi;  // integer keys and a row's query as int16 (dims padded to 16)
 };
 
 TileBuffers& tile_buffers(size_t keys, size_t dims) {
@@ -81,6 +82,9 @@ TileBuffers& tile_buffers(size_t keys, size_t dims) {
     b.kf.resize(keys * dims);
     b.vf.resize(keys * dims);
   }
+  const size_t dims16 = (dims + 15) & ~size_t(15);
+  if (b.ki.size() < keys * dims16) b.ki.resize(keys * dims16);
+  if (b.qi.size() < dims16) b.qi.resize(dims16);
   if (b.q.size() < dims) b.q.resize(dims);
   if (b.s.size() < keys) b.s.resize(keys), b.ks.resize(keys);
   return b;
@@ -136,6 +140,66 @@ void decode_block(const uint8_t* base, size_t row_bytes, int n, int n8, int hd, 
 
 #include "kv_tile_scores.inl"
 
+// Integer keys (int8, or int4 stored as nibbles) of rows [0, n) as int16,
+// padded to hd16 dims; rows [n, n8) become zeros.
+template <KvType T>
+void decode_keys_i16(const uint8_t* base, size_t row_bytes, int n, int n8, int hd, int hd16,
+                     int16_t* out) {
+  for (int t = 0; t < n; ++t) {
+    const uint8_t* row = base + size_t(t) * row_bytes;
+    int16_t* o = out + size_t(t) * size_t(hd16);
+    int j = 0;
+    if constexpr (T == KvType::Int4Fp8) {
+      const int half = hd / 2;
+      for (; j < half; ++j) {
+        o[j] = int16_t(int(row[j] & 15) - 8);
+        o[half + j] = int16_t(int(row[j] >> 4) - 8);
+      }
+      j = hd;
+    } else {
+      for (; j + 16 <= hd; j += 16)
+        _mm256_storeu_si256(
+            reinterpret_cast<__m256i*>(o + j),
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j))));
+      for (; j < hd; ++j) o[j] = int16_t(int8_t(row[j]));
+    }
+    for (; j < hd16; ++j) o[j] = 0;
+  }
+  for (int t = n; t < n8; ++t) std::fill_n(out + size_t(t) * size_t(hd16), hd16, int16_t(0));
+}
+
+inline float hsum_max(__m256 v) {
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  return _mm_cvtss_f32(m4);
+}
+
+// A row's query as int16 codes with one scale (amax / 32767, rounded to
+// nearest): 15 bits, far finer than the keys' own codes. Returns the scale.
+inline float quantize_q_i16(const float* q, int hd, int hd16, int16_t* out) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 mx = _mm256_setzero_ps();
+  int j = 0;
+  for (; j + 8 <= hd; j += 8)
+    mx = _mm256_max_ps(mx, _mm256_and_ps(_mm256_loadu_ps(q + j), abs_mask));
+  float amax = hsum_max(mx);
+  for (; j < hd; ++j) amax = std::max(amax, std::fabs(q[j]));
+  const float scale = amax / 32767.0f;
+  const float inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
+  const __m256 iv = _mm256_set1_ps(inv);
+  j = 0;
+  for (; j + 16 <= hd; j += 16) {
+    const __m256i lo = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(q + j), iv));
+    const __m256i hi = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(q + j + 8), iv));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j),
+                        _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xd8));
+  }
+  for (; j < hd; ++j) out[j] = int16_t(std::nearbyint(q[j] * inv));
+  for (; j < hd16; ++j) out[j] = 0;
+  return scale;
+}
+
 // acc[0, 8*S) (S strips of 8 dims; the last one may be partial: `last` dims)
 // = acc * corr + sum_t p[t] vf[t].
 template <int S>
@@ -179,7 +243,8 @@ void attend_tile_avx2(const KvLayout& L, const HeadBlock& hb, int nr, const int*
   float* vf = B.vf.data();
   float* qp = B.q.data();
   float* s = B.s.data();
-  decode_block<T, true>(hb.k, L.k_row, n_max, n8, hd, hd8, kf);
+  if (T == KvType::F16 || hd > kMaxIntScoreDims)
+    decode_block<T, true>(hb.k, L.k_row, n_max, n8, hd, hd8, kf);
   decode_block<T, false>(hb.v, L.v_row, n_max, n8, hd, hd8, vf);
   float* ks = B.ks.data();
   if constexpr (T != KvType::F16) {
@@ -187,14 +252,26 @@ void attend_tile_avx2(const KvLayout& L, const HeadBlock& hb, int nr, const int*
     std::fill(ks + n_max, ks + n8, 1.0f);
   }
   const float v_unit = VT == KvType::Int8Fp8 ? 256.0f : 1.0f;  // fp8 rows decode as value / 256
+  // Integer keys score in int16 x int16 -> int32 (vpmaddwd: twice the
+  // multiply-adds of an fp32 FMA a cycle) against the query's 15-bit codes;
+  // exact integer sums up to head_dim 256 (|sum| < 256 x 32767 x 128 < 2^31).
+  const bool int_keys = T != KvType::F16 && hd <= kMaxIntScoreDims;
+  const int hd16 = (hd + 15) & ~15;
+  if (int_keys) decode_keys_i16<T>(hb.k, L.k_row, n_max, n8, hd, hd16, B.ki.data());
   for (int r = 0; r < nr; ++r) {
     const int n = n_tok[r];
     if (n <= 0) continue;
-    std::copy_n(q[r], hd, qp);
-    std::fill(qp + hd, qp + hd8, 0.0f);
     const int np = (n + 7) & ~7;
-    const float m_new =
-        std::max(m_io[r], tile_scores(qp, kf, T != KvType::F16 ? ks : nullptr, hd8, n, s));
+    float block_max;
+    if (int_keys) {
+      const float qs = quantize_q_i16(q[r], hd, hd16, B.qi.data());
+      block_max = tile_scores_i16(B.qi.data(), qs, B.ki.data(), ks, hd16, n, s);
+    } else {
+      std::copy_n(q[r], hd, qp);
+      std::fill(qp + hd, qp + hd8, 0.0f);
+      block_max = tile_scores(qp, kf, T != KvType::F16 ? ks : nullptr, hd8, n, s);
+    }
+    const float m_new = std::max(m_io[r], block_max);
     const float corr = std::exp(m_io[r] - m_new);
     const __m256 mv = _mm256_set1_ps(m_new);
     __m256 sum = _mm256_setzero_ps();

@@ -44,3 +44,47 @@ inline float tile_scores(const float* qp, const float* kf, const float* kscale, 
   m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
   return _mm_cvtss_f32(m4);
 }
+
+// Integer keys' scores: above this head size the int32 sums could overflow.
+inline constexpr int kMaxIntScoreDims = 256;
+
+// s[0, n8) = qscale * kscale[t] * (qi . ki[t]) for int16 query codes qi and
+// int16 key rows ki (hd16 dims each, 8 keys at a time, exact int32 sums, one
+// reduction per 8); keys at or past n score -inf. Returns the block max.
+inline float tile_scores_i16(const int16_t* qi, float qscale, const int16_t* ki,
+                             const float* kscale, int hd16, int n, float* s) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const int np = (n + 7) & ~7;
+  const __m256 qs = _mm256_set1_ps(qscale);
+  __m256 mx = _mm256_set1_ps(-inf);
+  for (int k0 = 0; k0 < np; k0 += 8) {
+    __m256i a[8];
+    for (int i = 0; i < 8; ++i) a[i] = _mm256_setzero_si256();
+    const int16_t* kr = ki + size_t(k0) * size_t(hd16);
+    for (int j = 0; j < hd16; j += 16) {
+      const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qi + j));
+      for (int i = 0; i < 8; ++i)
+        a[i] = _mm256_add_epi32(
+            a[i], _mm256_madd_epi16(qv, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                            kr + size_t(i) * size_t(hd16) + j))));
+    }
+    const __m256i t0 = _mm256_hadd_epi32(a[0], a[1]), t1 = _mm256_hadd_epi32(a[2], a[3]);
+    const __m256i t2 = _mm256_hadd_epi32(a[4], a[5]), t3 = _mm256_hadd_epi32(a[6], a[7]);
+    const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
+    const __m256i sum = _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
+                                         _mm256_permute2x128_si256(u0, u1, 0x31));
+    __m256 sv =
+        _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sum), qs), _mm256_loadu_ps(kscale + k0));
+    if (k0 + 8 > n) {
+      const __m256 keep = _mm256_castsi256_ps(
+          _mm256_cmpgt_epi32(_mm256_set1_epi32(n - k0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+      sv = _mm256_blendv_ps(_mm256_set1_ps(-inf), sv, keep);
+    }
+    mx = _mm256_max_ps(mx, sv);
+    _mm256_storeu_ps(s + k0, sv);
+  }
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  return _mm_cvtss_f32(m4);
+}

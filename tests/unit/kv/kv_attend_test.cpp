@@ -140,10 +140,16 @@ TEST(KvAttend, KernelsMatchFloat64OracleOnOddShapes) {
               double vmax = 0;
               for (float x : bl.v) vmax = std::max(vmax, double(std::fabs(x)));
               // The AVX-512 kernels round each token's weight (probability
-              // x value scale) to bf16 (their other types are exact).
-              const bool low = std::string(K->isa) == "avx512" && t != KvType::F16;
+              // x value scale) to bf16 (their other types are exact); the
+              // AVX2 kernels score integer keys against the query rounded to
+              // 15-bit codes (a score moves by at most half a code step times
+              // the key row's L1 norm: ~1e-4 here).
+              const std::string isa = K->isa;
+              const bool low = isa == "avx512" && t != KvType::F16;
+              const bool q15 = isa == "avx2" && t != KvType::F16;
+              const double tol = low ? 2e-2 : q15 ? 3e-4 : 2e-5;
               for (int j = 0; j < hd; ++j) {
-                ASSERT_NEAR(out[j], ref[size_t(j)], (low ? 2e-2 : 2e-5) * vmax)
+                ASSERT_NEAR(out[j], ref[size_t(j)], tol * vmax)
                     << K->isa << " " << to_string(t) << " hd=" << hd << " B=" << B << " n=" << n
                     << " j=" << j;
               }
