@@ -6,6 +6,14 @@
 // decoded once for all the query rows given, then each row gets its scores,
 // one block max, one rescale of (l, acc), vectorised exps and
 // acc += sum_t p_t v_t.
+//
+// Integer keys (int8, int4) score in int16 x int16 -> int32 (vpmaddwd, twice
+// an FMA's multiply-adds) against the row's query rounded to 15-bit codes with
+// one scale. Measured: score errors of 2.5e-4 median, 1e-3 worst (SmolLM2) and
+// 2.9e-4 / 3.4e-3 (Gemma 3) against the fp32 scores; perplexity at c=1024
+// (int8-fp8 KV) 30.338 -> 30.346 on SmolLM2, 28.833 -> 28.743 on Gemma 3
+// (the KV's own int8-fp8 rounding moves Gemma's by -0.8% from f16); prefill
+// of 512 at depth 4096 +11%. F16 keys keep the fp32 scores.
 #include <immintrin.h>
 
 #include <algorithm>
