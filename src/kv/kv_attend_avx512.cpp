@@ -6,12 +6,17 @@
 //
 // The same tile as the AVX2 kernel (a block decoded once for every row, each
 // row on its own):
-//   - scores in fp32 (a query rounded to int8 or int16 was tried: a few
-//     outlier dims of real queries make its scale coarse for the rest, and
-//     sharp softmaxes turn that into a 0.8% perplexity loss). The keys are
-//     staged as fp32 in groups of 4 dims x 4 keys per register, so each FMA
-//     works on 4 keys and a key's 4 lane sums need two shuffle levels, not
-//     the four of a plain horizontal sum;
+//   - scores: for head sizes that are a multiple of 8 (up to 256), int16
+//     keys against the query rounded to 15-bit codes with one scale, by
+//     vpdpwssd (32 multiply-adds an instruction); else fp32 FMAs. Either way
+//     the keys are staged in groups of 4 keys per register (one 128-bit block
+//     each), so a key's 4 lane sums need two shuffle levels, not the four of
+//     a plain horizontal sum. (An int8 query was tried before: a few outlier
+//     dims of real queries make its scale coarse for the rest, a 0.8%
+//     perplexity loss. 15 bits measured at c=1024, int8-fp8 KV: SmolLM2
+//     30.429 -> 30.292, Gemma 3 28.793 -> 28.904 (fp32 scores on AVX2: 30.338,
+//     28.833); prefill of 512 at depth 4096 +7-18%. llama.cpp's CPU flash
+//     attention rounds the query to 8 bits against q8_0 keys.);
 //   - values: the codes are exact in bf16 (a 128-entry byte table per half,
 //     vpermi2b), token pairs interleaved; each probability times its token's
 //     value scale is rounded to bf16 once, and vdpbf16ps accumulates into
@@ -44,6 +49,8 @@ struct Buffers {
   std::vector<float> q;       // (hd4) the row's query, zero-padded
   std::vector<float> s;       // (n16) scores, then probabilities
   std::vector<uint32_t> p2;   // (4, n16 / 2) bf16 pairs of probability x value scale per row
+  std::vector<int16_t> ki;    // (n16 / 16, hd / 8, 4 groups, 32) staged int16 keys, stage_keys_i16
+  std::vector<int16_t> qi;    // (hd) the row's query as 15-bit codes
 };
 
 Buffers& buffers(size_t keys, size_t dims) {
@@ -53,8 +60,9 @@ Buffers& buffers(size_t keys, size_t dims) {
     b.k.resize(keys * d64);
     b.v.resize(keys * d64);
     b.codes.resize(keys * d64);
+    b.ki.resize(keys * d64);
   }
-  if (b.q.size() < d64) b.q.resize(d64);
+  if (b.q.size() < d64) b.q.resize(d64), b.qi.resize(d64);
   if (b.s.size() < keys) {
     b.s.resize(keys);
     b.p2.resize(keys / 2 * 4);  // kRun rows
@@ -165,6 +173,118 @@ inline float row_scores(const float* q, const float* kf, const float* kscale, in
     _mm512_storeu_ps(s + t0, sv);
   };
   score_row<V16>(q, kf, J, n, finish);
+  return _mm512_reduce_max_ps(mx);
+}
+
+// --- Integer scores ---------------------------------------------------------
+//
+// For head sizes that are a multiple of 8 (up to 256: exact int32 sums,
+// |sum| <= 256 x 32767 x 128 < 2^31), keys are staged as int16 in the same
+// groups, register (sg, j, i) holding keys i, i + 4, i + 8, i + 12's dims
+// 8j..8j+7 (one 128-bit block per key), and each row's query is rounded to
+// 15-bit codes with one scale: vpdpwssd then does 32 multiply-adds where an
+// fp32 FMA does 16, and each key's 4 lane sums reduce as before. The error
+// this adds (half a query code step times the key row's L1 norm: ~1e-3 on a
+// score at worst on real models, tests/unit/kv/kv_attend_test.cpp) is below
+// the KV's own rounding; see kv_attend_avx2.cpp for the perplexity measured.
+inline constexpr int kMaxIntScoreDims = 256;
+
+void stage_keys_i16(const int8_t* codes, size_t stride, int n, int n16, int hd, int16_t* out) {
+  const int J8 = hd / 8;
+  for (int sg = 0; sg < n16 / 16; ++sg) {
+    for (int i = 0; i < 4; ++i) {
+      for (int b = 0; b < 4; ++b) {
+        const int t = 16 * sg + i + 4 * b;
+        const int8_t* row = codes + size_t(t) * stride;
+        for (int j = 0; j < J8; ++j) {
+          const __m128i w = t < n ? _mm_cvtepi8_epi16(_mm_loadl_epi64(
+                                        reinterpret_cast<const __m128i*>(row + 8 * j)))
+                                  : _mm_setzero_si128();
+          _mm_storeu_si128(
+              reinterpret_cast<__m128i*>(out + ((size_t(sg) * J8 + j) * 4 + i) * 32 + 8 * b), w);
+        }
+      }
+    }
+  }
+}
+
+// The row's query as int16 codes (round to nearest) with one scale, amax /
+// 32767; hd is a multiple of 8.
+inline float quantize_q_i16(const float* q, int hd, int16_t* out) {
+  __m512 mx = _mm512_setzero_ps();
+  int j = 0;
+  for (; j + 16 <= hd; j += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(q + j)));
+  if (j < hd) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_maskz_loadu_ps(__mmask16(0xff), q + j)));
+  const float amax = _mm512_reduce_max_ps(mx);
+  const __m512 iv = _mm512_set1_ps(amax > 0.0f ? 32767.0f / amax : 0.0f);
+  for (j = 0; j + 16 <= hd; j += 16)
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(out + j),
+        _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(q + j), iv))));
+  if (j < hd)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j),
+                     _mm256_castsi256_si128(_mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(
+                         _mm512_mul_ps(_mm512_maskz_loadu_ps(__mmask16(0xff), q + j), iv)))));
+  return amax / 32767.0f;
+}
+
+template <int imm>
+inline __m512i shuffle_i(__m512i a, __m512i b) {
+  return _mm512_castps_si512(
+      _mm512_shuffle_ps(_mm512_castsi512_ps(a), _mm512_castsi512_ps(b), imm));
+}
+
+// Four groups' lane sums -> 16 int32 scores in token order (reduce_groups' shuffles).
+inline __m512i reduce_groups_i(const __m512i* a) {
+  const __m512i d01 = _mm512_add_epi32(shuffle_i<0x44>(a[0], a[1]), shuffle_i<0xee>(a[0], a[1]));
+  const __m512i d23 = _mm512_add_epi32(shuffle_i<0x44>(a[2], a[3]), shuffle_i<0xee>(a[2], a[3]));
+  return _mm512_add_epi32(shuffle_i<0x88>(d01, d23), shuffle_i<0xdd>(d01, d23));
+}
+
+template <int SG>
+inline void score_groups_i16(const int16_t* q, const int16_t* k0, int J8, __m512i* out) {
+  __m512i a[SG][4];
+  for (int g = 0; g < SG; ++g)
+    for (int i = 0; i < 4; ++i) a[g][i] = _mm512_setzero_si512();
+  for (int j = 0; j < J8; ++j) {
+    const __m512i qv =
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 8 * j)));
+    for (int g = 0; g < SG; ++g) {
+      const int16_t* k = k0 + (size_t(g) * size_t(J8) + size_t(j)) * 4 * 32;
+      for (int i = 0; i < 4; ++i)
+        a[g][i] = _mm512_dpwssd_epi32(a[g][i], qv, _mm512_loadu_si512(k + 32 * i));
+    }
+  }
+  for (int g = 0; g < SG; ++g) out[g] = reduce_groups_i(a[g]);
+}
+
+// row_scores with int16 keys and query codes (scale qs).
+inline float row_scores_i16(const int16_t* q, float qs, const int16_t* ki, const float* kscale,
+                            int J8, int n, float* s) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  const __m512 qsv = _mm512_set1_ps(qs);
+  __m512 mx = ninf;
+  auto finish = [&](int t0, __m512i si) {
+    const __mmask16 live = __mmask16(n - t0 >= 16 ? 0xffff : (1u << (n - t0)) - 1u);
+    const __m512 sv = _mm512_mask_blend_ps(live, ninf,
+                                           _mm512_mul_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(si), qsv),
+                                                         _mm512_maskz_loadu_ps(live, kscale + t0)));
+    mx = _mm512_max_ps(mx, sv);
+    _mm512_storeu_ps(s + t0, sv);
+  };
+  const int np = (n + 15) / 16 * 16;
+  int t0 = 0;
+  for (; t0 + 32 <= np; t0 += 32) {
+    __m512i sv[2];
+    score_groups_i16<2>(q, ki + size_t(t0) * size_t(8 * J8), J8, sv);
+    finish(t0, sv[0]);
+    finish(t0 + 16, sv[1]);
+  }
+  if (t0 < np) {
+    __m512i sv[1];
+    score_groups_i16<1>(q, ki + size_t(t0) * size_t(8 * J8), J8, sv);
+    finish(t0, sv[0]);
+  }
   return _mm512_reduce_max_ps(mx);
 }
 
@@ -331,7 +451,11 @@ void attend_tile_avx512(const KvLayout& L, const HeadBlock& hb, int nr, const in
     unpack_int4(hb, L.k_row, n_max, hd, B.codes.data());
     codes = B.codes.data(), stride = size_t(hd);
   }
-  stage_keys(codes, stride, n_max, n16, hd, B.k.data());
+  const bool int_scores = hd % 8 == 0 && hd <= kMaxIntScoreDims;
+  if (int_scores)
+    stage_keys_i16(codes, stride, n_max, n16, hd, B.ki.data());
+  else
+    stage_keys(codes, stride, n_max, n16, hd, B.k.data());
   constexpr KvType VT = T == KvType::Int8 ? KvType::Int8 : KvType::Int8Fp8;
   stage_values<VT>(L, hb, n_max, n16, hd, hd16, B.v.data());
   float* s = B.s.data();
@@ -351,9 +475,16 @@ void attend_tile_avx512(const KvLayout& L, const HeadBlock& hb, int nr, const in
     float corr[kRun];
     float* accs[kRun];
     for (int r = r0; r < r1; ++r) {
-      const float* qr = q[r];
-      if (padded) qr = std::copy_n(q[r], hd, B.q.data()) - hd;
-      const float m_new = std::max(m_io[r], row_scores(qr, B.k.data(), hb.ks, J, n, s));
+      float block_max;
+      if (int_scores) {
+        const float qs = quantize_q_i16(q[r], hd, B.qi.data());
+        block_max = row_scores_i16(B.qi.data(), qs, B.ki.data(), hb.ks, hd / 8, n, s);
+      } else {
+        const float* qr = q[r];
+        if (padded) qr = std::copy_n(q[r], hd, B.q.data()) - hd;
+        block_max = row_scores(qr, B.k.data(), hb.ks, J, n, s);
+      }
+      const float m_new = std::max(m_io[r], block_max);
       corr[r - r0] = std::exp(m_io[r] - m_new);
       const float sum = row_weights(s, hb.vs, m_new, n, B.p2.data() + size_t(r - r0) * size_t(p2s));
       l_io[r] = l_io[r] * corr[r - r0] + sum;

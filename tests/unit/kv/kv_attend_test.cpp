@@ -140,10 +140,10 @@ TEST(KvAttend, KernelsMatchFloat64OracleOnOddShapes) {
               double vmax = 0;
               for (float x : bl.v) vmax = std::max(vmax, double(std::fabs(x)));
               // The AVX-512 kernels round each token's weight (probability
-              // x value scale) to bf16 (their other types are exact); the
-              // AVX2 kernels score integer keys against the query rounded to
-              // 15-bit codes (a score moves by at most half a code step times
-              // the key row's L1 norm: ~1e-4 here).
+              // x value scale) to bf16 (their other types are exact); both
+              // score integer keys against the query rounded to 15-bit codes
+              // (a score moves by at most half a code step times the key
+              // row's L1 norm: ~1e-4 here).
               const std::string isa = K->isa;
               const bool low = isa == "avx512" && t != KvType::F16;
               const bool q15 = isa == "avx2" && t != KvType::F16;
