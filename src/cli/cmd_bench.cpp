@@ -441,8 +441,9 @@ void run_depth_tests(Engine& e, const BenchOpts& o, nlohmann::json& j) {
     std::printf("\n");
   }
   for (int b : o.batches) {
-    const DepthOpts d{o.depth, o.tg, o.pp_at_depth ? o.pp : 0, b, o.chunk,
-                        o.pp_chunk > 0 ? o.pp_chunk : o.chunk, o.drop_cache};
+    const DepthOpts d{o.depth,     o.tg,    o.pp_at_depth ? o.pp : 0,
+                      b,           o.chunk, o.pp_chunk > 0 ? o.pp_chunk : o.chunk,
+                      o.drop_cache};
     j["depth"].push_back(depth_test(e, d, o.reps, o.json));
   }
 }

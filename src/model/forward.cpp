@@ -168,8 +168,8 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
       const int n = int(batch.entries[ei].tokens.size());
       const int ctx = w.tok_pos[size_t(t)] + n;
       const auto& runs = batch.entries[ei].embeddings;
-      const bool bidir =
-          std::any_of(runs.begin(), runs.end(), [](const EmbeddingRun& r) { return r.bidirectional; });
+      const bool bidir = std::any_of(runs.begin(), runs.end(),
+                                     [](const EmbeddingRun& r) { return r.bidirectional; });
       if (split_ok && !bidir && n <= tok_block && ctx > seg_tok) {
         const int n_seg = (ctx + seg_tok - 1) / seg_tok;
         w.attn_splits.push_back({int(ei), t, n, n_seg, part});
@@ -238,12 +238,11 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
         for (int seg = 0; seg < sp.n_seg; ++seg) {
           const float* st =
               w.attn_part.data() + sp.off + (size_t(kvh) * sp.n_seg + size_t(seg)) * stride;
-          kv::attend_merge(hd, st[r], st[rows + r], st + 2 * rows + size_t(r) * hd, &m, &lsum,
-                           acc);
+          kv::attend_merge(hd, st[r], st[rows + r], st + 2 * rows + size_t(r) * hd, &m, &lsum, acc);
         }
-        kv::attend_finish(hd, lsum, acc,
-                          w.attn.data() + size_t(sp.t0 + tk) * qd + size_t(kvh) * group * hd +
-                              size_t(g) * hd);
+        kv::attend_finish(
+            hd, lsum, acc,
+            w.attn.data() + size_t(sp.t0 + tk) * qd + size_t(kvh) * group * hd + size_t(g) * hd);
       }
     });
   }

@@ -281,10 +281,12 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
       rank += plan_[i].first->req.client == s->req.client;
     plan_.push_back({s.get(), rank});
   }
-  // A short prompt: at most one step's tokens, none of them prefilled yet (a
-  // long prompt's last chunk is not a short request).
+  // A short prompt: at most one step's tokens to prefill in all, counting
+  // what it has prefilled already (a long prompt's last chunk is not a short
+  // request, and a short one that had to be chunked stays first in line
+  // instead of waiting behind the long one for the rest).
   const auto is_short = [quick = opts_.step_tokens](const Sequence& s) {
-    return s.last_chunk == 0 && s.pending() <= quick;
+    return s.pending() + s.prompt_computed <= quick;
   };
   std::sort(plan_.begin() + long(n_decode), plan_.end(), [&](const auto& a, const auto& b) {
     if (a.second != b.second) return a.second < b.second;

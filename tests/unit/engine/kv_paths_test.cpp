@@ -444,7 +444,8 @@ TEST_F(KvPaths, SplitDecodeMatchesPrefillBitForBit) {
   // chunks deep in a long prompt): 3 tokens a step, the same bits again.
   Gen small = greedy(e, all, 3, false, keys, 1);
   ASSERT_EQ(small.tokens[0], pre.tokens[0]);
-  EXPECT_EQ(0, std::memcmp(small.logits.data(), pre.logits.data(), sizeof(float) * size_t(n_vocab)));
+  EXPECT_EQ(0,
+            std::memcmp(small.logits.data(), pre.logits.data(), sizeof(float) * size_t(n_vocab)));
   e.free_sequence(dec.seq);
   e.free_sequence(pre.seq);
   e.free_sequence(small.seq);
