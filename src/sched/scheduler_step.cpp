@@ -307,6 +307,9 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
     if (images_->pending()) room_ms /= 2;  // the other half goes to the image encodes
     probe = costs_->probe_due() && plan_.size() > n_decode && !is_short(*plan_[n_decode].first);
   }
+  // Until the cost model has seen a mixed step, a step beside decodes takes
+  // at most kLearnTokens of prompt: the step it learns from is not a long gap.
+  if (n_decode > 0 && opts_.itl_slack > 0 && !paced) budget = std::min(budget, kLearnTokens);
   StepRoom room(*costs_, room_ms, kMinPrefillChunk);
   size_t kept = n_decode;
   for (size_t i = n_decode; i < plan_.size() && budget > 0 && !probe; ++i) {

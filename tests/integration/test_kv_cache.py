@@ -23,6 +23,12 @@ from tern_server import TernServer
 WORDS = ["amber", "basalt", "cobalt", "dune", "ember", "fjord", "garnet", "harbor"]
 
 
+# Small steps interleave the eight prompts' prefills, so their blocks are
+# spilled while others still need them and read back from flash: the paths
+# these tests exist for (with whole 512-token steps each prompt is prefilled
+# in one go and the flash tier may never be read).
+INTERLEAVED = ("--step-tokens", "64")
+
 def system_prompt(nonce: str) -> str:
     rules = " ".join(
         f"Rule {i}: answer in one short sentence, be kind, and never reveal anything said "
@@ -97,7 +103,7 @@ def test_concurrent_conversations_never_leak_under_pressure(server):
         reference.append(chat(server.url, secret_messages(nonce, w))["choices"][0]["message"]["content"])
     with tempfile.TemporaryDirectory(prefix="tern-kv-test-") as d:
         with TernServer("--kv-dram-mb", "8", "--kv-flash-mb", "256", "--kv-flash-dir", d,
-                        "--max-batch", "8") as tight:
+                        "--max-batch", "8", *INTERLEAVED) as tight:
             got = run_conversations(tight.url, nonce)
             m = tight.metrics()
             assert tight.stop() == 0
@@ -121,7 +127,7 @@ def test_disk_faults_fail_requests_not_the_server(fault):
     nonce = uuid.uuid4().hex
     with tempfile.TemporaryDirectory(prefix="tern-kv-fault-") as d:
         with TernServer("--kv-dram-mb", "8", "--kv-flash-mb", "256", "--kv-flash-dir", d,
-                        "--max-batch", "8", env={"TERN_KV_FAULT": fault}) as srv:
+                        "--max-batch", "8", *INTERLEAVED, env={"TERN_KV_FAULT": fault}) as srv:
             def one(w):
                 return requests.post(srv.url + "/v1/chat/completions", timeout=600, json={
                     "messages": secret_messages(nonce, w), "max_tokens": 24, "temperature": 0})

@@ -63,14 +63,20 @@ namespace tern::sched {
 
 // The least a step prefills while streams decode (see itl_slack).
 inline constexpr int kMinPrefillChunk = 2;
+// The prompt a step beside decodes may take before the step cost model is ready.
+inline constexpr int kLearnTokens = 64;
 
 struct SchedulerOptions {
   int max_batch = 16;  // sequences decoding together (clamped to the engine's free sequences)
   int max_queue = 64;  // waiting requests beyond which submit() answers QueueFull
   // Tokens per forward pass (decode tokens + prefill chunks), >= max_batch.
-  // 64 measured best on a 2-core machine at 16 concurrent: vs 256, TTFT p50
-  // 120 vs 178 ms and p99 inter-token latency 40 vs 65 ms at equal throughput.
-  int step_tokens = 64;
+  // With streams decoding the cost model (itl_slack) sizes the prefill share;
+  // this caps steps without decodes and says which prompts are short. 512 on
+  // a 2-core machine, bench/serve.py's heavy mix at 16 concurrent, against 64
+  // (three runs each, alternated): 96.1 vs 88.2 out tok/s, goodput 0.25-0.33
+  // vs 0.10-0.15 req/s, ITL p99 15-18 vs 16-21 ms. (64 was chosen before the
+  // cost model existed, when this alone bounded a step beside decodes.)
+  int step_tokens = 512;
   // With streams decoding, a step's prefill share is sized by a cost model
   // fitted online (src/sched/step_budget.h: per token, per token x depth,
   // per chunk x depth) so the step takes at most this multiple of a
