@@ -503,9 +503,8 @@ def main() -> int:
           f"{args.requests} requests per level; SLO: TTFT <= {args.slo_ttft} s and "
           f"ITL p99 <= {args.slo_itl_ms} ms")
 
-    # Each server is started just before its runs and stopped after them: an
-    # idle peer alive during tern's runs cost tern ~15% of its throughput
-    # (83.5 vs 97-99 out tok/s on the heavy mix at 16 concurrent).
+    # Each server is started just before its runs and stopped after them, so
+    # the other one never sits idle beside it, holding memory and threads.
     starters: list[tuple[str, object]] = []
     if args.url:
         starters.append(("server", None))

@@ -176,13 +176,6 @@ void decode_keys_i16(const uint8_t* base, size_t row_bytes, int n, int n8, int h
   for (int t = n; t < n8; ++t) std::fill_n(out + size_t(t) * size_t(hd16), hd16, int16_t(0));
 }
 
-inline float hsum_max(__m256 v) {
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-  return _mm_cvtss_f32(m4);
-}
-
 // A row's query as int16 codes with one scale (amax / 32767, rounded to
 // nearest): 15 bits, far finer than the keys' own codes. Returns the scale.
 inline float quantize_q_i16(const float* q, int hd, int hd16, int16_t* out) {

@@ -12,6 +12,26 @@ inline __m256 reduce8(const __m256* a) {
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
+// The largest of a vector's 8 floats.
+inline float hsum_max(__m256 v) {
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  return _mm_cvtss_f32(m4);
+}
+
+// Scores sv of keys k0..k0+7: those at or past n (the causal edge) become
+// -inf; stored at s + k0 and folded into the running max mx.
+inline void store_scores(__m256 sv, int k0, int n, float* s, __m256& mx) {
+  if (k0 + 8 > n) {
+    const __m256 keep = _mm256_castsi256_ps(
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(n - k0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+    sv = _mm256_blendv_ps(_mm256_set1_ps(-std::numeric_limits<float>::infinity()), sv, keep);
+  }
+  mx = _mm256_max_ps(mx, sv);
+  _mm256_storeu_ps(s + k0, sv);
+}
+
 // s[0, n8) = the row's scores against fp32 key rows kf (hd8 dims each, 8 keys
 // at a time, one reduction per 8), times kscale[t] when given; keys at or
 // past n (the causal edge) score -inf. Returns the row's block max.
@@ -31,18 +51,9 @@ inline float tile_scores(const float* qp, const float* kf, const float* kscale, 
     }
     __m256 sv = reduce8(a);
     if (kscale) sv = _mm256_mul_ps(sv, _mm256_loadu_ps(kscale + k0));
-    if (k0 + 8 > n) {
-      const __m256 keep = _mm256_castsi256_ps(
-          _mm256_cmpgt_epi32(_mm256_set1_epi32(n - k0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-      sv = _mm256_blendv_ps(_mm256_set1_ps(-inf), sv, keep);
-    }
-    mx = _mm256_max_ps(mx, sv);
-    _mm256_storeu_ps(s + k0, sv);
+    store_scores(sv, k0, n, s, mx);
   }
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-  return _mm_cvtss_f32(m4);
+  return hsum_max(mx);
 }
 
 // Integer keys' scores: above this head size the int32 sums could overflow.
@@ -73,18 +84,9 @@ inline float tile_scores_i16(const int16_t* qi, float qscale, const int16_t* ki,
     const __m256i u0 = _mm256_hadd_epi32(t0, t1), u1 = _mm256_hadd_epi32(t2, t3);
     const __m256i sum = _mm256_add_epi32(_mm256_permute2x128_si256(u0, u1, 0x20),
                                          _mm256_permute2x128_si256(u0, u1, 0x31));
-    __m256 sv =
+    const __m256 sv =
         _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(sum), qs), _mm256_loadu_ps(kscale + k0));
-    if (k0 + 8 > n) {
-      const __m256 keep = _mm256_castsi256_ps(
-          _mm256_cmpgt_epi32(_mm256_set1_epi32(n - k0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
-      sv = _mm256_blendv_ps(_mm256_set1_ps(-inf), sv, keep);
-    }
-    mx = _mm256_max_ps(mx, sv);
-    _mm256_storeu_ps(s + k0, sv);
+    store_scores(sv, k0, n, s, mx);
   }
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-  return _mm_cvtss_f32(m4);
+  return hsum_max(mx);
 }

@@ -57,17 +57,23 @@ TEST(StepBudget, StepsWithoutDecodesTeachNothing) {
   EXPECT_FALSE(sb.ready());
 }
 
-TEST(StepBudget, RecoversDepthDependentCostsAndSizesChunksByThem) {
-  const Truth t;
+// A budget fitted on a long prompt prefilled beside decodes, chunks of
+// varying size (room: 13 ms).
+StepBudget fitted_budget(const Truth& t) {
   StepBudget sb;
   decode_only(sb);
-  // A long prompt prefilled beside decodes, chunks of varying size.
   int d = 0;
   for (int i = 0; i < 60; ++i) {
     const int n = 2 + (i * 7) % 30;
     mixed(sb, t, n, d);
     d += n;
   }
+  return sb;
+}
+
+TEST(StepBudget, RecoversDepthDependentCostsAndSizesChunksByThem) {
+  const Truth t;
+  const StepBudget sb = fitted_budget(t);
   ASSERT_TRUE(sb.fitted());
   const auto th = sb.coefficients();
   EXPECT_NEAR(th[0], t.a, 0.05 * t.a);
@@ -171,19 +177,6 @@ TEST(StepBudget, ProbesADecodeOnlyStepEveryFewMixedOnes) {
   }
   EXPECT_TRUE(sb.probe_due());
   EXPECT_LT(sb.chunk_ms(4, 0), 100.0) << "an unmodelled step must not enter the fit";
-}
-
-// A budget fitted on a long prompt's chunks beside decodes (room: 13 ms).
-StepBudget fitted_budget(const Truth& t) {
-  StepBudget sb;
-  decode_only(sb);
-  int d = 0;
-  for (int i = 0; i < 60; ++i) {
-    const int n = 2 + (i * 7) % 30;
-    mixed(sb, t, n, d);
-    d += n;
-  }
-  return sb;
 }
 
 // Two short prompts in one step (a stream's next request and a short
