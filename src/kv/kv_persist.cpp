@@ -4,9 +4,12 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -84,6 +87,31 @@ ssize_t read_all(int fd, void* p, size_t n) {
   return ssize_t(got);
 }
 
+// Whether an open descriptor is a regular file (not a FIFO, device, ...).
+bool is_regular(int fd) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::string temp_path(const std::string& dir) {
+  return cache_file_path(dir) + ".tmp";
+}
+
+// A snapshot write cut short (SIGKILL, power loss) leaves its temp file
+// behind; only the lock holder writes one, so once the lock is ours any temp
+// file is stale. A non-regular file there is removed too (never opened).
+void remove_stale_temp(const std::string& dir) {
+  const std::string tmp = temp_path(dir);
+  struct stat st {};
+  if (::lstat(tmp.c_str(), &st) != 0) return;
+  if (::unlink(tmp.c_str()) == 0) {
+    logger()->warn("--cache-dir {}: removed {} ({} MiB) left by a snapshot that was cut short", dir,
+                   tmp, st.st_size >> 20);
+  } else {
+    logger()->warn("--cache-dir {}: cannot remove the stale {}: {}", dir, tmp, strerror(errno));
+  }
+}
+
 }  // namespace
 
 std::string cache_file_path(const std::string& dir) {
@@ -97,9 +125,16 @@ CacheDirLock::CacheDirLock(const std::string& dir) : dir_(dir) {
   fs::create_directories(dir, ec);
   if (ec) throw IoError("--cache-dir " + dir + ": cannot create it: " + ec.message());
   const std::string path = (fs::path(dir) / "lock").string();
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // O_NONBLOCK | O_NOFOLLOW: a FIFO or a symlink planted as the lock file
+  // must neither block start-up nor redirect the pid write elsewhere.
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW, 0644);
   if (fd_ < 0)
     throw IoError("--cache-dir " + dir + ": cannot open " + path + ": " + strerror(errno));
+  if (!is_regular(fd_)) {
+    ::close(fd_);
+    fd_ = -1;
+    throw IoError("--cache-dir " + dir + ": " + path + " is not a regular file");
+  }
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     char pid[32] = {};
@@ -117,6 +152,7 @@ CacheDirLock::CacheDirLock(const std::string& dir) : dir_(dir) {
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) < 0) {
     logger()->warn("--cache-dir {}: cannot write our pid into the lock file", dir);
   }
+  remove_stale_temp(dir);
 }
 
 CacheDirLock::~CacheDirLock() {
@@ -130,10 +166,12 @@ PersistStats save_prefix_cache(PagedKv& kv, const std::string& dir, size_t max_b
   const auto t0 = std::chrono::steady_clock::now();
   PersistStats r;
   const std::string path = cache_file_path(dir);
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = temp_path(dir);
   std::error_code ec;
   fs::create_directories(dir, ec);  // normally there already (CacheDirLock)
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A fresh file: whatever is at the temp path (a FIFO, a symlink) goes first.
+  ::unlink(tmp.c_str());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     r.failed = true;
     r.message = "cannot create " + tmp + ": " + strerror(errno);
@@ -210,7 +248,9 @@ PersistStats load_prefix_cache(PagedKv& kv, const std::string& dir) {
   const auto t0 = std::chrono::steady_clock::now();
   PersistStats r;
   const std::string path = cache_file_path(dir);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO planted here must not wait for a writer
+  // (it would hold start-up forever); it is then refused as not regular.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (fd < 0) {
     r.message = errno == ENOENT ? "no prefix cache in " + dir + " yet"
                                 : "cannot open " + path + ": " + strerror(errno);
@@ -221,6 +261,11 @@ PersistStats load_prefix_cache(PagedKv& kv, const std::string& dir) {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
+  if (!is_regular(fd)) {
+    r.ignored = true;
+    r.message = path + " is not a regular file; ignoring it (it is replaced at the next save)";
+    return r;
+  }
   const std::vector<uint8_t> want = header_prefix(kv);
   std::vector<uint8_t> head(want.size() + 8 + 32);
   const ssize_t got = read_all(fd, head.data(), head.size());
@@ -260,7 +305,9 @@ PersistStats load_prefix_cache(PagedKv& kv, const std::string& dir) {
   for (; seen < n_records; ++seen) {
     const ssize_t n = read_all(fd, rec.data(), rec.size());
     if (n < 0 || size_t(n) != rec.size()) {
-      r.dropped += int64_t(n_records - seen);
+      // The count is the header's claim: bounded so a damaged (huge) one
+      // cannot wrap the tally negative.
+      r.dropped += int64_t(std::min<uint64_t>(n_records - seen, uint64_t(INT64_MAX)));
       break;
     }
     r.bytes += n;

@@ -6,6 +6,7 @@
 #include "api_exchange.h"
 #include "json_fields.h"
 #include "openai_tools.h"
+#include "tern/core/random_id.h"
 #include "tern/sampling/reasoning_split.h"
 #include "tern/server/media_translate.h"
 #include "tern/server/openai_response.h"
@@ -303,10 +304,15 @@ namespace {
 // Every event carries a sequence_number.
 class ResponsesExchange final : public ApiExchange {
  public:
+  // A stored response is read, continued and deleted by its id alone, so the
+  // id is 128 random bits, never the request counter (which anyone could
+  // enumerate); the log line ties it to the request id.
   ResponsesExchange(ServerContext& ctx, const std::string& rid) : ctx_(ctx) {
-    meta_.id = "resp_" + rid;
-    meta_.item_id = "msg_" + rid;
-    meta_.reasoning_id = "rs_" + rid;
+    const std::string token = random_hex(16);
+    meta_.id = "resp_" + token;
+    meta_.item_id = "msg_" + token;
+    meta_.reasoning_id = "rs_" + token;
+    ctx_.log->debug("[{}] response id {}", rid, meta_.id);
   }
 
   GenerationRequest parse(const json& body) override {

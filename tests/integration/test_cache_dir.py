@@ -140,3 +140,43 @@ def test_periodic_snapshot_survives_a_kill(tmp_path):
         r = chat(again.url, messages)
     assert r["timings"]["cache_flash_n"] > 0, r["timings"]
     assert r["choices"][0]["message"]["content"] == first["choices"][0]["message"]["content"]
+
+
+def test_a_fifo_as_the_snapshot_does_not_block_startup(tmp_path):
+    """A FIFO where the snapshot should be is skipped with a warning (it used
+    to block start-up forever waiting for a writer); the exit snapshot then
+    replaces it with a regular file (issue 25, item 6)."""
+    import os
+    import stat
+
+    cache = tmp_path / "fifo"
+    cache.mkdir()
+    os.mkfifo(cache / "prefix-cache.tkv")
+    srv = server(cache)
+    srv.startup_timeout = 30
+    srv.start()
+    try:
+        assert "is not a regular file; ignoring it" in srv.log(), srv.log()[-3000:]
+        chat(srv.url, [{"role": "user", "content": "Name a colour."}], max_tokens=2)
+    finally:
+        assert srv.stop() == 0, srv.log()[-3000:]
+    assert stat.S_ISREG((cache / "prefix-cache.tkv").stat().st_mode)
+
+
+def test_a_stale_snapshot_temp_file_is_removed_at_startup(tmp_path):
+    """SIGKILL during a snapshot leaves prefix-cache.tkv.tmp behind; the next
+    server to hold the lock removes it at once rather than at its first save
+    (issue 25, item 14). A FIFO there is removed without being opened."""
+    import os
+
+    for kind in ("file", "fifo"):
+        cache = tmp_path / kind
+        cache.mkdir()
+        tmp = cache / "prefix-cache.tkv.tmp"
+        if kind == "file":
+            tmp.write_bytes(b"\0" * (3 << 20))
+        else:
+            os.mkfifo(tmp)
+        with server(cache) as srv:
+            assert not os.path.lexists(tmp)
+            assert "left by a snapshot that was cut short" in srv.log(), srv.log()[-3000:]

@@ -163,3 +163,18 @@ def test_retrieve_and_delete_a_stored_response(client, server, healthy):
                                        temperature=0, store=False)
     with pytest.raises(openai.NotFoundError):
         client.responses.retrieve(unstored.id)
+
+
+def test_stored_ids_are_unguessable(client, healthy):
+    """A stored response is read and deleted by its id alone: ids are 128
+    random bits (32 hex digits), unrelated to the request counter, so no one
+    can enumerate the stored conversations (issue 25, item 9)."""
+    import re
+    ids = [client.responses.create(model="tern", input="Hi", max_output_tokens=1,
+                                   temperature=0).id for _ in range(3)]
+    for i in ids:
+        assert re.fullmatch(r"resp_[0-9a-f]{32}", i), i
+    assert len(set(ids)) == 3
+    # Neighbouring ids share no counter: their hex halves differ widely.
+    a, b = (int(i[5:], 16) for i in ids[:2])
+    assert abs(a - b) > 2**64
