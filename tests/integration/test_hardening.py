@@ -188,10 +188,10 @@ def test_cors_preflight_with_api_key():
                           headers={"Origin": origin, "Authorization": "Bearer sekrit"})
         assert r.status_code == 200
         assert r.headers["Access-Control-Allow-Origin"] == origin
-        # Another origin is not allowed.
+        # Another origin is not allowed: no CORS header at all.
         r = requests.options(srv.url + "/v1/chat/completions", timeout=10,
                              headers={**pre, "Origin": "http://evil.example"})
-        assert "Access-Control-Allow-Origin" not in r.headers
+        assert not [h for h in r.headers if h.lower().startswith("access-control-")], r.headers
 
 
 def test_no_cors_headers_by_default(server):
@@ -199,6 +199,16 @@ def test_no_cors_headers_by_default(server):
                      timeout=10)
     assert r.status_code == 200
     assert "Access-Control-Allow-Origin" not in r.headers
+
+
+def test_no_cors_headers_on_a_preflight_by_default(server):
+    """Without --cors-origin no CORS header is sent, a preflight's included (README)."""
+    pre = {"Origin": "http://app.example", "Access-Control-Request-Method": "POST",
+           "Access-Control-Request-Headers": "authorization, content-type"}
+    for path in ("/v1/chat/completions", "/v1/models", "/health"):
+        r = requests.options(server.url + path, headers=pre, timeout=10)
+        assert r.status_code == 204, r.text
+        assert not [h for h in r.headers if h.lower().startswith("access-control-")], r.headers
 
 
 def test_query_string_key_only_on_the_websocket_upgrade():
