@@ -30,6 +30,8 @@ std::vector<KvEventLog::Entry> KvEventLog::read(uint64_t after, size_t max_n,
                                                 uint64_t* lost) const {
   std::vector<Entry> out;
   std::lock_guard lock(mu_);
+  if (lost) *lost = 0;
+  if (after >= next_ - 1) return out;  // nothing newer (and after + 1 must not wrap)
   const uint64_t oldest = next_ > ring_.size() ? next_ - ring_.size() : 1;
   uint64_t from = after + 1;
   if (lost) *lost = from < oldest ? oldest - from : 0;

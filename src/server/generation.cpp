@@ -65,6 +65,16 @@ std::vector<int32_t> prompt_tokens(ServerContext& ctx, const GenerationRequest& 
   }
 }
 
+// logit_bias keys are token ids of this model's vocabulary.
+void check_logit_bias(ServerContext& ctx, const SamplingParams& p) {
+  for (const auto& [id, bias] : p.logit_bias)
+    if (id >= ctx.engine.n_vocab())
+      throw ApiError::bad_request("Invalid value for 'logit_bias': key '" + std::to_string(id) +
+                                      "' is not a token id of this model (its vocabulary has " +
+                                      std::to_string(ctx.engine.n_vocab()) + " tokens).",
+                                  "logit_bias", "invalid_value");
+}
+
 // The adapter a request runs with: "model": "<base>:<NAME>" or the "lora"
 // field (both may be given if they agree). Sets *name to the adapter's name.
 LoraSelection resolve_lora(ServerContext& ctx, const GenerationRequest& g, std::string* name) {
@@ -128,6 +138,7 @@ ToolCallSyntax tool_syntax(ServerContext& ctx) {
 
 Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, const std::string& rid,
                              const std::string& client, sched::Stream::Notify notify) {
+  check_logit_bias(ctx, g.params);
   std::string lora_name;
   const LoraSelection lora = resolve_lora(ctx, g, &lora_name);
   std::vector<vision::MediaSpan> media;

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "tern/core/log.h"
+#include "tern/engine/media_prompt.h"
 
 namespace tern::server {
 
@@ -123,11 +124,19 @@ void check_range(const char* key, double v, double lo, double hi) {
   }
 }
 
+bool is_media_part(std::string_view text) {
+  if (text.empty()) return false;
+  for (; !text.empty(); text.remove_prefix(kMediaMarker.size()))
+    if (!text.starts_with(kMediaMarker)) return false;
+  return true;
+}
+
 std::string text_content(const json& c, const std::string& where,
                          std::initializer_list<const char*> text_types) {
   if (c.is_string()) return c.get<std::string>();
   if (!c.is_array()) wrong_type(where, "a string or an array of content parts", c);
   std::string text;
+  bool after_media = false;
   for (size_t k = 0; k < c.size(); ++k) {
     const json& part = c[k];
     const std::string pw = where + "[" + std::to_string(k) + "]";
@@ -140,8 +149,13 @@ std::string text_content(const json& c, const std::string& where,
                                     *text_types.begin() + "' is.");
     const json* t = field(part, "text");
     if (!t || !t->is_string()) wrong_type(pw + ".text", "a string", t ? *t : json());
-    if (!text.empty()) text += "\n";
-    text += t->get<std::string>();
+    // llama.cpp's join (common_chat_msg::to_json_oaicompat): text parts are
+    // separated by "\n", a media part touches its neighbours.
+    const std::string& piece = t->get_ref<const std::string&>();
+    const bool media = is_media_part(piece);
+    if (!media && !after_media && !text.empty()) text += "\n";
+    text += piece;
+    after_media = media;
   }
   return text;
 }

@@ -32,12 +32,23 @@ bool get_int(const json& o, const char* key, int64_t& out);    // 3.0 counts as 
 bool get_bool(const json& o, const char* key, bool& out);
 bool get_string(const json& o, const char* key, std::string& out);
 
+// A content part that media_parts.h's with_media_markers made of an image or a
+// video: one or more media markers (engine/media_prompt.h) and nothing else.
+// A client's text part holding only markers counts too: tern places media at
+// every marker in the text, so such a part stands where a picture goes.
+bool is_media_part(std::string_view text);
+
 // Throws invalid_value unless lo <= v <= hi.
 void check_range(const char* key, double v, double lo, double hi);
 
 // Content given as a string, or as an array of parts {"type": t, "text": ...}
-// with t one of `text_types` (joined with "\n"); any other part type is
-// refused (unsupported_value). `where` names the content in errors.
+// with t one of `text_types`; any other part type is refused
+// (unsupported_value). `where` names the content in errors. The parts are
+// joined as llama.cpp joins them: text parts with "\n" between them, a media
+// part (an image or video already turned into its markers, is_media_part)
+// with nothing before or after it: [text, image] is "Describe.<__media__>".
+// Every API shape that carries images (chat, Responses, Messages, the
+// WebSocket) reaches its prompt through this one join.
 std::string text_content(const json& c, const std::string& where,
                          std::initializer_list<const char*> text_types);
 

@@ -4,6 +4,7 @@
 #include "kv_events_route.h"
 
 #include <charconv>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "routes.h"
@@ -52,14 +53,36 @@ json batch(const kv::KvEventLog& log, uint64_t& after) {
   return {{"events", std::move(events)}, {"last_seq", after}, {"lost", lost}};
 }
 
-uint64_t since_param(const Request& req) {
+// ?since=SEQ: a decimal event number no later than the log's last one (event
+// numbers restart at 1 with the server, so a larger one is a stale cursor).
+uint64_t since_param(const Request& req, const kv::KvEventLog& log) {
   const std::string s = query_param(req.target(), "since");
-  uint64_t v = 0;
   if (s.empty()) return 0;
+  uint64_t v = 0;
   const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
   if (r.ec != std::errc() || r.ptr != s.data() + s.size())
-    throw ApiError::bad_request("'since' must be a non-negative event number, got '" + s + "'");
+    throw ApiError::bad_request(
+        "Invalid value for 'since': expected an event number (a decimal integer from 0 to " +
+            std::to_string(std::numeric_limits<uint64_t>::max()) + "), got '" + s + "'.",
+        "since", "invalid_value");
+  const uint64_t last = log.last_seq();
+  if (v > last)
+    throw ApiError::bad_request("Invalid value for 'since': " + s + " is after the last event (" +
+                                    std::to_string(last) +
+                                    "). Event numbers restart at 1 when the server restarts; "
+                                    "resume with since=0.",
+                                "since", "invalid_value");
   return v;
+}
+
+// ?stream=true|false (also 1|0); absent: true.
+bool stream_param(const Request& req) {
+  const std::string s = query_param(req.target(), "stream");
+  if (s.empty() || s == "true" || s == "1") return true;
+  if (s == "false" || s == "0") return false;
+  throw ApiError::bad_request(
+      "Invalid value for 'stream': expected true or false, got '" + s + "'.", "stream",
+      "invalid_value");
 }
 
 awaitable<bool> write_data(ServerContext& ctx, beast::tcp_stream& stream, const std::string& data) {
@@ -74,14 +97,16 @@ awaitable<bool> write_data(ServerContext& ctx, beast::tcp_stream& stream, const 
 awaitable<bool> handle_kv_events(ServerContext& ctx, beast::tcp_stream& stream, const Request& req,
                                  const std::string& rid) {
   const kv::KvEventLog& log = ctx.engine.kv_events();
-  uint64_t after = since_param(req);
-  if (query_param(req.target(), "stream") == "false") {
+  const bool streaming = stream_param(req);
+  uint64_t after = since_param(req, log);
+  if (!streaming) {
     Response res = json_response(req, http::status::ok, batch(log, after).dump());
     add_cors_headers(ctx, req, res);
     co_return co_await write_response(ctx, stream, std::move(res), rid, "GET /v1/kv/events");
   }
   if (req.version() < 11)
-    throw ApiError::bad_request("GET /v1/kv/events streams over HTTP/1.1 (or use ?stream=false)");
+    throw ApiError::bad_request("GET /v1/kv/events streams over HTTP/1.1 (or use ?stream=false).",
+                                "stream", "unsupported_value");
   http::response<http::empty_body> res{http::status::ok, req.version()};
   res.set(http::field::server, "tern");
   res.set(http::field::content_type, "text/event-stream; charset=utf-8");

@@ -144,16 +144,26 @@ void add_cors_headers(const ServerContext& ctx, const Request& req, http::fields
   const auto it = req.find(http::field::origin);
   if (it == req.end() || ctx.opts.cors_origins.empty()) return;
   const std::string_view origin = it->value();
-  for (const std::string& allowed : ctx.opts.cors_origins) {
-    if (allowed == "*") {
+  bool allowed = false;
+  for (const std::string& o : ctx.opts.cors_origins) {
+    if (o == "*") {
       res.set(http::field::access_control_allow_origin, "*");
-      return;
+      allowed = true;
+      break;
     }
-    if (allowed == origin) {
+    if (o == origin) {
       res.set(http::field::access_control_allow_origin, origin);
       res.set(http::field::vary, "Origin");
-      return;
+      allowed = true;
+      break;
     }
+  }
+  // A preflight from an allowed origin learns what the real request may use;
+  // any other gets no CORS headers at all, so the browser refuses it.
+  if (allowed && req.method() == http::verb::options) {
+    res.set(http::field::access_control_allow_methods, "GET, POST, DELETE, OPTIONS");
+    res.set(http::field::access_control_allow_headers, "Authorization, Content-Type, X-Api-Key");
+    res.set(http::field::access_control_max_age, "86400");
   }
 }
 
@@ -187,13 +197,9 @@ void check_api_key(const ServerContext& ctx, const Request& req, bool allow_quer
 Response handle_simple(ServerContext& ctx, const Request& req, const std::string& rid) {
   const std::string_view path = target_path(req.target());
   const auto method = req.method();
-  if (method == http::verb::options) {
-    Response res = make_response(req, http::status::no_content, "", "text/plain");
-    res.set(http::field::access_control_allow_methods, "GET, POST, DELETE, OPTIONS");
-    res.set(http::field::access_control_allow_headers, "Authorization, Content-Type, X-Api-Key");
-    res.set(http::field::access_control_max_age, "86400");
-    return res;
-  }
+  // CORS preflight: add_cors_headers adds what an allowed origin may use.
+  if (method == http::verb::options)
+    return make_response(req, http::status::no_content, "", "text/plain");
   const bool get = method == http::verb::get || method == http::verb::head;
   auto only_get = [&]() -> Response {
     return error_response(req, ApiError(405, "invalid_request_error",

@@ -24,7 +24,8 @@ Response json_response(const Request& req, http::status status, std::string body
 Response error_response(const Request& req, const ApiError& e);
 
 // CORS: when the request's Origin is one of --cors-origin (or it is "*"),
-// allows it in `res`; otherwise adds nothing (same-origin only, the default).
+// allows it in `res` (a preflight, OPTIONS, also gets the allowed methods and
+// headers); otherwise adds nothing (same-origin only, the default).
 void add_cors_headers(const ServerContext& ctx, const Request& req, http::fields& res);
 
 // Whether the request may use the API: no key configured, or

@@ -10,6 +10,7 @@
 // reader stops reading requests. A client whose frames stay unwritten past
 // --write-timeout is closed (1008, policy violation) and its generations are
 // cancelled. Other connections never wait for it.
+#include <algorithm>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/beast/websocket.hpp>
 #include <chrono>
@@ -67,6 +68,7 @@ class WsSession final : public ShutdownListener {
   };
 
   awaitable<void> reader();
+  awaitable<bool> read_message(beast::flat_buffer& buf);
   awaitable<void> writer();
   awaitable<void> watchdog();
   void collect();
@@ -111,7 +113,7 @@ awaitable<void> WsSession::run(Request upgrade) {
   ws_.set_option(websocket::stream_base::timeout::suggested(beast::role_type::server));
   ws_.set_option(websocket::stream_base::decorator(
       [](websocket::response_type& res) { res.set(http::field::server, "tern"); }));
-  ws_.read_message_max(ctx_.opts.body_limit);
+  ws_.read_message_max(0);  // read_message enforces --body-limit
   beast::get_lowest_layer(ws_).expires_never();
   auto [ec] = co_await ws_.async_accept(upgrade, use_nothrow);
   if (ec) {
@@ -153,12 +155,7 @@ awaitable<void> WsSession::reader() {
     while (outbox_full())
       if (!co_await room_->wait()) co_return;
     beast::flat_buffer buf;
-    auto [ec, n] = co_await ws_.async_read(buf, use_nothrow);
-    if (ec) {
-      if (ec != websocket::error::closed)
-        ctx_.log->debug("[{}] WebSocket read: {}", rid_, ec.message());
-      co_return;
-    }
+    if (!co_await read_message(buf)) co_return;
     ctx_.http.websocket_messages += 1;
     if (!ws_.got_text()) {
       send_error(nullptr, ApiError::bad_request("Binary frames are not supported; send JSON text.",
@@ -167,6 +164,42 @@ awaitable<void> WsSession::reader() {
     }
     co_await handle_text(beast::buffers_to_string(buf.data()));
   }
+}
+
+// One whole message into `buf`; false once the connection is done. The
+// limit (--body-limit) is checked here, chunk by chunk, not by Beast's
+// read_message_max: Beast fails the connection with a 1009 close frame and
+// tears the socket down at once, so a client still sending the rest of a
+// fragmented message gets a reset and never reads that close frame. Here a
+// message over the limit is refused by a regular close (1009, message too
+// big), which reads and drops whatever the client still sends until its own
+// close frame (bounded by the close handshake's timeout).
+awaitable<bool> WsSession::read_message(beast::flat_buffer& buf) {
+  constexpr size_t kChunk = 64 * 1024;
+  const size_t limit = ctx_.opts.body_limit;
+  do {
+    auto [ec, n] =
+        co_await ws_.async_read_some(buf, std::min(kChunk, limit + 1 - buf.size()), use_nothrow);
+    if (ec) {
+      if (ec != websocket::error::closed)
+        ctx_.log->debug("[{}] WebSocket read: {}", rid_, ec.message());
+      co_return false;
+    }
+    if (buf.size() > limit) {
+      ctx_.log->info(
+          "[{}] WebSocket closed (1009 message too big): a message over {} bytes "
+          "(--body-limit)",
+          rid_, limit);
+      if (!close_sent_) {
+        close_sent_ = true;  // the writer sends nothing more
+        co_await ws_.async_close(
+            websocket::close_reason(websocket::close_code::too_big, "message too big"),
+            use_nothrow);
+      }
+      co_return false;
+    }
+  } while (!ws_.is_message_done());
+  co_return true;
 }
 
 // Chat with tools: a `tool_call` message (into `calls`) per call parsed from

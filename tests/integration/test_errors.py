@@ -39,7 +39,7 @@ CASES = [
     ("n too large", dict(body={**GOOD, "n": 17}), 400, "invalid_value", "n"),
     ("logit_bias key", dict(body={**GOOD, "logit_bias": {"x": 1}}), 400, "invalid_value", "logit_bias"),
     ("logit_bias id", dict(body={**GOOD, "logit_bias": {"99999999": 1}}), 400, "invalid_value",
-     "messages"),
+     "logit_bias"),
     ("top_logprobs alone", dict(body={**GOOD, "top_logprobs": 2}), 400, "invalid_value",
      "top_logprobs"),
     ("top_logprobs > 20", dict(body={**GOOD, "logprobs": True, "top_logprobs": 21}), 400,
@@ -65,6 +65,13 @@ def test_bad_completion_requests(server, healthy):
     assert_error(post(server, "/v1/completions", {"prompt": [1, 999999999]}), 400, "invalid_value")
     assert_error(post(server, "/v1/completions", {"prompt": "word " * 5000}), 400,
                  "context_length_exceeded", "prompt")
+
+
+def test_logit_bias_outside_the_vocabulary_names_the_key(server, healthy):
+    for path, body in (("/v1/chat/completions", GOOD), ("/v1/completions", {"prompt": "Hi"})):
+        r = post(server, path, {**body, "max_tokens": 2, "logit_bias": {"1000000000": 5}})
+        assert_error(r, 400, "invalid_value", "logit_bias")
+        assert "'1000000000'" in r.json()["error"]["message"], r.text
 
 
 def test_sdk_raises_typed_errors(client, healthy):

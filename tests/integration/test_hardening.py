@@ -188,10 +188,10 @@ def test_cors_preflight_with_api_key():
                           headers={"Origin": origin, "Authorization": "Bearer sekrit"})
         assert r.status_code == 200
         assert r.headers["Access-Control-Allow-Origin"] == origin
-        # Another origin is not allowed.
+        # Another origin is not allowed: no CORS header at all.
         r = requests.options(srv.url + "/v1/chat/completions", timeout=10,
                              headers={**pre, "Origin": "http://evil.example"})
-        assert "Access-Control-Allow-Origin" not in r.headers
+        assert not [h for h in r.headers if h.lower().startswith("access-control-")], r.headers
 
 
 def test_no_cors_headers_by_default(server):
@@ -199,6 +199,16 @@ def test_no_cors_headers_by_default(server):
                      timeout=10)
     assert r.status_code == 200
     assert "Access-Control-Allow-Origin" not in r.headers
+
+
+def test_no_cors_headers_on_a_preflight_by_default(server):
+    """Without --cors-origin no CORS header is sent, a preflight's included (README)."""
+    pre = {"Origin": "http://app.example", "Access-Control-Request-Method": "POST",
+           "Access-Control-Request-Headers": "authorization, content-type"}
+    for path in ("/v1/chat/completions", "/v1/models", "/health"):
+        r = requests.options(server.url + path, headers=pre, timeout=10)
+        assert r.status_code == 204, r.text
+        assert not [h for h in r.headers if h.lower().startswith("access-control-")], r.headers
 
 
 def test_query_string_key_only_on_the_websocket_upgrade():
@@ -248,6 +258,81 @@ def test_generation_outgrowing_a_small_kv_budget_ends_with_length():
         r = requests.post(srv.url + "/v1/completions", json={"prompt": "Hi", "max_tokens": 4},
                           timeout=60)
         assert r.status_code == 200
+
+
+def ws_fragment(first: bool, fin: bool, payload: bytes) -> bytes:
+    """A text frame (first) or continuation frame, masked with the zero key
+    (clients must mask; a zero key leaves the payload as it is)."""
+    b0 = (0x80 if fin else 0) | (0x1 if first else 0x0)
+    n = len(payload)
+    head = struct.pack("!BBQ", b0, 0x80 | 127, n) if n >= 65536 else \
+        struct.pack("!BBH", b0, 0x80 | 126, n)
+    return head + b"\0\0\0\0" + payload
+
+
+def ws_read_frame(s: socket.socket) -> tuple[int, bytes]:
+    """One unmasked server frame: (opcode, payload)."""
+    def exactly(n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = s.recv(n - len(out))
+            assert chunk, "connection closed mid-frame"
+            out += chunk
+        return out
+    b0, n = exactly(2)
+    if n == 126:
+        n = struct.unpack("!H", exactly(2))[0]
+    elif n == 127:
+        n = struct.unpack("!Q", exactly(8))[0]
+    return b0 & 0x0F, exactly(n)
+
+
+def test_websocket_message_over_the_body_limit_closes_1009(server):
+    """A message over --body-limit (1 MiB here) gets a close frame with 1009,
+    message too big, whether it comes as one frame or as 100 MB in 1 MB
+    fragments: the server refuses it while the client is still sending, and
+    must read the rest (not reset the connection, which made the client lose
+    the close frame), then close cleanly. The server keeps serving."""
+    import asyncio
+
+    import websockets
+
+    # A raw client sends all 100 fragments without reading: every byte is
+    # taken, then the close frame is there to read, and the server closes
+    # after the client's own close frame.
+    s = ws_connect_raw(server.port, rcvbuf=1 << 20)
+    fragment = b"x" * 1_000_000
+    for i in range(100):
+        s.sendall(ws_fragment(i == 0, i == 99, fragment))  # a reset raises here
+    s.settimeout(30)
+    assert ws_read_frame(s)[0] == 0x1  # hello
+    op, payload = ws_read_frame(s)
+    assert op == 0x8 and struct.unpack("!H", payload[:2])[0] == 1009, payload
+    s.sendall(struct.pack("!BBH", 0x88, 0x82, 1009) + b"\0\0\0\0")
+    while s.recv(65536):
+        pass
+    s.close()
+
+    async def refused(message) -> websockets.exceptions.ConnectionClosed:
+        async with websockets.connect(server.ws_url, max_size=None) as ws:
+            assert json.loads(await ws.recv())["type"] == "hello"
+            try:
+                await ws.send(message)
+                await asyncio.wait_for(ws.recv(), 60)
+            except websockets.exceptions.ConnectionClosed as e:
+                return e
+        raise AssertionError("the server accepted a message over --body-limit")
+
+    text = "x" * 1_000_000
+    for message in ("y" * 2_000_000, (text for _ in range(100)), (text for _ in range(100))):
+        e = asyncio.run(refused(message))
+        assert e.rcvd is not None, f"no close frame: {e!r}"
+        assert e.rcvd.code == 1009, e
+
+    async def still_serving() -> str:
+        async with websockets.connect(server.ws_url) as ws:
+            return json.loads(await ws.recv())["type"]
+    assert asyncio.run(still_serving()) == "hello"
 
 
 def test_one_connection_cannot_take_every_slot():

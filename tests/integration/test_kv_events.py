@@ -45,3 +45,38 @@ def test_stored_blocks_are_reported_behind_the_key():
         assert first["events"][0] == b["events"][0]
         assert requests.get(srv.url + "/v1/kv/events?since=x", headers=AUTH,
                             timeout=10).status_code == 400
+
+
+def test_bad_parameters_are_refused_by_name(server, healthy):
+    """`since` is an event number no later than the last one (the largest
+    uint64 must not wrap round to "everything"), `stream` is true or false;
+    each mistake is a 400 naming the parameter, with a code."""
+    def get(query):
+        return requests.get(server.url + "/v1/kv/events?" + query, timeout=10)
+
+    r = requests.post(server.url + "/v1/completions", timeout=300, json={
+        "prompt": f"Run {uuid.uuid4().hex}. " + "Count the waves on the shore. " * 12,
+        "max_tokens": 2, "temperature": 0})
+    assert r.status_code == 200, r.text
+    last = get("stream=false").json()["last_seq"]
+    assert last > 0
+    for query, param in (("since=18446744073709551615&stream=false", "since"),
+                         ("since=9223372036854775807&stream=false", "since"),
+                         (f"since={last + 1}&stream=false", "since"),
+                         ("since=18446744073709551616&stream=false", "since"),
+                         ("since=-1&stream=false", "since"),
+                         ("since=1e3&stream=false", "since"),
+                         ("since=18446744073709551615", "since"),
+                         ("stream=nope", "stream"),
+                         ("stream=False", "stream")):
+        r = get(query)
+        assert r.status_code == 400, (query, r.text)
+        err = r.json()["error"]
+        assert err["param"] == param and err["code"] == "invalid_value", (query, err)
+        assert param in err["message"], err
+    # Accepted spellings, and a cursor at the last event: nothing new.
+    for query in (f"since={last}&stream=false", f"since={last}&stream=0"):
+        b = get(query).json()
+        assert b["events"] == [] and b["last_seq"] == last, (query, b)
+    b = get(f"since={last - 1}&stream=false").json()
+    assert [e["seq"] for e in b["events"]] == [last] and b["last_seq"] == last

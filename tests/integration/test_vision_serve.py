@@ -9,6 +9,7 @@ picture changes the KV key at the image."""
 from __future__ import annotations
 
 import base64
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -86,7 +87,7 @@ def test_data_url_and_path_are_the_same_picture_and_match_tern_run(server, pair)
     assert again["usage"]["prompt_tokens_details"]["cached_tokens"] == (n_prompt - 1) // 32 * 32
     # tern run on the same files builds the same prompt and gives the same text.
     r = subprocess.run([TERN, "run", "-m", pair["text"], "--mmproj", pair["mmproj"], "--image",
-                        pair["a"], "--chat", "-p", "<__media__>\n" + QUESTION, "-n", "12",
+                        pair["a"], "--chat", "-p", "<__media__>" + QUESTION, "-n", "12",
                         "--temp", "0"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == text.strip()
@@ -157,11 +158,11 @@ def test_llava_pair_serves_an_image_chat_like_tern_run(llava, pair):
     assert first["timings"]["image_n"] == 1
     plain = requests.post(srv.url + "/tokenize", timeout=60, json={
         "messages": [{"role": "user", "content": QUESTION}], "add_generation_prompt": True}).json()
-    # 16 rows (the tiny projector's 4 x 4 patches), nothing around them, and the
-    # "\n" the server puts between the image part and the text part
-    assert first["usage"]["prompt_tokens"] - len(plain["tokens"]) == 16 + 1
+    # 16 rows (the tiny projector's 4 x 4 patches), nothing around them, and
+    # nothing between the image part and the text part (as llama-server joins them)
+    assert first["usage"]["prompt_tokens"] - len(plain["tokens"]) == 16
     r = subprocess.run([TERN, "run", "-m", SMOLLM2, "--mmproj", mmproj, "--image", pair["a"],
-                        "--chat", "-p", "<__media__>\n" + QUESTION, "-n", "12", "--temp", "0"],
+                        "--chat", "-p", "<__media__>" + QUESTION, "-n", "12", "--temp", "0"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == text.strip()
@@ -174,3 +175,30 @@ def test_llava_pair_serves_an_image_chat_like_tern_run(llava, pair):
             {"type": "text", "text": QUESTION}]}], "max_tokens": 4})
     assert bad.status_code == 400 and "message" in bad.json()["error"], bad.text
     assert ask(srv, data_url(pair["a"]))["choices"][0]["message"]["content"] == text
+
+
+ORACLE = Path(__file__).resolve().parents[1] / "fixtures" / "vision" / "content_parts_prompts.json"
+
+
+def test_llava_text_then_image_has_llama_servers_prompt_length(llava, pair):
+    """[text, image] on the default model: the prompt llama-server renders
+    (content_parts_prompts.json: "Describe this image.<__media__>", no "\n"
+    before the image) has as many tokens as tern's: mtmd tokenizes the text
+    on each side of the marker on its own and puts the image's 16 rows
+    between them."""
+    srv, _ = llava
+    case = next(c for c in json.loads(ORACLE.read_text())["cases"]
+                if c["name"] == "text_then_image")
+    content = [p if p["type"] == "text" else {"type": "image_url",
+                                              "image_url": {"url": data_url(pair["a"])}}
+               for p in case["content"]]
+    r = requests.post(srv.url + "/v1/chat/completions", timeout=600, json={
+        "messages": [{"role": "user", "content": content}], "max_tokens": 1, "temperature": 0})
+    assert r.status_code == 200, r.text
+    before, after = case["expected"].split("<__media__>")
+
+    def count(text: str, bos: bool) -> int:
+        t = requests.post(srv.url + "/tokenize", timeout=60,
+                          json={"content": text, "add_special": bos, "parse_special": True})
+        return t.json()["count"]
+    assert r.json()["usage"]["prompt_tokens"] == count(before, True) + 16 + count(after, False)

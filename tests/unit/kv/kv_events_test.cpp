@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 
 #include "kv_test_util.h"
@@ -45,6 +46,20 @@ TEST(KvEvents, StoredChainsAndRemovedOnEviction) {
   EXPECT_EQ(small.read(0, 100, &lost).size(), 4u);
   EXPECT_EQ(lost, 6u);
   EXPECT_EQ(small.last_seq(), 10u);
+}
+
+// A reader at or past the last event gets nothing; the largest event number
+// must not wrap around to "everything".
+TEST(KvEvents, ReadingAfterTheLastEventReturnsNothing) {
+  KvEventLog log(4, 8);
+  for (int i = 0; i < 3; ++i) log.on_event({KvEventKind::Removed, false, {}, {}, {}});
+  uint64_t lost = 99;
+  EXPECT_TRUE(log.read(3, 100, &lost).empty());
+  EXPECT_EQ(lost, 0u);
+  EXPECT_TRUE(log.read(7, 100, &lost).empty());
+  EXPECT_TRUE(log.read(std::numeric_limits<uint64_t>::max(), 100, &lost).empty());
+  EXPECT_EQ(lost, 0u);
+  EXPECT_EQ(log.read(2, 100, &lost).size(), 1u);
 }
 
 }  // namespace
