@@ -1,6 +1,7 @@
 // tern serve: the OpenAI-compatible HTTP + WebSocket server with continuous
 // batching. Loopback only unless --host says otherwise.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -35,6 +36,14 @@ void load_adapters(Engine& engine, const std::vector<std::string>& specs) {
       log->error("--lora {} refused: {}", spec, e.what());
     }
   }
+}
+
+// The process ends without running destructors: the one exit outside main,
+// for a shutdown that must not wait on a thread stuck in long work.
+[[noreturn]] void end_process_now() {
+  spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
+  std::fflush(nullptr);
+  std::_Exit(0);
 }
 
 }  // namespace
@@ -215,9 +224,14 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--lora", o->loras,
                   "NAME=FILE: a LoRA adapter requests pick as model \"<model>:NAME\" or "
                   "\"lora\": \"NAME\" (repeatable; a bad one is refused, the rest load)");
+  cmd->add_option("--lora-dir", o->server.lora_dir,
+                  "allow POST /v1/adapters to load adapter files under this directory (default: "
+                  "none, loading adapters over HTTP is off)");
   cmd->callback([o, cmd] {
     o->server.body_limit = o->body_limit_kib * 1024;
     apply_media_flags(o->server.media, o->media_mb, o->mm_cache_mb);
+    if (!o->server.lora_dir.empty() && !std::filesystem::is_directory(o->server.lora_dir))
+      throw InvalidArgument("--lora-dir " + o->server.lora_dir + " is not a directory");
     o->server.ws_outbox_bytes = o->ws_outbox_kib * 1024;
     // A large --max-batch raises the default step budget with it.
     if (cmd->count("--step-tokens") == 0)
@@ -236,16 +250,21 @@ void add_serve_command(CLI::App& app) {
     load_adapters(*engine, o->loras);
     sched::Metrics metrics;
     sched::Scheduler scheduler(*engine, o->sched, metrics);
+    bool abandoned = false;
     {
       server::Server srv(*engine, scheduler, metrics, o->server);
       srv.listen();
       scheduler.start();
       if (cache) cache->start_periodic(*engine, scheduler);
       srv.run();
+      abandoned = srv.preparation_abandoned();
       if (cache) cache->stop_periodic();
       scheduler.stop();  // before the reactor goes: streams post to it
     }
     if (cache) cache->save_at_exit(*engine);  // the engine thread is gone: nothing steps
+    // A preparation thread still running may use the engine and scheduler:
+    // end the process here, without destroying them (and without waiting).
+    if (abandoned) end_process_now();
   });
 }
 

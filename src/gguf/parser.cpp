@@ -55,10 +55,6 @@ uint64_t min_elem_size(ValueType t) {
   return scalar_size(t);
 }
 
-std::string magic_text(std::span<const uint8_t> b) {
-  return quoted(std::string_view(reinterpret_cast<const char*>(b.data()), 4));
-}
-
 }  // namespace
 
 std::string quoted(std::string_view s) {
@@ -97,7 +93,8 @@ class Parser {
     if (r_.size() < 4)
       r_.fail("too small to be a GGUF file (" + std::to_string(r_.size()) + " bytes)");
     if (r_.read<uint32_t>("magic") != kMagic) {
-      r_.fail_at(0, "not a GGUF file (magic is " + magic_text(f_.bytes_) + ", expected 'GGUF')");
+      // The file's bytes are never echoed: the file may be anything (a secret included).
+      r_.fail_at(0, "not a GGUF file (it does not start with the 'GGUF' magic)");
     }
     const uint32_t v = r_.read<uint32_t>("version");
     if (v == 1) r_.fail_at(4, "GGUF version 1 is not supported (only versions 2 and 3)");

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "tern/core/error.h"
+#include "tern/core/mapped_file.h"
 #include "tern/core/sha256.h"
 #include "tern/core/task_pool.h"
 #include "tern/gguf/gguf.h"
@@ -95,9 +96,27 @@ const char* lora_slot_tensor(LoraSlot s) {
   return kSlotTensor[int(s)];
 }
 
+size_t lora_max_file_bytes(const ModelConfig& base) {
+  size_t per_layer = 0;  // every slot at the largest rank, fp32
+  for (int s = 0; s < kLoraSlots; ++s) {
+    const auto [n_out, n_in] = slot_shape(base, LoraSlot(s));
+    per_layer += size_t(kMaxLoraRank) * size_t(n_in + n_out) * sizeof(float);
+  }
+  return size_t(base.n_layers) * per_layer + (size_t(16) << 20);  // + metadata
+}
+
 std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& path,
                                                      const ModelConfig& base) {
-  const gguf::GgufFile f = gguf::GgufFile::open(path);
+  // Mapped (opened without blocking, regular files only) and sized before
+  // anything is parsed: hashing or reading a file larger than any adapter for
+  // this model could be is never started.
+  const MappedFile mapped = MappedFile::open(path);
+  if (mapped.size() > lora_max_file_bytes(base)) {
+    throw FormatError(path + ": " + std::to_string(mapped.size() >> 20) +
+                      " MiB is larger than any LoRA adapter for this model can be (" +
+                      std::to_string(lora_max_file_bytes(base) >> 20) + " MiB)");
+  }
+  const gguf::GgufFile f = gguf::GgufFile::from_memory(mapped.bytes(), path);
   auto fail = [&](const std::string& what) { return FormatError(path + ": " + what); };
   if (f.get_string_or("general.type", "") != "adapter" ||
       f.get_string_or("adapter.type", "") != "lora") {
@@ -173,14 +192,7 @@ std::array<uint8_t, 32> lora_salt(const LoraSelection& sel) {
 std::shared_ptr<const LoraAdapter> LoraRegistry::load(const std::string& name,
                                                       const std::string& path,
                                                       const ModelConfig& base) {
-  const bool ok_name = !name.empty() && name.size() <= 64 &&
-                       name.find_first_not_of(
-                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                           "0123456789-_.") == std::string::npos;
-  if (!ok_name) {
-    throw InvalidArgument("adapter name '" + name +
-                          "' must be 1..64 letters, digits, '-', '_' or '.'");
-  }
+  check_name(name);
   if (find(name)) throw InvalidArgument("an adapter named '" + name + "' is already loaded");
   auto ad = LoraAdapter::load(path, base);  // outside the lock: reads the file
   std::lock_guard lock(mu_);
@@ -188,6 +200,16 @@ std::shared_ptr<const LoraAdapter> LoraRegistry::load(const std::string& name,
     throw InvalidArgument("an adapter named '" + name + "' is already loaded");
   }
   return ad;
+}
+
+void LoraRegistry::check_name(const std::string& name) {
+  const bool ok = !name.empty() && name.size() <= 64 &&
+                  name.find_first_not_of(
+                      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                      "0123456789-_.") == std::string::npos;
+  // A bad name is not echoed: it may hold a NUL (which would cut the message
+  // there) or anything else.
+  if (!ok) throw InvalidArgument("an adapter name must be 1..64 letters, digits, '-', '_' or '.'");
 }
 
 bool LoraRegistry::remove(const std::string& name) {

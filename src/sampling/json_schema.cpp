@@ -9,11 +9,15 @@
 #include <set>
 #include <vector>
 
+#include "json_shape.h"
+
 namespace tern {
 namespace {
 
 using json = nlohmann::ordered_json;  // keeps the declared order of properties
 using Kind = JsonNode::Kind;
+
+constexpr int kMaxRefDepth = int(kMaxSchemaDepth) * 2;  // schemas inside schemas, $refs followed
 
 [[noreturn]] void refuse(const std::string& keyword, const std::string& why) {
   throw SchemaError(keyword, "unsupported JSON schema keyword '" + keyword + "': " + why);
@@ -60,7 +64,10 @@ class Compiler {
   Compiler(JsonGrammar& g, const json& root) : g_(g), root_(root) {}
 
   uint32_t compile(const json& s, int depth = 0) {
-    if (depth > 64) malformed("$ref", "schema nested too deeply");
+    // The text's nesting is bounded already (check_schema_shape), so only a
+    // chain of $refs, each compiled inside the one before, can get this deep.
+    if (depth > kMaxRefDepth)
+      malformed("$ref", "references nest more than " + std::to_string(kMaxRefDepth) + " deep");
     if (s.is_boolean()) {
       if (!s.get<bool>()) refuse("false", "a 'false' schema matches nothing");
       return g_.any_value();
@@ -385,7 +392,8 @@ uint32_t JsonGrammar::any_value() {
 }
 
 std::shared_ptr<const JsonGrammar> JsonGrammar::from_schema(std::string_view schema_json) {
-  const json schema = json::parse(schema_json, nullptr, false);
+  check_schema_shape(schema_json);  // before parsing: see json_shape.h
+  const json schema = parse_schema_text(schema_json);
   if (schema.is_discarded()) throw SchemaError("", "the JSON schema is not valid JSON");
   auto g = std::shared_ptr<JsonGrammar>(new JsonGrammar());
   Compiler c(*g, schema);

@@ -2,6 +2,8 @@
 
 #include "json_fields.h"
 #include "routes.h"
+#include "session.h"
+#include "tern/core/confined_path.h"
 #include "tern/core/error.h"
 #include "tern/engine/engine.h"
 #include "tern/server/openai_request.h"
@@ -23,6 +25,28 @@ json adapter_object(const ServerContext& ctx, const std::string& name, const Lor
           {"matrices", a.n_matrices()}};
 }
 
+// The file `given` names, confined to --lora-dir. Throws ApiError.
+std::string adapter_file(const ServerContext& ctx, const std::string& given) {
+  if (ctx.opts.lora_dir.empty()) {
+    throw ApiError(403, "invalid_request_error",
+                   "Loading adapters over HTTP is off: start tern serve with --lora-dir DIR to "
+                   "allow adapter files under DIR (or load them at start with --lora NAME=FILE).",
+                   "path", "adapter_loading_disabled");
+  }
+  try {
+    return resolve_confined_path(ctx.opts.lora_dir, given);
+  } catch (const ConfinedPathError& e) {
+    const bool outside = e.why() == PathRefusal::Outside || e.why() == PathRefusal::OutsideByLink;
+    if (outside) {
+      throw ApiError(403, "invalid_request_error",
+                     std::string("Forbidden adapter path: ") + e.what() + " (--lora-dir).", "path",
+                     "adapter_path_forbidden");
+    }
+    throw ApiError::bad_request(std::string("Invalid adapter path: ") + e.what() + ".", "path",
+                                "invalid_adapter");
+  }
+}
+
 Response load(ServerContext& ctx, const Request& req) {
   const json body = parse_json_body(req.body());
   check_fields(body, "", {"name", "path"}, UnknownFields::Refuse);
@@ -30,19 +54,46 @@ Response load(ServerContext& ctx, const Request& req) {
   if (!get_string(body, "name", name) || !get_string(body, "path", path)) {
     throw ApiError::bad_request("'name' and 'path' are required.", "name", "invalid_value");
   }
+  try {
+    LoraRegistry::check_name(name);
+  } catch (const InvalidArgument& e) {
+    throw ApiError::bad_request(e.what(), "name", "invalid_value");
+  }
+  const std::string file = adapter_file(ctx, path);
   std::shared_ptr<const LoraAdapter> a;
   try {
-    a = ctx.engine.adapters().load(name, path, ctx.engine.config());
+    a = ctx.engine.adapters().load(name, file, ctx.engine.config());
   } catch (const InvalidArgument& e) {
     throw ApiError::bad_request(e.what(), "name", "invalid_value");
   } catch (const Error& e) {  // the file: unreadable, not an adapter, wrong shapes
-    throw ApiError::bad_request(e.what(), "path", "invalid_adapter");
+    // Messages name the file as the client did, not by its real path.
+    std::string what = e.what();
+    if (what.starts_with(file)) what.replace(0, file.size(), path);
+    throw ApiError::bad_request(what, "path", "invalid_adapter");
   }
-  ctx.log->info("adapter '{}' loaded from {}", name, path);
+  ctx.log->info("adapter '{}' loaded from {}", name, file);
   return json_response(req, http::status::created, adapter_object(ctx, name, *a).dump());
 }
 
 }  // namespace
+
+awaitable<bool> handle_adapter_load(ServerContext& ctx, beast::tcp_stream& stream,
+                                    const Request& req, const std::string& rid) {
+  Response res = co_await net::co_spawn(
+      ctx.prep,
+      [&]() -> awaitable<Response> {
+        try {
+          co_return load(ctx, req);
+        } catch (const ApiError& e) {
+          co_return error_response(req, e);
+        } catch (const InvalidArgument& e) {
+          co_return error_response(req, ApiError::bad_request(e.what()));
+        }
+      },
+      net::use_awaitable);
+  add_cors_headers(ctx, req, res);
+  co_return co_await write_response(ctx, stream, std::move(res), rid, "POST /v1/adapters");
+}
 
 json adapter_model_objects(const ServerContext& ctx, const json& base) {
   json out = json::array();
@@ -68,7 +119,6 @@ std::optional<Response> handle_adapters(ServerContext& ctx, const Request& req,
     }
     return json_response(req, http::status::ok, json{{"object", "list"}, {"data", data}}.dump());
   }
-  if (path == root && method == http::verb::post) return load(ctx, req);
   const std::string name(path.substr(root.size() + 1));
   if (path != root && method == http::verb::delete_) {
     if (!ctx.engine.adapters().remove(name)) {

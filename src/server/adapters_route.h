@@ -2,7 +2,8 @@
 // LoRA adapters over HTTP, behind the API key like the rest of /v1/:
 //   GET /v1/adapters            -> {"object": "list", "data": [adapter, ...]}
 //   POST /v1/adapters {"name", "path"} -> 201 and the adapter (loaded from a
-//                                  file on the server's disk, validated)
+//                                  file below --lora-dir, validated; 403 when
+//                                  no --lora-dir was given)
 //   DELETE /v1/adapters/NAME    -> {"id", "object": "adapter", "deleted": true}
 // An adapter object: {"id": NAME, "object": "adapter", "model": "<base>:NAME",
 // "path", "alpha", "max_rank", "matrices"}. Requests already running with an
@@ -16,9 +17,16 @@
 
 namespace tern::server {
 
-// The route for `path` if it is /v1/adapters or under it; nullopt otherwise.
+// GET and DELETE (and 405s) for `path` if it is /v1/adapters or under it;
+// nullopt otherwise. POST /v1/adapters is handle_adapter_load.
 std::optional<Response> handle_adapters(ServerContext& ctx, const Request& req,
                                         std::string_view path);
+
+// POST /v1/adapters: the file is resolved, read and validated on the prep
+// pool, never on the reactor thread. Returns whether the connection may be
+// kept alive.
+awaitable<bool> handle_adapter_load(ServerContext& ctx, beast::tcp_stream& stream,
+                                    const Request& req, const std::string& rid);
 
 // One /v1/models entry per loaded adapter: id "<base>:NAME".
 nlohmann::json adapter_model_objects(const ServerContext& ctx, const nlohmann::json& base);

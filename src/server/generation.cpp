@@ -3,6 +3,7 @@
 #include <chrono>
 #include <vector>
 
+#include "json_fields.h"
 #include "tern/engine/engine.h"
 #include "tern/engine/vision_side.h"
 #include "tern/sched/scheduler.h"
@@ -82,23 +83,24 @@ LoraSelection resolve_lora(ServerContext& ctx, const GenerationRequest& g, std::
   if (g.model.size() > prefix.size() && g.model.starts_with(prefix)) {
     *name = g.model.substr(prefix.size());
     if (!ctx.engine.adapters().find(*name)) {
-      throw ApiError(404, "invalid_request_error", "The model '" + g.model + "' does not exist.",
-                     "model", "model_not_found");
+      throw ApiError(404, "invalid_request_error",
+                     "The model " + fields::quoted(g.model) + " does not exist.", "model",
+                     "model_not_found");
     }
   }
   if (!g.lora.empty()) {
     if (!name->empty() && *name != g.lora) {
-      throw ApiError::bad_request(
-          "'model' picks adapter '" + *name + "' but 'lora' names '" + g.lora + "'.", "lora",
-          "invalid_value");
+      throw ApiError::bad_request("'model' picks adapter " + fields::quoted(*name) +
+                                      " but 'lora' names " + fields::quoted(g.lora) + ".",
+                                  "lora", "invalid_value");
     }
     *name = g.lora;
   }
   if (name->empty()) return {};
   auto adapter = ctx.engine.adapters().find(*name);
   if (!adapter) {
-    throw ApiError::bad_request("No LoRA adapter named '" + *name + "' is loaded.", "lora",
-                                "invalid_value");
+    throw ApiError::bad_request("No LoRA adapter named " + fields::quoted(*name) + " is loaded.",
+                                "lora", "invalid_value");
   }
   return {std::move(adapter), g.lora_scale};
 }

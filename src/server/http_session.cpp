@@ -4,6 +4,7 @@
 #include <array>
 #include <boost/beast/websocket/rfc6455.hpp>
 
+#include "adapters_route.h"
 #include "api_exchange.h"
 #include "kv_events_route.h"
 #include "routes.h"
@@ -173,6 +174,8 @@ awaitable<void> run_http_session(ServerContext& ctx, tcp::socket socket) {
       } else if (req.method() == http::verb::post &&
                  (path == "/tokenize" || path == "/detokenize")) {
         keep = co_await handle_tokenize(ctx, stream, req, rid);
+      } else if (req.method() == http::verb::post && path == "/v1/adapters") {
+        keep = co_await handle_adapter_load(ctx, stream, req, rid);
       } else if (req.method() == http::verb::get && path == "/v1/kv/events") {
         keep = co_await handle_kv_events(ctx, stream, req, rid);
       } else {

@@ -63,6 +63,24 @@ void missing(const std::string& field) {
                               "missing_required_parameter");
 }
 
+std::string quoted(std::string_view s) {
+  static const char* hex = "0123456789abcdef";
+  std::string out = "'";
+  size_t n = std::min<size_t>(s.size(), 64);
+  while (n < s.size() && n > 0 && (uint8_t(s[n]) & 0xC0) == 0x80) --n;  // whole characters
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += char(c);
+    }
+  }
+  return out + (s.size() > n ? "...'" : "'");
+}
+
 const json* field(const json& o, const char* key) {
   auto it = o.find(key);
   if (it == o.end() || it->is_null()) return nullptr;

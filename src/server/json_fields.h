@@ -23,6 +23,10 @@ const char* type_name(const json& v);  // "a string", "an integer", ...
 [[noreturn]] void unsupported(const std::string& field, const std::string& why);
 [[noreturn]] void missing(const std::string& field);
 
+// `s` in single quotes for an error message, control bytes (a NUL among
+// them, which would end the message there) written as \xNN, at most 64 bytes.
+std::string quoted(std::string_view s);
+
 // The value of `key`, or nullptr when it is absent or null.
 const json* field(const json& o, const char* key);
 

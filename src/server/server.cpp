@@ -9,7 +9,10 @@
 //      cancel whatever still runs and wait for it to unwind;
 //   3. wait (briefly) for HTTP responses being written to finish, then stop
 //      listening and send terminal cancellation to every session; stop the io_context when they
-//      are gone or after a last deadline.
+//      are gone or after a last deadline;
+//   4. wait (briefly) for request preparation running on the prep pool; work
+//      stuck past that is abandoned (preparation_abandoned()), so a request
+//      that takes long to prepare never keeps the process from exiting.
 #include "tern/server/server.h"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -17,7 +20,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <filesystem>
+#include <future>
 #include <list>
+#include <thread>
 
 #include "context.h"
 #include "generation.h"
@@ -28,6 +33,9 @@
 #include "tern/tokenizer/tokenizer.h"
 
 namespace tern::server {
+
+// How long shutdown waits for request preparation that is still running.
+constexpr std::chrono::milliseconds kPrepDrain{2000};
 
 struct Server::Impl {
   Impl(Engine& e, sched::Scheduler& s, sched::Metrics& m, ServerOptions o)
@@ -44,6 +52,7 @@ struct Server::Impl {
                              std::chrono::steady_clock::time_point deadline);
   void spawn_session(tcp::socket socket);
   void begin_shutdown();
+  bool drain_prep(std::chrono::milliseconds limit);
 
   // Declared before ioc so they outlive it: destroying the io_context
   // destroys any session frames still pending, which refer to both.
@@ -54,6 +63,7 @@ struct Server::Impl {
   net::signal_set signals;
   net::steady_timer wait_timer;  // shutdown waits on it; events cancel it
   bool shutdown_started = false;
+  bool prep_abandoned = false;
 };
 
 void Server::Impl::spawn_session(tcp::socket socket) {
@@ -143,7 +153,22 @@ awaitable<void> Server::Impl::shutdown() {
   co_await wait_until([&] { return sessions.empty(); }, steady_clock::now() + seconds(2));
   sched_idle_off();
   signals.cancel();
+  ctx.prep.stop();  // preparation not yet started never starts
   ioc.stop();
+}
+
+// Waits up to `limit` for the prep threads to finish what they run. A thread
+// stuck in long work must not keep the process alive: past the limit the
+// join is left to a detached thread and the Server's state is leaked.
+bool Server::Impl::drain_prep(std::chrono::milliseconds limit) {
+  ctx.prep.stop();
+  auto joined = std::make_shared<std::promise<void>>();
+  auto done = joined->get_future();
+  std::thread([&pool = ctx.prep, joined] {
+    pool.join();
+    joined->set_value();
+  }).detach();
+  return done.wait_for(limit) == std::future_status::ready;
 }
 
 Server::Server(Engine& engine, sched::Scheduler& scheduler, sched::Metrics& metrics,
@@ -163,7 +188,14 @@ Server::Server(Engine& engine, sched::Scheduler& scheduler, sched::Metrics& metr
     ctx.log->warn("web/ not found: the demo page is not served (use --web-root)");
 }
 
-Server::~Server() = default;
+Server::~Server() {
+  // Preparation still running uses ctx and the io_context: leave them be.
+  if (impl_ && impl_->prep_abandoned) (void)impl_.release();
+}
+
+bool Server::preparation_abandoned() const {
+  return impl_->prep_abandoned;
+}
 
 void Server::listen() {
   auto& im = *impl_;
@@ -203,6 +235,11 @@ void Server::run() {
   });
   net::co_spawn(im.ioc, im.accept_loop(), net::detached);
   im.ioc.run();
+  if (!im.drain_prep(kPrepDrain)) {
+    im.prep_abandoned = true;
+    im.ctx.log->warn("request preparation still running {} ms after shutdown: not waiting for it",
+                     kPrepDrain.count());
+  }
   im.ctx.log->info("server stopped");
 }
 

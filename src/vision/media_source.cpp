@@ -9,14 +9,14 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
+
+#include "tern/core/confined_path.h"
 
 #ifdef TERN_HAVE_WEBP
 #include <webp/decode.h>
 #endif
 
 namespace tern::vision {
-namespace fs = std::filesystem;
 namespace {
 
 [[noreturn]] void fail(MediaErrorKind kind, const std::string& what) {
@@ -66,16 +66,6 @@ std::string percent_decode(std::string_view s) {
     i += 2;
   }
   return out;
-}
-
-// Is `p` (both lexically normal and absolute) `root` or below it?
-bool is_under(const fs::path& p, const fs::path& root) {
-  auto r = root.begin(), q = p.begin();
-  for (; r != root.end(); ++r, ++q) {
-    if (r->empty()) continue;  // a trailing separator on root
-    if (q == p.end() || *q != *r) return false;
-  }
-  return true;
 }
 
 // The file's bytes, opened without following a final symlink (the path is
@@ -210,28 +200,28 @@ std::string resolve_media_path(const std::string& path_or_url, const MediaPolicy
     }
     path = percent_decode(rest);
   }
-  if (path.empty()) fail(MediaErrorKind::Invalid, "empty media path");
-  if (path.find('\0') != std::string::npos)
-    fail(MediaErrorKind::Invalid, "media path contains a NUL byte");
-  std::error_code ec;
-  const fs::path root = fs::canonical(policy.media_dir, ec);
-  if (ec) fail(MediaErrorKind::Forbidden, "the media directory is not available");
-  const std::string outside = "media path is outside the media directory";
-  // Lexically first: `..` and foreign absolute paths are refused without
-  // touching the file system (so nothing is revealed about what exists there).
-  const fs::path joined =
-      (fs::path(path).is_absolute() ? fs::path(path) : root / path).lexically_normal();
-  if (!is_under(joined, root)) fail(MediaErrorKind::Forbidden, outside);
-  // Then with symlinks resolved: a link inside that points outside is refused.
-  const fs::path real = fs::canonical(joined, ec);
-  if (ec) {
-    // A dangling link (or a missing file) below the root: say only "not found".
-    fail(MediaErrorKind::Invalid, "media file not found: " + path);
+  try {
+    return resolve_confined_path(policy.media_dir, path);
+  } catch (const ConfinedPathError& e) {
+    const std::string outside = "media path is outside the media directory";
+    switch (e.why()) {
+      case PathRefusal::Empty:
+        fail(MediaErrorKind::Invalid, "empty media path");
+      case PathRefusal::Nul:
+        fail(MediaErrorKind::Invalid, "media path contains a NUL byte");
+      case PathRefusal::NoRoot:
+        fail(MediaErrorKind::Forbidden, "the media directory is not available");
+      case PathRefusal::Outside:
+        fail(MediaErrorKind::Forbidden, outside);
+      case PathRefusal::OutsideByLink:
+        fail(MediaErrorKind::Forbidden, outside + " (through a symlink)");
+      case PathRefusal::NotFound:  // a dangling link or a missing file below the root
+        fail(MediaErrorKind::Invalid, "media file not found: " + path);
+      case PathRefusal::NotRegular:
+        fail(MediaErrorKind::Invalid, "media path is not a regular file: " + path);
+    }
+    throw;
   }
-  if (!is_under(real, root)) fail(MediaErrorKind::Forbidden, outside + " (through a symlink)");
-  if (!fs::is_regular_file(real, ec))
-    fail(MediaErrorKind::Invalid, "media path is not a regular file: " + path);
-  return real.string();
 }
 
 std::vector<uint8_t> read_media_bytes(const std::string& url, const MediaPolicy& policy) {

@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures as cf
 import json
+import os
 import subprocess
+import threading
+import time
 import uuid
 
 import pytest
@@ -43,12 +46,12 @@ def adapters(tmp_path_factory):
     cut.write_bytes(open(a, "rb").read()[: 4 << 20])
     gemma = model_path().parent / "gemma-3-270m-it-Q4_K_M.gguf"
     other = gen_lora(d / "gemma.gguf", 8, 1, gemma) if gemma.exists() else None
-    return {"a": a, "b": b, "c": c, "cut": str(cut), "gemma": other}
+    return {"a": a, "b": b, "c": c, "cut": str(cut), "gemma": other, "dir": str(d)}
 
 
 @pytest.fixture(scope="module")
 def srv(adapters):
-    args = ["--max-batch", "8", "--ctx", "2048", "--api-key", KEY,
+    args = ["--max-batch", "8", "--ctx", "2048", "--api-key", KEY, "--lora-dir", adapters["dir"],
             "--lora", f"a={adapters['a']}", "--lora", f"b={adapters['b']}",
             "--lora", f"cut={adapters['cut']}", "--lora", "noequals"]
     if adapters["gemma"]:
@@ -218,3 +221,76 @@ def test_hot_load_and_unload_with_a_request_in_flight(srv, adapters):
                       json={"prompt": "hi", "model": f"{base}:c"})
     assert r.status_code == 404
     assert requests.delete(srv.url + "/v1/adapters/c", headers=AUTH, timeout=30).status_code == 404
+
+
+def post_adapter(srv, name, path, timeout=10):
+    return requests.post(srv.url + "/v1/adapters", json={"name": name, "path": path},
+                         headers=AUTH, timeout=timeout)
+
+
+def test_hot_loading_is_off_without_lora_dir(adapters):
+    with TernServer("--ctx", "512") as s:
+        r = requests.post(s.url + "/v1/adapters", json={"name": "c", "path": adapters["c"]},
+                          timeout=30)
+        assert r.status_code == 403, r.text
+        err = r.json()["error"]
+        assert err["code"] == "adapter_loading_disabled" and "--lora-dir" in err["message"]
+
+
+def test_adapter_paths_are_confined_to_the_lora_dir(srv, adapters, tmp_path):
+    d = adapters["dir"]
+    for path in ["/etc/passwd", "../../../../etc/passwd", os.path.join(d, "..", "x.gguf")]:
+        r = post_adapter(srv, "x", path)
+        assert r.status_code == 403, (path, r.text)
+        assert r.json()["error"]["code"] == "adapter_path_forbidden"
+        assert "root:" not in r.text
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:hunter2\n")
+    link = os.path.join(d, f"link-{uuid.uuid4().hex}.gguf")
+    os.symlink(secret, link)
+    r = post_adapter(srv, "x", link)
+    assert r.status_code == 403 and "symlink" in r.json()["error"]["message"]
+    # A file inside that is not an adapter: refused without echoing its bytes.
+    inside = os.path.join(d, "notes.txt")
+    with open(inside, "w") as f:
+        f.write("root:hunter2\n" * 4)
+    r = post_adapter(srv, "x", inside)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_adapter"
+    assert "root:" not in r.text and "hunter2" not in r.text
+    # A NUL inside the path is refused, not cut (a.gguf would load).
+    r = post_adapter(srv, "x", adapters["a"] + "\u0000.txt")
+    assert r.status_code == 400 and "NUL" in r.json()["error"]["message"]
+    names = [a["id"] for a in requests.get(srv.url + "/v1/adapters", headers=AUTH, timeout=10).json()["data"]]
+    assert "x" not in names
+
+
+def test_a_fifo_or_huge_file_never_stalls_the_server(srv, adapters):
+    fifo = os.path.join(adapters["dir"], f"fifo-{uuid.uuid4().hex}.gguf")
+    os.mkfifo(fifo)
+    done = {}
+    t = threading.Thread(target=lambda: done.setdefault("r", post_adapter(srv, "f", fifo, 30)))
+    t.start()
+    t0 = time.monotonic()
+    assert requests.get(srv.url + "/health", timeout=5).status_code == 200
+    t.join(10)
+    assert time.monotonic() - t0 < 5 and done["r"].status_code == 400, done
+    # A sparse file larger than any adapter for this model: refused by its size.
+    big = os.path.join(adapters["dir"], "huge.gguf")
+    with open(big, "wb") as f:
+        f.truncate(64 << 30)
+    r = post_adapter(srv, "h", big)
+    assert r.status_code == 400 and "larger than any LoRA adapter" in r.json()["error"]["message"]
+
+
+def test_adapter_names_with_a_nul_get_whole_messages(srv, adapters):
+    r = post_adapter(srv, "x\u0000y", adapters["c"])
+    assert r.status_code == 400 and r.json()["error"]["param"] == "name"
+    assert "1..64 letters" in r.json()["error"]["message"]
+    r = requests.post(srv.url + "/v1/completions", headers=AUTH, timeout=30,
+                      json={"prompt": "hi", "lora": "a\u0000b"})
+    assert r.status_code == 400
+    assert r.json()["error"]["message"].endswith("is loaded."), r.json()
+    assert "\\x00" in r.json()["error"]["message"]
+    r = requests.post(srv.url + "/v1/completions", headers=AUTH, timeout=30,
+                      json={"prompt": "hi", "model": f"{base_id(srv)}:a\u0000b"})
+    assert r.status_code == 404 and r.json()["error"]["message"].endswith("does not exist.")

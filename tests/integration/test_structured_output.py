@@ -3,6 +3,7 @@ output must parse and validate against its schema, greedy and sampled."""
 from __future__ import annotations
 
 import json
+import time
 from concurrent.futures import ThreadPoolExecutor
 from enum import Enum
 from typing import Literal, Optional
@@ -234,3 +235,50 @@ def test_websocket_generate_with_response_format(server):
     assert done["finish_reason"] == "stop"
     jsonschema.validate(json.loads(text), schema)
     assert "format" in json.dumps(error)
+
+
+def deep_schema(levels: int) -> str:
+    """{"type": "array", "items": {...}} nested `levels` deep, as JSON text (too
+    deep for Python's json module to write)."""
+    return '{"type":"array","items":' * levels + '{"type":"string"}' + "}" * levels
+
+
+@pytest.mark.parametrize("levels", [1_000, 50_000])
+def test_deep_schema_is_a_fast_400_naming_its_path(levels):
+    import requests
+    from tern_server import TernServer
+
+    body = ('{"model":"tern","max_tokens":4,"messages":[{"role":"user","content":"hi"}],'
+            '"response_format":{"type":"json_schema","json_schema":{"name":"deep","schema":'
+            + deep_schema(levels) + "}}}")
+    with TernServer("--ctx", "512", "--body-limit", "4096") as s:
+        t0 = time.monotonic()
+        r = requests.post(s.url + "/v1/chat/completions", data=body, timeout=30,
+                          headers={"Content-Type": "application/json"})
+        assert time.monotonic() - t0 < 5
+        assert r.status_code == 400, r.text
+        err = r.json()["error"]
+        assert err["param"] == "response_format.json_schema.schema"
+        assert err["code"] == "invalid_json_schema"
+        assert "$.items.items" in err["message"] and "64 levels" in err["message"], err
+        assert "$ref" not in err["message"]
+        assert requests.get(s.url + "/health", timeout=5).status_code == 200
+
+
+def test_wide_schema_within_the_bounds_compiles_fast():
+    """Members after a large sibling used to copy it at every level (cubic)."""
+    import requests
+    from tern_server import TernServer
+
+    inner = {"type": "object", "properties": {f"p{i}": {"enum": list(range(40))} for i in range(400)}}
+    schema = inner
+    for _ in range(28):  # the big subtree first, then siblings that grow each parent
+        schema = {"type": "object", "properties": {"a": schema, **{f"s{j}": {"type": "integer"} for j in range(12)}}}
+    with TernServer("--ctx", "512", "--body-limit", "4096") as s:
+        t0 = time.monotonic()
+        r = requests.post(s.url + "/v1/chat/completions", timeout=60, json={
+            "model": "tern", "max_tokens": 1, "messages": PROMPT,
+            "response_format": response_format("wide", schema)})
+        assert r.status_code == 200, r.text
+        assert time.monotonic() - t0 < 5
+

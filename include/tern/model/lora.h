@@ -61,6 +61,8 @@ class LoraAdapter {
   // adapter, another architecture, a tensor that is not a supported linear
   // layer, a lone lora_a/lora_b, a shape that does not fit the base, or
   // non-finite values.
+  // A file larger than lora_max_file_bytes(base) is refused before it is
+  // parsed; a FIFO or device is refused without waiting on it (IoError).
   static std::shared_ptr<const LoraAdapter> load(const std::string& path, const ModelConfig& base);
 
   const std::string& path() const { return path_; }
@@ -86,6 +88,10 @@ class LoraAdapter {
   std::vector<std::array<LoraMatrix, kLoraSlots>> layers_;  // (n_layers, slot)
 };
 
+// The largest file a LoRA adapter for `base` can be: every layer's seven
+// slots at kMaxLoraRank in fp32, plus 16 MiB of metadata.
+size_t lora_max_file_bytes(const ModelConfig& base);
+
 // What a batch entry runs with: an adapter and its scale (no adapter: base).
 struct LoraSelection {
   std::shared_ptr<const LoraAdapter> adapter;
@@ -109,6 +115,9 @@ class LoraRegistry {
   // FormatError / IoError for a bad file.
   std::shared_ptr<const LoraAdapter> load(const std::string& name, const std::string& path,
                                           const ModelConfig& base);
+  // Throws InvalidArgument (a message that does not repeat the name) unless
+  // `name` is 1..64 letters, digits, '-', '_' or '.'.
+  static void check_name(const std::string& name);
   bool remove(const std::string& name);  // false when there was none
   std::shared_ptr<const LoraAdapter> find(const std::string& name) const;  // nullptr if none
   std::vector<std::pair<std::string, std::shared_ptr<const LoraAdapter>>> list() const;

@@ -46,6 +46,10 @@ struct ServerOptions {
   bool strict_fields = false;        // refuse unknown request fields (400) instead of ignoring them
   ReasoningFormat reasoning_format = ReasoningFormat::Auto;
   MediaOptions media;  // images and video in chat messages (media_parts.h)
+  // POST /v1/adapters loads files only from below this directory (real
+  // paths: `..` and symlinks out are refused); "" (the default): hot loading
+  // of adapters is off.
+  std::string lora_dir;
 };
 
 class Server {
@@ -61,8 +65,16 @@ class Server {
 
   // Serves until SIGINT/SIGTERM (or stop()), then shuts down gracefully: stop
   // accepting, let generations finish within the grace period, cancel the
-  // rest, close every connection. Returns when all is closed.
+  // rest, close every connection. Returns when all is closed, and request
+  // preparation (JSON, templates, tokenizing, media) has ended or was given
+  // up on after a short wait (see preparation_abandoned()).
   void run();
+
+  // Preparation work was still running when run() returned: this Server
+  // then leaks its state on destruction (the work still uses it), and the
+  // caller must end the process without destroying what the work may touch
+  // (the engine, the scheduler): std::_Exit after its own shutdown steps.
+  bool preparation_abandoned() const;
 
   // Thread-safe: begins the same graceful shutdown as a signal.
   void stop();

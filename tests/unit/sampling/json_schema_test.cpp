@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "json_test_util.h"
 
 namespace tern {
@@ -108,6 +110,65 @@ TEST(JsonSchema, RefusesMalformedSchemas) {
                         R"({"$ref":"https://example.com/s.json"})", R"([1])",
                         R"({"type":"string","nullable":"yes"})"})
     EXPECT_THROW(JsonGrammar::from_schema(s), SchemaError) << s;
+}
+
+std::string nested_arrays(int levels) {
+  std::string s;
+  for (int i = 0; i < levels; ++i) s += R"({"type":"array","items":)";
+  s += R"({"type":"string"})";
+  return s + std::string(size_t(levels), '}');
+}
+
+// Depth is bounded before parsing, with the JSON path of the first node too
+// deep; 50,000 levels used to take forever (ordered_json parsing is cubic).
+TEST(JsonSchema, DeepSchemasAreRefusedFastNamingThePath) {
+  EXPECT_NO_THROW(JsonGrammar::from_schema(nested_arrays(40)));
+  for (int levels : {65, 1000, 50000}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      JsonGrammar::from_schema(nested_arrays(levels));
+      ADD_FAILURE() << levels << " levels accepted";
+    } catch (const SchemaError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("$.items.items"), std::string::npos) << m;
+      EXPECT_NE(m.find("64 levels"), std::string::npos) << m;
+      EXPECT_EQ(m.find("$ref"), std::string::npos) << m;
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1)) << levels;
+  }
+}
+
+// A large subtree followed by siblings, at every level: each sibling used to
+// copy the subtree again (97 kB took 7 s); now linear.
+TEST(JsonSchema, LargeSchemasWithinTheBoundsCompileFast) {
+  std::string s = R"({"type":"array","items":{"enum":[)";
+  for (int i = 0; i < 40000; ++i) s += (i ? ",1" : "1");
+  s += "]}}";
+  for (int l = 0; l < 30; ++l) {
+    std::string wrap = R"({"type":"object","properties":{"a":)" + s;
+    for (int j = 0; j < 12; ++j) wrap += R"(,"s)" + std::to_string(j) + R"(":{"type":"integer"})";
+    s = wrap + "}}";
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_NO_THROW(JsonGrammar::from_schema(s));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+}
+
+TEST(JsonSchema, TooManyValuesOrKeysNameTheirPlace) {
+  std::string many = R"({"enum":[)";
+  for (int i = 0; i < 60000; ++i) many += (i ? ",1" : "1");
+  many += "]}";
+  try {
+    JsonGrammar::from_schema(many);
+    ADD_FAILURE() << "accepted";
+  } catch (const SchemaError& e) {
+    EXPECT_NE(std::string(e.what()).find("$.enum["), std::string::npos) << e.what();
+  }
+  std::string keys = R"({"type":"object","properties":{)";
+  for (int i = 0; i < 6000; ++i)
+    keys += (i ? "," : "") + std::string("\"k") + std::to_string(i) + "\":{}";
+  keys += "}}";
+  EXPECT_THROW(JsonGrammar::from_schema(keys), SchemaError);
 }
 
 }  // namespace
