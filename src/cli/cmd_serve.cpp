@@ -84,20 +84,27 @@ void apply_media_flags(server::MediaOptions& m, size_t media_mb, size_t cache_mb
 }
 
 // The one memory budget (--mem-budget-mb): by default the KV DRAM budget
-// plus the embedding cache's, so nothing changes when it is not given; a
-// smaller one also caps the KV arena.
-std::unique_ptr<MemoryBudget> make_budget(ModelFlags& model, size_t budget_mb, size_t mm_cache_mb) {
-  if (budget_mb == 0) budget_mb = model.kv_dram_mb + mm_cache_mb;
+// plus the embedding cache's plus decoded media's (--mm-pixels-mb); a smaller
+// one also caps the KV arena. Decoded media may hold at most --mm-pixels-mb
+// of it, and at most a quarter of a budget given explicitly, so pictures
+// waiting in the queue never take the room running requests need.
+std::unique_ptr<MemoryBudget> make_budget(ModelFlags& model, size_t budget_mb, size_t mm_cache_mb,
+                                          size_t pixels_mb) {
+  const bool given = budget_mb != 0;
+  if (!given) budget_mb = model.kv_dram_mb + mm_cache_mb + pixels_mb;
+  const size_t pixels = given ? std::min(pixels_mb << 20, (budget_mb << 20) / 4) : pixels_mb << 20;
   if (model.kv_dram_mb > budget_mb) {
     tern::log::get("server")->info("--kv-dram-mb {} is capped by --mem-budget-mb {}",
                                    model.kv_dram_mb, budget_mb);
     model.kv_dram_mb = budget_mb;
   }
   tern::log::get("server")->info(
-      "memory budget: {} MiB for KV blocks and image embeddings (KV at most {} MiB, embedding "
-      "cache at most {} MiB)",
-      budget_mb, model.kv_dram_mb, mm_cache_mb);
-  return std::make_unique<MemoryBudget>(budget_mb << 20);
+      "memory budget: {} MiB for KV blocks, image embeddings and decoded media (KV at most {} "
+      "MiB, embedding cache at most {} MiB, decoded media at most {} MiB)",
+      budget_mb, model.kv_dram_mb, mm_cache_mb, pixels >> 20);
+  auto budget = std::make_unique<MemoryBudget>(budget_mb << 20);
+  budget->set_limit(MemPool::MmPixels, pixels);
+  return budget;
 }
 
 }  // namespace
@@ -113,7 +120,8 @@ void add_serve_command(CLI::App& app) {
     CacheDirOptions cache;
     size_t media_mb = 20;
     size_t mm_cache_mb = 256;
-    size_t mem_budget_mb = 0;        // 0: --kv-dram-mb + --mm-cache-mb
+    size_t mem_budget_mb = 0;  // 0: --kv-dram-mb + --mm-cache-mb + --mm-pixels-mb
+    size_t mm_pixels_mb = 512;
     std::vector<std::string> loras;  // --lora NAME=FILE
   };
   auto o = std::make_shared<Opts>();
@@ -219,8 +227,15 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--mem-budget-mb", o->mem_budget_mb,
                   "one memory budget in MiB for KV blocks in DRAM and image embeddings (cached "
                   "and in use by requests); a request with images waits until its rows fit, and "
-                  "one that never could gets 503 (default: --kv-dram-mb + --mm-cache-mb)")
+                  "one that never could gets 503 (default: --kv-dram-mb + --mm-cache-mb + "
+                  "--mm-pixels-mb)")
       ->check(CLI::Range(size_t(1), size_t(1) << 24));
+  cmd->add_option("--mm-pixels-mb", o->mm_pixels_mb,
+                  "MiB of decoded images and video frames held at once, by requests being "
+                  "prepared, queued or running (part of --mem-budget-mb, at most a quarter of it "
+                  "when that is given); a request whose pictures do not fit gets 503")
+      ->check(CLI::Range(size_t(1), size_t(1) << 20))
+      ->capture_default_str();
   cmd->add_option("--lora", o->loras,
                   "NAME=FILE: a LoRA adapter requests pick as model \"<model>:NAME\" or "
                   "\"lora\": \"NAME\" (repeatable; a bad one is refused, the rest load)");
@@ -242,7 +257,7 @@ void add_serve_command(CLI::App& app) {
     // Lock the cache directory before the (long) model load: a second server fails fast.
     std::unique_ptr<PersistentCache> cache;
     if (!o->cache.dir.empty()) cache = std::make_unique<PersistentCache>(o->cache);
-    const auto budget = make_budget(o->model, o->mem_budget_mb, o->mm_cache_mb);
+    const auto budget = make_budget(o->model, o->mem_budget_mb, o->mm_cache_mb, o->mm_pixels_mb);
     o->server.media.budget = budget.get();
     auto engine =
         load_engine(o->model, o->max_seqs > 0 ? o->max_seqs : o->sched.max_batch, budget.get());

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstdint>
+#include <iterator>
 
 namespace tern {
 
@@ -13,12 +15,15 @@ const char* mem_pool_name(MemPool p) {
       return "mm_cache";
     case MemPool::MmRequests:
       return "mm_requests";
+    case MemPool::MmPixels:
+      return "mm_pixels";
   }
   return "?";
 }
 
 MemoryBudget::MemoryBudget(size_t total_bytes) : total_(total_bytes) {
   st_.total = total_bytes;
+  std::fill(std::begin(limit_), std::end(limit_), SIZE_MAX);
 }
 
 namespace {
@@ -45,9 +50,14 @@ size_t MemoryBudget::free() const {
   return u >= total_ ? 0 : total_ - u;
 }
 
+bool MemoryBudget::over_limit_locked(MemPool p, size_t bytes) const {
+  const size_t mine = st_.used[int(p)], cap = limit_[int(p)];
+  return mine > cap || bytes > cap - mine;
+}
+
 bool MemoryBudget::take_locked(MemPool p, size_t bytes, bool force) {
   const size_t u = sum(st_.used);
-  if (!force && (u > total_ || bytes > total_ - u)) return false;
+  if (!force && (u > total_ || bytes > total_ - u || over_limit_locked(p, bytes))) return false;
   size_t& mine = st_.used[int(p)];
   mine += bytes;
   st_.peak[int(p)] = std::max(st_.peak[int(p)], mine);
@@ -74,6 +84,7 @@ bool MemoryBudget::charge(MemPool p, size_t bytes, std::initializer_list<MemPool
     {
       std::lock_guard lock(mu_);
       if (take_locked(p, bytes, false)) return true;
+      if (over_limit_locked(p, bytes)) break;  // no other pool's bytes can help
       const size_t u = sum(st_.used);
       missing = bytes - (u >= total_ ? 0 : total_ - u);
       fn = reclaim_[int(q)];
@@ -94,6 +105,16 @@ void MemoryBudget::uncharge(MemPool p, size_t bytes) {
   size_t& mine = st_.used[int(p)];
   assert(bytes <= mine);
   mine -= std::min(bytes, mine);
+}
+
+void MemoryBudget::set_limit(MemPool p, size_t bytes) {
+  std::lock_guard lock(mu_);
+  limit_[int(p)] = bytes;
+}
+
+size_t MemoryBudget::limit(MemPool p) const {
+  std::lock_guard lock(mu_);
+  return limit_[int(p)];
 }
 
 void MemoryBudget::set_reclaimer(MemPool p, Reclaimer fn) {

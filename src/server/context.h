@@ -2,6 +2,7 @@
 // State shared by every session of one server. The reactor runs on one
 // thread: members marked (reactor) are only touched there; the rest is
 // thread-safe or immutable after start.
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/thread_pool.hpp>
 #include <cstdint>
@@ -44,6 +45,9 @@ struct ServerContext {
     if (!opts.media.mmproj.empty()) {
       vision = std::make_unique<VisionSide>(opts.media.mmproj, e, &media.cache());
       media.set_vision(true);
+      // Video frames need no more than preprocessing's largest resize target.
+      const vision::VisionConfig& c = vision->encoder().config();
+      media.set_frame_side(std::max(c.image_size, c.preproc_image_size));
     }
   }
 

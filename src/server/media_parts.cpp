@@ -1,5 +1,6 @@
 #include "tern/server/media_parts.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 
@@ -113,6 +114,12 @@ ApiError media_error(const vision::MediaError& e, const MediaItem& it) {
   return ApiError::bad_request(msg, param, image ? "invalid_image" : "invalid_video");
 }
 
+ApiError too_many_media(const MediaItem& it, int max_items) {
+  return ApiError::bad_request("Too many images and video frames in one request (at most " +
+                                   std::to_string(max_items) + ").",
+                               it.param, "too_many_media");
+}
+
 void sample(std::string& out, const std::string& name, double v) {
   char buf[64];
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
@@ -175,7 +182,8 @@ json with_media_markers(const json& body, MessageMedia& m,
       std::string markers;
       for (vision::Image& frame : it.frames) {
         markers += kMediaMarker;
-        images.push_back(std::make_shared<const vision::Image>(std::move(frame)));
+        MemoryCharge share = it.pixels.split(frame.rgb.size());
+        images.push_back(charged_image(std::move(frame), std::move(share)));
       }
       it.frames.clear();
       part = json{{"type", "text"}, {"text", markers}};
@@ -211,31 +219,79 @@ MediaService::MediaService(const MediaOptions& opts)
   if (opts.allow_remote) policy_.fetch = fetch_remote_media;
 }
 
+std::shared_ptr<const vision::Image> charged_image(vision::Image&& img, MemoryCharge&& charge) {
+  struct Charged {
+    vision::Image image;
+    MemoryCharge charge;
+  };
+  auto c = std::make_shared<Charged>(Charged{std::move(img), std::move(charge)});
+  return std::shared_ptr<const vision::Image>(c, &c->image);
+}
+
+MemoryCharge MediaService::charge_pixels(size_t bytes, const MediaItem& it) {
+  MemoryBudget* b = opts_.budget;
+  if (!b || bytes == 0) return {};
+  // Cached embeddings may give way (they stay on --mm-cache-dir); the KV is
+  // the engine thread's to give back, never this one's.
+  if (b->charge(MemPool::MmPixels, bytes, {MemPool::MmCache}))
+    return MemoryCharge(b, MemPool::MmPixels, bytes);
+  counters_.refused_memory.fetch_add(1, std::memory_order_relaxed);
+  const size_t cap = std::min(b->limit(MemPool::MmPixels), b->total());
+  const auto mib = [](size_t n) { return std::to_string((n + (1 << 20) - 1) >> 20); };
+  throw ApiError(503, "server_error",
+                 "The decoded images and video frames of this request do not fit the server's "
+                 "memory budget now (" +
+                     mib(bytes) + " MiB more in '" + it.param + "'; at most " + mib(cap) +
+                     " MiB of decoded media at once, --mm-pixels-mb). Retry later, or "
+                     "send fewer or smaller pictures.",
+                 it.param, "insufficient_memory");
+}
+
+// One item's frames; `loaded` frames of the request came before it.
+void MediaService::load_item(MediaItem& it, size_t loaded) {
+  const size_t max_items = size_t(opts_.max_items);
+  if (it.kind == MediaItem::Kind::VideoUrl) {
+    vision::VideoOptions vo;
+    vo.fps = it.fps > 0 ? it.fps : opts_.default_fps;
+    vo.max_frames = it.max_frames > 0 ? it.max_frames : opts_.default_max_frames;
+    vo.max_side = frame_side_;
+    size_t counted = 0;  // frames the clip will give, agreed before decoding them
+    vo.reserve = [&](int n, size_t each) {
+      counted += size_t(n);
+      if (loaded + counted > max_items) throw too_many_media(it, opts_.max_items);
+      it.pixels.merge(charge_pixels(size_t(n) * each, it));
+    };
+    vision::VideoFrames v = vision::load_video_url(it.urls[0], vo, policy_);
+    it.frames = std::move(v.frames);
+    it.timestamps_s = std::move(v.timestamps_s);
+    return;
+  }
+  for (const std::string& url : it.urls) {
+    if (loaded + it.frames.size() >= max_items) throw too_many_media(it, opts_.max_items);
+    // While decoding, the decoder's buffer and the image's: twice the pixels.
+    MemoryCharge decoding;
+    size_t bytes = 0;
+    const vision::PixelReserve reserve = [&](int w, int h) {
+      bytes = size_t(w) * size_t(h) * 3;
+      decoding = charge_pixels(2 * bytes, it);
+    };
+    it.frames.push_back(vision::load_image_url(url, policy_, reserve));
+    it.pixels.merge(decoding.split(bytes));
+  }
+}
+
 void MediaService::load(MessageMedia& m) {
   const auto t0 = std::chrono::steady_clock::now();
   size_t total = 0;
   for (MediaItem& it : m.items) {
     try {
-      if (it.kind == MediaItem::Kind::VideoUrl) {
-        vision::VideoOptions vo;
-        vo.fps = it.fps > 0 ? it.fps : opts_.default_fps;
-        vo.max_frames = it.max_frames > 0 ? it.max_frames : opts_.default_max_frames;
-        vision::VideoFrames v = vision::load_video_url(it.urls[0], vo, policy_);
-        it.frames = std::move(v.frames);
-        it.timestamps_s = std::move(v.timestamps_s);
-      } else {
-        for (const std::string& url : it.urls)
-          it.frames.push_back(vision::load_image_url(url, policy_));
-      }
+      load_item(it, total);
     } catch (const vision::MediaError& e) {
       counters_.refused.fetch_add(1, std::memory_order_relaxed);
       throw media_error(e, it);
     }
     total += it.frames.size();
-    if (total > size_t(opts_.max_items))
-      throw ApiError::bad_request("Too many images and video frames in one request (at most " +
-                                      std::to_string(opts_.max_items) + ").",
-                                  it.param, "too_many_media");
+    if (total > size_t(opts_.max_items)) throw too_many_media(it, opts_.max_items);
     for (const vision::Image& img : it.frames) it.hashes.push_back(vision::pixel_hash(img));
     auto& n = it.kind == MediaItem::Kind::Image ? counters_.images : counters_.videos;
     n.fetch_add(1, std::memory_order_relaxed);
@@ -244,6 +300,30 @@ void MediaService::load(MessageMedia& m) {
   const auto us =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0);
   counters_.load_us.fetch_add(uint64_t(us.count()), std::memory_order_relaxed);
+}
+
+std::shared_ptr<const vision::Image> MediaService::reload(const std::string& url,
+                                                          const Sha256Digest& hash,
+                                                          const std::string& param) {
+  MessageMedia m;
+  MediaItem& it = m.items.emplace_back();
+  it.param = param;
+  it.urls = {url};
+  try {
+    load(m);
+  } catch (const ApiError& e) {
+    if (e.status() == 503) throw;
+    throw ApiError::bad_request(
+        "A picture of the stored conversation could not be loaded again: " + std::string(e.what()),
+        param, "invalid_value");
+  }
+  if (it.hashes.at(0) != hash)
+    throw ApiError::bad_request(
+        "A picture of the stored conversation is not the same picture any more (its source now "
+        "decodes to other pixels).",
+        param, "invalid_value");
+  MemoryCharge share = it.pixels.split(it.frames[0].rgb.size());
+  return charged_image(std::move(it.frames[0]), std::move(share));
 }
 
 MessageMedia MediaService::check_chat_request(const json& body) {

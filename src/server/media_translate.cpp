@@ -1,5 +1,6 @@
 #include "tern/server/media_translate.h"
 
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -95,7 +96,8 @@ std::string api_param(const std::string& p, const Shape& s) {
   return out;
 }
 
-json with_markers(MediaService& media, const json& body, const Shape& s, ImageList& images) {
+json with_markers(MediaService& media, const json& body, const Shape& s, ImageList& images,
+                  std::vector<ImageSource>* sources) {
   bool any = false;
   json chat = as_chat(body, s, any);
   if (!any) return body;
@@ -103,6 +105,10 @@ json with_markers(MediaService& media, const json& body, const Shape& s, ImageLi
   json marked;
   try {
     m = media.check_chat_request(chat);
+    if (sources)
+      for (const MediaItem& it : m.items)
+        for (size_t k = 0; k < it.hashes.size(); ++k)
+          sources->push_back({std::make_shared<const std::string>(it.urls.at(k)), it.hashes[k]});
     marked = with_media_markers(chat, m, images);
   } catch (const ApiError& e) {
     std::string msg = e.what();
@@ -139,22 +145,26 @@ size_t count_markers(const std::string& text) {
 
 json anthropic_with_media_markers(MediaService& media, const json& body, ImageList& images) {
   static const Shape s{"messages", "source", anthropic_part};
-  return with_markers(media, body, s, images);
+  return with_markers(media, body, s, images, nullptr);
 }
 
-json responses_with_media_markers(MediaService& media, const json& body, ImageList& images) {
+json responses_with_media_markers(MediaService& media, const json& body, ImageList& images,
+                                  std::vector<ImageSource>* sources) {
   static const Shape s{"input", "image_url", responses_part};
-  return with_markers(media, body, s, images);
+  return with_markers(media, body, s, images, sources);
 }
 
-void attach_images(std::vector<Message>& messages, ImageList images) {
+void attach_images(std::vector<Message>& messages, ImageList images,
+                   std::vector<ImageSource> sources) {
+  const bool with_sources = sources.size() == images.size();
   size_t next = 0;
   for (Message& m : messages) {
     const size_t n = count_markers(m.content);
     if (n == 0 || !m.images.empty()) continue;
     if (next + n > images.size()) break;
-    m.images.assign(images.begin() + std::ptrdiff_t(next),
-                    images.begin() + std::ptrdiff_t(next + n));
+    const auto from = std::ptrdiff_t(next), to = std::ptrdiff_t(next + n);
+    m.images.assign(images.begin() + from, images.begin() + to);
+    if (with_sources) m.image_sources.assign(sources.begin() + from, sources.begin() + to);
     next += n;
   }
   size_t marked = 0, have = 0;

@@ -316,12 +316,22 @@ class ResponsesExchange final : public ApiExchange {
   }
 
   GenerationRequest parse(const json& body) override {
-    auto lookup = [this](const std::string& id) { return ctx_.responses.get(id); };
+    // A stored conversation keeps its pictures' sources: decoded again here.
+    auto lookup = [this](const std::string& id) {
+      auto history = ctx_.responses.get(id);
+      if (history)
+        for (Message& m : *history)
+          if (m.images.empty())
+            for (const ImageSource& src : m.image_sources)
+              m.images.push_back(ctx_.media.reload(*src.url, src.hash, "previous_response_id"));
+      return history;
+    };
     ImageList images;
-    const json marked = responses_with_media_markers(ctx_.media, body, images);
+    std::vector<ImageSource> sources;
+    const json marked = responses_with_media_markers(ctx_.media, body, images, &sources);
     req_ = parse_responses_request(marked, lookup, ctx_.unknown_fields());
     // The conversation keeps its pictures, so a continuation shows them again.
-    attach_images(req_.conversation, std::move(images));
+    attach_images(req_.conversation, std::move(images), std::move(sources));
     req_.g.images.clear();
     for (const Message& m : req_.conversation)
       req_.g.images.insert(req_.g.images.end(), m.images.begin(), m.images.end());
@@ -519,9 +529,11 @@ class ResponsesExchange final : public ApiExchange {
   // A finished response joins the store (unless store: false) so a later
   // request can continue it; its prompt is then a prefix-cache hit. The
   // history keeps the answer only: chat templates drop earlier thinking.
+  // Its pictures are kept as sources, never as decoded pixels.
   void remember(const sched::Finish& f, const json& response) {
     if (!req_.store || f.reason == sched::FinishReason::Error) return;
     std::vector<Message> history = req_.conversation;
+    for (Message& m : history) m.images.clear();
     history.push_back({"assistant", text_});
     for (const ToolCallOut& c : calls_)
       history.back().tool_calls.push_back({c.id, c.name, c.arguments});

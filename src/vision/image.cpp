@@ -191,11 +191,12 @@ Image decode_image(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
   if (!stbi_info_from_memory(bytes.data(), len, &w, &h, &comp))
     fail("corrupt or truncated " + name + " header (" + reason() + ")");
   check_size(w, h);
+  if (limits.reserve) limits.reserve(w, h);
 
   int dw = 0, dh = 0, dc = 0;
   std::unique_ptr<stbi_uc, StbFree> px(stbi_load_from_memory(bytes.data(), len, &dw, &dh, &dc, 3));
   if (!px) fail("corrupt or truncated " + name + " data (" + reason() + ")");
-  if (dw <= 0 || dh <= 0 || int64_t(dw) * dh > limits.max_pixels)
+  if (dw != w || dh != h || int64_t(dw) * dh > limits.max_pixels)
     fail(name + " decoded to an invalid size " + std::to_string(dw) + "x" + std::to_string(dh));
   Image img;
   img.width = dw;

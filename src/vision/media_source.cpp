@@ -96,7 +96,7 @@ std::vector<uint8_t> read_file_bytes(const std::string& path, size_t max_bytes) 
 }
 
 #ifdef TERN_HAVE_WEBP
-Image decode_webp(std::span<const uint8_t> bytes, int64_t max_pixels) {
+Image decode_webp(std::span<const uint8_t> bytes, int64_t max_pixels, const PixelReserve& reserve) {
   int w = 0, h = 0;
   if (!WebPGetInfo(bytes.data(), bytes.size(), &w, &h) || w <= 0 || h <= 0)
     fail(MediaErrorKind::Invalid, "image: corrupt or truncated WebP header");
@@ -104,6 +104,7 @@ Image decode_webp(std::span<const uint8_t> bytes, int64_t max_pixels) {
     fail(MediaErrorKind::TooLarge, "image: WebP is " + std::to_string(w) + "x" + std::to_string(h) +
                                        " = " + std::to_string(int64_t(w) * h) +
                                        " pixels, over the limit of " + std::to_string(max_pixels));
+  if (reserve) reserve(w, h);
   Image img;
   img.width = w;
   img.height = h;
@@ -243,19 +244,20 @@ std::vector<uint8_t> read_media_bytes(const std::string& url, const MediaPolicy&
   fail(MediaErrorKind::Invalid, "unreachable");
 }
 
-Image decode_media_image(std::span<const uint8_t> bytes, const MediaPolicy& policy) {
+Image decode_media_image(std::span<const uint8_t> bytes, const MediaPolicy& policy,
+                         const PixelReserve& reserve) {
   if (bytes.size() > policy.max_bytes)
     fail(MediaErrorKind::TooLarge, "image is " + size_text(bytes.size()) + ", over the limit of " +
                                        size_text(policy.max_bytes));
   if (sniff_image_format(bytes) == ImageFormat::WebP) {
 #ifdef TERN_HAVE_WEBP
-    return decode_webp(bytes, policy.max_pixels);
+    return decode_webp(bytes, policy.max_pixels, reserve);
 #else
     fail(MediaErrorKind::Unsupported, "image: WebP is not supported by this build (no libwebp)");
 #endif
   }
   try {
-    return decode_image(bytes, DecodeLimits{.max_pixels = policy.max_pixels});
+    return decode_image(bytes, DecodeLimits{.max_pixels = policy.max_pixels, .reserve = reserve});
   } catch (const ImageError& e) {
     const std::string m = e.what();
     const bool too_big = m.find("over the limit") != std::string::npos;
@@ -267,9 +269,10 @@ Image decode_media_image(std::span<const uint8_t> bytes, const MediaPolicy& poli
   }
 }
 
-Image load_image_url(const std::string& url, const MediaPolicy& policy) {
+Image load_image_url(const std::string& url, const MediaPolicy& policy,
+                     const PixelReserve& reserve) {
   const std::vector<uint8_t> bytes = read_media_bytes(url, policy);
-  return decode_media_image(bytes, policy);
+  return decode_media_image(bytes, policy, reserve);
 }
 
 }  // namespace tern::vision

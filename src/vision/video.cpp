@@ -1,5 +1,7 @@
 #include "tern/vision/video.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 
@@ -130,6 +132,8 @@ class Clip {
     if (stream_ < 0 || !codec)
       fail(MediaErrorKind::Invalid, "the file has no decodable video stream");
     const AVCodecParameters* par = f->streams[stream_]->codecpar;
+    if (par->width <= 0 || par->height <= 0)
+      fail(MediaErrorKind::Invalid, "the video stream has no frame size");
     if (int64_t(par->width) * par->height > policy.max_pixels)
       fail(MediaErrorKind::TooLarge,
            "frames are " + std::to_string(par->width) + "x" + std::to_string(par->height) +
@@ -147,6 +151,24 @@ class Clip {
   AVCodecContext* dec() const { return dec_.get(); }
   int stream() const { return stream_; }
   double time_base() const { return av_q2d(fmt_->streams[stream_]->time_base); }
+  int width() const { return fmt_->streams[stream_]->codecpar->width; }
+  int height() const { return fmt_->streams[stream_]->codecpar->height; }
+
+  // The frames sampling at `fps` can take, from the header's frame count and
+  // duration (either may be absent: then max_frames bounds it alone).
+  int planned_frames(const VideoOptions& o) const {
+    const AVStream* st = fmt_->streams[stream_];
+    int64_t n = o.max_frames;
+    if (st->nb_frames > 0) n = std::min<int64_t>(n, st->nb_frames);
+    double seconds = -1;
+    if (st->duration != AV_NOPTS_VALUE && st->duration > 0)
+      seconds = double(st->duration) * time_base();
+    else if (fmt_->duration != AV_NOPTS_VALUE && fmt_->duration > 0)
+      seconds = double(fmt_->duration) / AV_TIME_BASE;
+    // Targets 0, 1/fps, ... before the end, plus one for rounding.
+    if (seconds > 0 && seconds * o.fps < double(n)) n = int64_t(std::ceil(seconds * o.fps)) + 1;
+    return int(std::clamp<int64_t>(n, 1, o.max_frames));
+  }
 
  private:
   MemoryReader reader_;
@@ -156,11 +178,24 @@ class Clip {
   int stream_ = -1;
 };
 
-// Decoded frames -> sampled RGB Images.
+// The RGB size a w x h frame is scaled to: the longer side at most max_side.
+struct OutSize {
+  int w = 0, h = 0;
+  size_t bytes() const { return size_t(w) * size_t(h) * 3; }
+};
+OutSize out_size(int w, int h, int max_side) {
+  if (max_side <= 0 || std::max(w, h) <= max_side) return {w, h};
+  const double s = double(max_side) / std::max(w, h);
+  return {std::max(1, int(std::lround(w * s))), std::max(1, int(std::lround(h * s)))};
+}
+
+// Decoded frames -> sampled RGB Images, each scaled as it is converted (the
+// decoder's full-size frame is the only one held).
 class Sampler {
  public:
-  Sampler(const VideoOptions& o, const MediaPolicy& p, double time_base)
-      : opts_(o), policy_(p), time_base_(time_base) {}
+  Sampler(const VideoOptions& o, const MediaPolicy& p, double time_base, int planned,
+          size_t bytes_each)
+      : opts_(o), policy_(p), time_base_(time_base), reserved_(planned), bytes_each_(bytes_each) {}
 
   bool full() const { return int(out_.frames.size()) >= opts_.max_frames; }
 
@@ -179,6 +214,10 @@ class Sampler {
     t -= start_;
     const double eps = 1e-6;
     if (t + eps < next_target_ || full()) return;
+    if (int(out_.frames.size()) >= reserved_) {  // the header said fewer: ask for this one
+      if (opts_.reserve) opts_.reserve(1, bytes_each_);
+      reserved_ += 1;
+    }
     out_.frames.push_back(to_rgb(f));
     out_.timestamps_s.push_back(t);
     while (next_target_ <= t + eps) next_target_ += 1.0 / opts_.fps;
@@ -193,17 +232,24 @@ class Sampler {
       fail(MediaErrorKind::TooLarge, "a frame of " + std::to_string(f->width) + "x" +
                                          std::to_string(f->height) +
                                          " pixels is empty or over the pixel limit");
+    const OutSize out = out_size(f->width, f->height, opts_.max_side);
+    if (out.bytes() > bytes_each_)
+      fail(MediaErrorKind::Invalid, "the frame size changes inside the clip (a frame of " +
+                                        std::to_string(f->width) + "x" + std::to_string(f->height) +
+                                        " pixels)");
+    // SWS_AREA when shrinking: every source pixel counts, no aliasing.
+    const int flags = out.w < f->width ? SWS_AREA : SWS_BILINEAR;
     sws_.reset(sws_getCachedContext(sws_.release(), f->width, f->height, AVPixelFormat(f->format),
-                                    f->width, f->height, AV_PIX_FMT_RGB24, SWS_BILINEAR, nullptr,
-                                    nullptr, nullptr));
+                                    out.w, out.h, AV_PIX_FMT_RGB24, flags, nullptr, nullptr,
+                                    nullptr));
     if (!sws_) fail(MediaErrorKind::Unsupported, "cannot convert this pixel format to RGB");
     Image img;
-    img.width = f->width;
-    img.height = f->height;
-    img.rgb.resize(size_t(f->width) * size_t(f->height) * 3);
+    img.width = out.w;
+    img.height = out.h;
+    img.rgb.resize(out.bytes());
     uint8_t* dst[4] = {img.rgb.data(), nullptr, nullptr, nullptr};
-    int stride[4] = {f->width * 3, 0, 0, 0};
-    if (sws_scale(sws_.get(), f->data, f->linesize, 0, f->height, dst, stride) != f->height)
+    int stride[4] = {out.w * 3, 0, 0, 0};
+    if (sws_scale(sws_.get(), f->data, f->linesize, 0, f->height, dst, stride) != out.h)
       fail(MediaErrorKind::Invalid, "frame conversion to RGB failed");
     return img;
   }
@@ -214,6 +260,8 @@ class Sampler {
   VideoFrames out_;
   std::unique_ptr<SwsContext, SwsFree> sws_;
   int64_t decoded_ = 0;
+  int reserved_;       // frames the caller has made room for
+  size_t bytes_each_;  // RGB bytes of each (the header's frame size, scaled)
   double start_ = 0, next_target_ = 0;
   bool have_start_ = false, stop_ = false;
 };
@@ -257,7 +305,11 @@ VideoFrames decode_video(std::span<const uint8_t> bytes, const VideoOptions& opt
                                        std::to_string(policy.max_bytes));
   av_log_set_level(AV_LOG_QUIET);  // errors reach the caller as MediaError
   Clip clip(bytes, policy);
-  Sampler sampler(opts, policy, clip.time_base());
+  // Count first: nothing is decoded before the caller agrees to the frames.
+  const int planned = clip.planned_frames(opts);
+  const size_t bytes_each = out_size(clip.width(), clip.height(), opts.max_side).bytes();
+  if (opts.reserve) opts.reserve(planned, bytes_each);
+  Sampler sampler(opts, policy, clip.time_base(), planned, bytes_each);
   std::unique_ptr<AVPacket, PacketFree> pkt(av_packet_alloc());
   std::unique_ptr<AVFrame, FrameFree> frame(av_frame_alloc());
   if (!pkt || !frame) throw std::bad_alloc();

@@ -134,7 +134,7 @@ def test_200_distinct_images_stay_within_a_small_budget(pair):
         assert budget == budget_mb * MiB
         mem = requests.get(srv.url + "/v1/models", timeout=30).json()["data"][0]["meta"]["memory"]
         assert mem["budget_bytes"] == budget
-        assert set(mem["used_bytes"]) == {"kv", "mm_cache", "mm_requests"}
+        assert set(mem["used_bytes"]) == {"kv", "mm_cache", "mm_requests", "mm_pixels"}
         assert sum(mem["used_bytes"].values()) <= budget
         # Charged bytes never went past the budget, embeddings included.
         assert m['tern_mem_peak_bytes{pool="all"}'] <= budget, m

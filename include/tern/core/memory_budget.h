@@ -11,6 +11,10 @@
 //   MmCache     the embedding cache's DRAM entries (all evictable)
 //   MmRequests  embedding rows of admitted requests, reserved at admission
 //               (a request's images: tokens x n_embd x 4 bytes each)
+//   MmPixels    decoded images and video frames (width x height x 3 bytes),
+//               from decoding through the queue until the request lets go;
+//               capped on its own (set_limit) so pictures waiting in the
+//               queue can never take the room running requests need
 //
 // Threads: every call is thread-safe. A reclaimer runs on the thread of the
 // charge() that asked it, with no lock of the budget held, so it may call
@@ -25,9 +29,9 @@
 
 namespace tern {
 
-enum class MemPool : uint8_t { Kv, MmCache, MmRequests };
-inline constexpr int kMemPools = 3;
-const char* mem_pool_name(MemPool p);  // "kv", "mm_cache", "mm_requests"
+enum class MemPool : uint8_t { Kv, MmCache, MmRequests, MmPixels };
+inline constexpr int kMemPools = 4;
+const char* mem_pool_name(MemPool p);  // "kv", "mm_cache", "mm_requests", "mm_pixels"
 
 struct MemoryBudgetStats {
   size_t total = 0;
@@ -59,6 +63,10 @@ class MemoryBudget {
   // and cannot wait (counted in the peak, so a test sees it).
   void force_charge(MemPool p, size_t bytes);
   void uncharge(MemPool p, size_t bytes);
+  // The most p may hold (try_charge and charge refuse past it; force_charge
+  // does not). Default: no limit of its own.
+  void set_limit(MemPool p, size_t bytes);
+  size_t limit(MemPool p) const;
 
   // fn(want) gives back about `want` bytes of p's own (calling uncharge for
   // them) and returns the bytes it gave back. An empty fn removes it.
@@ -71,10 +79,12 @@ class MemoryBudget {
 
  private:
   bool take_locked(MemPool p, size_t bytes, bool force);
+  bool over_limit_locked(MemPool p, size_t bytes) const;
 
   const size_t total_;
   mutable std::mutex mu_;
   MemoryBudgetStats st_;          // (mu_)
+  size_t limit_[kMemPools];       // (mu_) per-pool caps (SIZE_MAX: none)
   Reclaimer reclaim_[kMemPools];  // (mu_) copied out before a call
 };
 
@@ -97,6 +107,24 @@ class MemoryCharge {
   MemoryCharge& operator=(const MemoryCharge&) = delete;
 
   size_t bytes() const { return b_ ? bytes_ : 0; }
+  // Moves `n` of these bytes (at most bytes()) into a charge of their own,
+  // so parts of one reservation can be let go of separately.
+  MemoryCharge split(size_t n) {
+    if (!b_) return {};
+    n = n < bytes_ ? n : bytes_;
+    bytes_ -= n;
+    return MemoryCharge(b_, p_, n);
+  }
+  // Adds `o`'s bytes to this charge (same budget and pool, or this one empty).
+  void merge(MemoryCharge&& o) {
+    if (!o.b_) return;
+    if (!b_) {
+      *this = std::move(o);
+      return;
+    }
+    bytes_ += o.bytes_;
+    o.b_ = nullptr;
+  }
   void reset() {
     if (b_) b_->uncharge(p_, bytes_);
     b_ = nullptr;

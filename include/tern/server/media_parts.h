@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "tern/core/memory_budget.h"
 #include "tern/core/sha256.h"
 #include "tern/server/api_error.h"
 #include "tern/server/media_options.h"
@@ -43,6 +44,9 @@ struct MediaItem {
   std::vector<vision::Image> frames;  // an image: one
   std::vector<Sha256Digest> hashes;   // pixel_hash of each frame
   std::vector<double> timestamps_s;   // VideoUrl: each frame's time in the clip
+  // The frames' decoded bytes, charged to the memory budget (MmPixels) as
+  // they were decoded; with_media_markers hands each frame its share.
+  MemoryCharge pixels;
 };
 
 // A message's content in order: text pieces and media (index into items).
@@ -62,15 +66,21 @@ MessageMedia parse_message_media(const nlohmann::json& body);
 
 // A copy of a chat body whose media parts are text parts holding one media
 // marker (engine/media_prompt.h's kMediaMarker) per frame; the frames move to
-// `images` in marker order. m must be the body's loaded MessageMedia.
+// `images` in marker order, each holding its pixels' charge until the last
+// reference to it goes. m must be the body's loaded MessageMedia.
 nlohmann::json with_media_markers(const nlohmann::json& body, MessageMedia& m,
                                   std::vector<std::shared_ptr<const vision::Image>>& images);
+
+// An image that keeps `charge` (its pixels in the memory budget) as long as
+// it lives.
+std::shared_ptr<const vision::Image> charged_image(vision::Image&& img, MemoryCharge&& charge);
 
 struct MediaCounters {
   std::atomic<uint64_t> images{0}, videos{0}, frames{0};  // loaded successfully
   std::atomic<uint64_t> refused{0};                       // media that failed to load
   std::atomic<uint64_t> load_us{0};                       // time spent fetching + decoding
   std::atomic<uint64_t> requests_refused_no_vision{0};
+  std::atomic<uint64_t> refused_memory{0};  // 503: decoded pixels did not fit the budget
 };
 
 class MediaService {
@@ -83,10 +93,22 @@ class MediaService {
   const MediaCounters& counters() const { return counters_; }
   bool vision() const { return vision_; }  // a projector is loaded (--mmproj)
   void set_vision(bool on) { vision_ = on; }
+  // The longest side a video frame is scaled to as it is decoded: what the
+  // projector's preprocessing needs (its longest resize target).
+  void set_frame_side(int side) { frame_side_ = side; }
+  int frame_side() const { return frame_side_; }
 
-  // Loads every item's frames (and their hashes). Throws ApiError naming the
-  // part: 403 for a forbidden source, 400 otherwise.
+  // Loads every item's frames (and their hashes), at most max_items frames
+  // in all, counted before they are decoded; decoded pixels are charged to
+  // the memory budget (MmPixels) before they are allocated. Throws ApiError
+  // naming the part: 403 for a forbidden source, 503 insufficient_memory
+  // when the pixels do not fit, 400 otherwise.
   void load(MessageMedia& m);
+
+  // A picture of a stored conversation decoded again from its source; 400
+  // (param `param`) when it cannot be loaded or its pixels are not `hash`'s.
+  std::shared_ptr<const vision::Image> reload(const std::string& url, const Sha256Digest& hash,
+                                              const std::string& param);
 
   // The chat hook: parses and loads the media of a chat request body; with
   // media and no vision projector, answers 400 model_not_multimodal once the
@@ -99,8 +121,16 @@ class MediaService {
   MediaOptions opts_;
   vision::MediaPolicy policy_;
   vision::EmbeddingCache cache_;
+  MemoryCharge charge_pixels(size_t bytes, const MediaItem& it);
+  void load_item(MediaItem& it, size_t loaded);
+
   MediaCounters counters_;
   bool vision_ = false;
+  int frame_side_ = kDefaultFrameSide;
+
+ public:
+  // Without a projector (a text-only server refuses media once it is valid).
+  static constexpr int kDefaultFrameSide = 1024;
 };
 
 // The remote fetcher (media_fetch.cpp): HTTP/1.1 GET over Boost.Beast, TLS

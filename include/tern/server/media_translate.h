@@ -25,13 +25,16 @@ using ImageList = std::vector<std::shared_ptr<const vision::Image>>;
 
 nlohmann::json anthropic_with_media_markers(MediaService& media, const nlohmann::json& body,
                                             ImageList& images);
+// `sources` (when given) gets each image's URL and pixel hash, in order.
 nlohmann::json responses_with_media_markers(MediaService& media, const nlohmann::json& body,
-                                            ImageList& images);
+                                            ImageList& images,
+                                            std::vector<ImageSource>* sources = nullptr);
 
 // Gives each message whose content holds media markers but no images yet its
 // frames from `images`, in order (a Responses conversation keeps them, so a
-// continuation shows the same pictures). Throws ApiError when the markers
-// and the frames do not match.
-void attach_images(std::vector<Message>& messages, ImageList images);
+// continuation shows the same pictures), and their `sources` when given (one
+// per image). Throws ApiError when the markers and the frames do not match.
+void attach_images(std::vector<Message>& messages, ImageList images,
+                   std::vector<ImageSource> sources = {});
 
 }  // namespace tern::server

@@ -23,6 +23,14 @@ struct MessageToolCall {
   std::string arguments;  // JSON text
 };
 
+// A picture of a stored conversation without its pixels: where it came
+// from (a data: URL is the encoded picture itself) and its pixel hash, so it
+// can be decoded again and checked to be the same picture.
+struct ImageSource {
+  std::shared_ptr<const std::string> url;
+  Sha256Digest hash{};
+};
+
 struct Message {
   std::string role;  // system, user, assistant, tool ("developer" is read as system)
   std::string content;
@@ -32,6 +40,9 @@ struct Message {
   // them itself (a stored Responses conversation); chat keeps them in
   // GenerationRequest::images instead.
   std::vector<std::shared_ptr<const vision::Image>> images{};
+  // The same pictures as sources (a stored conversation keeps only these;
+  // images is filled again when a request continues it).
+  std::vector<ImageSource> image_sources{};
 };
 
 // tool_choice: auto (the model decides; calls are parsed from its text), none

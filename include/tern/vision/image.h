@@ -7,6 +7,7 @@
 // pixels, so the same picture sent as PNG or BMP hashes the same, while a
 // re-encoded (lossy) JPEG does not.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -35,8 +36,15 @@ enum class ImageFormat { Unknown, Png, Jpeg, Bmp, Gif, WebP, Tiff, Other };
 ImageFormat sniff_image_format(std::span<const uint8_t> bytes);
 std::string_view image_format_name(ImageFormat f);  // "PNG", "JPEG", ...
 
+// Asked with an image's size after its header passed the limits and before
+// any pixel is allocated; it may throw to refuse. While decoding, up to
+// 2 x width x height x 3 bytes are held (the decoder's buffer and the
+// Image's), width x height x 3 once it returns.
+using PixelReserve = std::function<void(int width, int height)>;
+
 struct DecodeLimits {
   int64_t max_pixels = 32'000'000;  // width * height, checked from the header
+  PixelReserve reserve{};           // empty: not asked
 };
 
 // Decodes `bytes` into RGB. Throws ImageError naming what is wrong.

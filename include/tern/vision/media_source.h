@@ -78,10 +78,13 @@ std::string resolve_media_path(const std::string& path_or_url, const MediaPolicy
 // Decodes image bytes (PNG, JPEG, BMP, GIF through decode_image; WebP through
 // libwebp when tern was built with it) under the policy's pixel limit.
 // Throws MediaError (kind Invalid, TooLarge or Unsupported).
-Image decode_media_image(std::span<const uint8_t> bytes, const MediaPolicy& policy);
+// `reserve` is asked before the pixels are allocated (image.h's PixelReserve).
+Image decode_media_image(std::span<const uint8_t> bytes, const MediaPolicy& policy,
+                         const PixelReserve& reserve = {});
 
 // read_media_bytes + decode_media_image.
-Image load_image_url(const std::string& url, const MediaPolicy& policy);
+Image load_image_url(const std::string& url, const MediaPolicy& policy,
+                     const PixelReserve& reserve = {});
 
 // Whether this build decodes WebP (libwebp found at configure time).
 bool webp_supported();

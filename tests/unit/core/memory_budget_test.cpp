@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <thread>
 #include <vector>
 
@@ -24,6 +25,54 @@ TEST(MemoryBudget, ChargesFitOrAreRefused) {
   EXPECT_EQ(s.peak_all, 1000u);
   EXPECT_EQ(s.refused, 1u);
   EXPECT_STREQ(mem_pool_name(MemPool::MmCache), "mm_cache");
+}
+
+// A pool's own limit refuses charges the total would allow, without asking
+// any reclaimer (no other pool's bytes would help); force_charge ignores it.
+TEST(MemoryBudget, APoolLimitCapsThatPoolAlone) {
+  MemoryBudget b(1000);
+  b.set_limit(MemPool::MmPixels, 300);
+  EXPECT_EQ(b.limit(MemPool::MmPixels), 300u);
+  EXPECT_EQ(b.limit(MemPool::Kv), SIZE_MAX);
+  ASSERT_TRUE(b.try_charge(MemPool::MmCache, 500));
+  int asked = 0;
+  b.set_reclaimer(MemPool::MmCache, [&](size_t want) {
+    asked += 1;
+    b.uncharge(MemPool::MmCache, want);
+    return want;
+  });
+  EXPECT_TRUE(b.charge(MemPool::MmPixels, 200, {MemPool::MmCache}));
+  EXPECT_FALSE(b.charge(MemPool::MmPixels, 101, {MemPool::MmCache}));
+  EXPECT_EQ(asked, 0);
+  EXPECT_EQ(b.used(MemPool::MmCache), 500u);
+  EXPECT_TRUE(b.try_charge(MemPool::MmPixels, 100));
+  EXPECT_TRUE(b.try_charge(MemPool::Kv, 200));  // other pools are not limited by it
+  b.force_charge(MemPool::MmPixels, 50);
+  EXPECT_EQ(b.used(MemPool::MmPixels), 350u);
+  EXPECT_STREQ(mem_pool_name(MemPool::MmPixels), "mm_pixels");
+}
+
+TEST(MemoryBudget, ChargesSplitAndMerge) {
+  MemoryBudget b(1000);
+  ASSERT_TRUE(b.try_charge(MemPool::MmPixels, 600));
+  MemoryCharge whole(&b, MemPool::MmPixels, 600);
+  {
+    MemoryCharge part = whole.split(250);
+    EXPECT_EQ(part.bytes(), 250u);
+    EXPECT_EQ(whole.bytes(), 350u);
+    EXPECT_EQ(whole.split(5000).bytes(), 350u);  // at most what it holds; dropped at once
+    EXPECT_EQ(b.used(MemPool::MmPixels), 250u);
+    EXPECT_EQ(whole.bytes(), 0u);
+    whole.merge(std::move(part));
+    EXPECT_EQ(part.bytes(), 0u);
+  }
+  EXPECT_EQ(b.used(MemPool::MmPixels), 250u);  // whole holds it now
+  ASSERT_TRUE(b.try_charge(MemPool::MmPixels, 50));
+  whole.merge(MemoryCharge(&b, MemPool::MmPixels, 50));
+  EXPECT_EQ(whole.bytes(), 300u);
+  whole.reset();
+  EXPECT_EQ(b.used(MemPool::MmPixels), 0u);
+  EXPECT_EQ(MemoryCharge().split(10).bytes(), 0u);
 }
 
 TEST(MemoryBudget, ChargeAsksReclaimersInOrderForWhatIsMissing) {

@@ -186,6 +186,34 @@ TEST(Video, LimitsAndOptions) {
   EXPECT_EQ(error_kind([&] { load_video_url("c.avi", {}, {}); }), MediaErrorKind::Forbidden);
 }
 
+// The frames are counted (reserve) before any is decoded, and each is scaled
+// as it is converted: the longer side at most max_side, aspect kept.
+TEST(Video, FramesAreCountedBeforeDecodingAndScaledAsDecoded) {
+  const Bytes clip = make_clip(kMjpegAvi, 10, 10);  // 1 s at 10 fps, 64x48
+  std::vector<std::pair<int, size_t>> asked;
+  VideoOptions o{.fps = 100, .max_frames = 100, .max_side = 32};
+  o.reserve = [&](int n, size_t each) { asked.push_back({n, each}); };
+  const VideoFrames v = decode_video(clip, o, {});
+  ASSERT_EQ(v.frames.size(), 10u);
+  // The header's 10 frames, once, before decoding (no frame beyond them).
+  EXPECT_EQ(asked, (std::vector<std::pair<int, size_t>>{{10, 32 * 24 * 3}}));
+  EXPECT_EQ(v.frames[0].width, 32);
+  EXPECT_EQ(v.frames[0].height, 24);
+  EXPECT_EQ(indices(v), (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  // max_frames and fps bound the count too: 1 s at 2 fps is at most 3 targets.
+  asked.clear();
+  o.fps = 2;
+  o.max_frames = 2;
+  EXPECT_EQ(decode_video(clip, o, {}).frames.size(), 2u);
+  EXPECT_EQ(asked, (std::vector<std::pair<int, size_t>>{{2, 32 * 24 * 3}}));
+  // A refusal from reserve stops everything before a frame is decoded.
+  o.reserve = [](int, size_t) { throw std::runtime_error("no room"); };
+  EXPECT_THROW(decode_video(clip, o, {}), std::runtime_error);
+  // Frames never grow: a side above the frame's keeps it.
+  const VideoFrames same = decode_video(clip, {.fps = 10, .max_frames = 1, .max_side = 1000}, {});
+  EXPECT_EQ(same.frames[0].width, kW);
+}
+
 // Random byte flips (and cuts) must end in frames or a MediaError, never a
 // crash, hang or other exception (run under build-asan to catch memory errors).
 TEST(Video, RandomDamageNeverCrashes) {
