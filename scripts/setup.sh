@@ -38,13 +38,15 @@ SUDO=""
 # --- Debian packages -------------------------------------------------------
 # curl: tests/integration/test_tokenize_models.py drives /tokenize with it.
 # libwebp-dev, libav*-dev: WebP images and video input (src/vision/media_source.cpp, video.cpp).
+# clang, libclang-rt-14-dev: the libFuzzer targets (scripts/fuzz.sh; the `fuzz` CMake preset).
 # nginx: its binary, for deploy/run-local.sh and tests/integration/test_replicas.py
 # (both start their own nginx under a temp folder).
 DEB_PKGS=(build-essential cmake ninja-build ccache pkg-config git unzip clang-format
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev libssl-dev libuv1-dev
   libstb-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3-venv python3-pip chromium nodejs npm nginx curl
-  libwebp-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev)
+  libwebp-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
+  clang libclang-rt-14-dev)
 missing=()
 for p in "${DEB_PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

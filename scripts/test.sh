@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the C++ unit tests (ctest) and the
-# integration / browser tests against a real server (pytest).
+# integration / browser tests against a real server (pytest), then every
+# libFuzzer target for a short while (scripts/fuzz.sh; FUZZ_SECONDS each).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -17,3 +18,5 @@ if [ ${#suites[@]} -gt 0 ]; then
   echo "== integration tests (pytest) =="
   .venv/bin/python -m pytest -q "${suites[@]}"
 fi
+echo "== fuzzing (scripts/fuzz.sh) =="
+scripts/fuzz.sh

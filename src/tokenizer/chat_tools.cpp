@@ -74,7 +74,9 @@ std::string tool_json(const ChatTool& t, int indent) {
 }
 
 std::string call_json(const ChatToolCall& c, std::string_view args_key) {
-  return "{\"name\": " + ojson(c.name).dump() + ", \"" + std::string(args_key) +
+  // The name is not checked for UTF-8 here: invalid bytes become U+FFFD, as in dump_py.
+  const std::string name = ojson(c.name).dump(-1, ' ', false, ojson::error_handler_t::replace);
+  return "{\"name\": " + name + ", \"" + std::string(args_key) +
          "\": " + tojson(c.arguments.empty() ? "{}" : c.arguments) + "}";
 }
 

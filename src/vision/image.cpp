@@ -178,10 +178,11 @@ Image decode_image(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
   // Header first: refuse a bomb before any pixel memory is allocated.
   auto check_size = [&](int64_t w, int64_t h) {
     if (w == 0 || h == 0) fail(name + " has zero width or height");
-    const int64_t pixels = w * h;
-    if (pixels > limits.max_pixels)
+    // Header sizes reach 2^32 - 1 a side (PNG): compare by division, as w * h
+    // can overflow int64 (the product is only formed for the message).
+    if (w > limits.max_pixels / h)
       fail(name + " is " + std::to_string(w) + "x" + std::to_string(h) + " = " +
-           std::to_string(pixels) + " pixels, over the limit of " +
+           std::to_string(uint64_t(w) * uint64_t(h)) + " pixels, over the limit of " +
            std::to_string(limits.max_pixels));
   };
   if (const Size s = header_size(fmt, bytes); s.w >= 0 && s.h >= 0) check_size(s.w, s.h);

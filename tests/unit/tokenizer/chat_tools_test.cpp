@@ -76,5 +76,20 @@ TEST(ChatTools, GemmaUsesTheGenericFallback) {
   EXPECT_EQ(t.tool_format().open, "<tool_call>");
 }
 
+// Found by fuzz_chat_template: a call's name that is not UTF-8 made nlohmann's
+// dump throw type_error out of apply(); the bytes now become U+FFFD.
+TEST(ChatTools, CallNameWithInvalidUtf8IsReplacedNotThrown) {
+  std::vector<ChatMessage> m;
+  m.push_back({"user", "Hi", {}});
+  m.push_back({"assistant", "", {{"get_w\x9b\xa7ther", R"({"city":"Oslo"})"}}});
+  for (auto kind : {ChatTemplate::Kind::ChatML, ChatTemplate::Kind::Llama3,
+                    ChatTemplate::Kind::Gemma, ChatTemplate::Kind::Llama2}) {
+    const ChatTemplate t = ChatTemplate::of_kind(kind);
+    std::string text;
+    ASSERT_NO_THROW(text = t.apply(m, true, kTools)) << t.name();
+    EXPECT_NE(text.find("get_w\xef\xbf\xbd"), std::string::npos) << t.name();
+  }
+}
+
 }  // namespace
 }  // namespace tern

@@ -244,5 +244,19 @@ TEST(Image, MutatedInputsNeverCrash) {
   EXPECT_GT(refused, 0);
 }
 
+// Found by fuzz_image: a PNG header claiming about 2^32 x 2^32 pixels
+// overflowed int64 in the pixel-limit check, so the bomb got past it (the
+// message then blamed corrupt data). It is refused as over the limit.
+TEST(Image, RefusesHugePngHeaderWithoutOverflow) {
+  Bytes png = {0x89, 'P',  'N',  'G',  0x0d, 0x0a, 0x1a, 0x0a, 0,    0, 0, 13, 'I', 'H', 'D',
+               'R',  0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0xff, 0x00, 8, 2, 0,  0,   0};
+  try {
+    decode_image(png);
+    FAIL() << "decoded";
+  } catch (const ImageError& e) {
+    EXPECT_NE(std::string(e.what()).find("over the limit"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace tern::vision

@@ -1,0 +1,60 @@
+// Seeds for the text targets: JSON schemas using every supported keyword, and
+// conversations for each chat-template family (fuzz_chat_template.cpp gives
+// the input layout).
+#include <string>
+
+#include "seeds.h"
+
+namespace tern::fuzz {
+
+void json_schema_seeds(const std::string& dir) {
+  const char* schemas[] = {
+      R"({})",
+      R"(true)",
+      R"({"type":"object","properties":{"name":{"type":"string","minLength":1,"maxLength":8},)"
+      R"("age":{"type":"integer","minimum":0,"exclusiveMaximum":150}},"required":["name"],)"
+      R"("additionalProperties":false})",
+      R"({"type":"array","prefixItems":[{"type":"boolean"},{"type":"null"}],)"
+      R"("items":{"type":"number","minimum":-1.5,"maximum":2.5},"minItems":1,"maxItems":4})",
+      R"({"anyOf":[{"enum":["a","b",1,null]},{"const":{"k":[1,2]}}],"title":"t"})",
+      R"({"oneOf":[{"type":["string","null"]},{"allOf":[{"type":"integer"}]}],"nullable":true})",
+      R"({"$defs":{"node":{"type":"object","properties":{"next":{"$ref":"#/$defs/node"}}}},)"
+      R"("$ref":"#/$defs/node"})",
+      R"({"definitions":{"x":{"type":"string"}},"type":"object","properties":{"x":{"$ref":)"
+      R"("#/definitions/x"},"self":{"$ref":"#"}},"additionalProperties":{"type":"integer"}})",
+      R"({"type":"object","properties":{"\u00e9\"key":{"type":"string"},"k2":{"items":false,)"
+      R"("type":"array"}},"description":"d","default":{},"examples":[1],"$schema":"s",)"
+      R"("$id":"i","$comment":"c","deprecated":false,"readOnly":true,"writeOnly":false})",
+  };
+  int i = 0;
+  for (const char* s : schemas) save_seed(dir, "schema" + std::to_string(i++) + ".json", s);
+}
+
+void chat_template_seeds(const std::string& dir) {
+  // Flags byte, template source, then items separated by 0x1e.
+  const std::string conv =
+      "\x1esYou are terse.\x1euHello <|im_end|>\x1e"
+      "aHi\x1e"
+      "cget_weather\x1f{\"city\":\"Oslo\"}\x1etsunny\x1euThanks";
+  const std::string tool =
+      "\x1eTget_weather\x1fWeather for a city\x1f"
+      R"({"type":"object","properties":{"city":{"type":"string"}},"required":["city"]})";
+  const std::pair<const char*, std::string> seeds[] = {
+      {"chatml", "{{'<|im_start|>system\\nYou are a helpful AI assistant named SmolLM'}}"},
+      {"llama3", "<|start_header_id|>{{role}}<|end_header_id|>"},
+      {"gemma", "<start_of_turn>{{role}}"},
+      {"llama2", "[INST] <<SYS>>"},
+      {"smolvlm", "<|im_start|>User:<end_of_utterance>"},
+      {"unknown", "{{ messages }}"},
+  };
+  for (const auto& [name, src] : seeds) {
+    save_seed(dir, std::string(name) + ".txt", "\x01" + src + conv + tool);
+    save_seed(dir, std::string(name) + "_plain.txt",
+              std::string(1, '\0') + src +
+                  "\x1euHi\x1e"
+                  "aHello");
+  }
+  save_seed(dir, "odd_role.txt", std::string("\x01") + "[INST]\x1ernarrator\x1fonce\x1euHi");
+}
+
+}  // namespace tern::fuzz
