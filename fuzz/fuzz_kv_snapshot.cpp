@@ -74,10 +74,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tern::fuzz::write_file(tern::kv::cache_file_path(dir), file);
 
   const tern::kv::PersistStats st = tern::kv::load_prefix_cache(kv, dir);
-  // st.dropped is not checked yet: a record count near 2^64 makes it negative
-  // (kv_persist.cpp, being changed elsewhere; reproducer in
-  // fuzz/crashes/unfixed/kv_snapshot-negative-dropped). Add it back once fixed.
-  check(st.blocks >= 0 && st.no_room >= 0);
+  check(st.blocks >= 0 && st.dropped >= 0 && st.no_room >= 0);
   check(st.bytes <= int64_t(file.size()));
   check(!st.ignored || st.blocks == 0);
   int64_t exported = 0;
