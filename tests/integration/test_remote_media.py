@@ -173,10 +173,21 @@ def test_every_failed_fetch_reads_the_same(allowed_srv, origin):
 
 def test_a_silent_remote_server_does_not_hold_preparation(origin):
     """Six image URLs to a server that accepts and never answers, then a plain
-    text chat: it must not wait for their 10 s time limit."""
+    text chat: it must not wait for their 10 s time limit. One client has at
+    most 4 fetches in flight; the other two wait their turn."""
     silent = socket.socket()
     silent.bind(("127.0.0.1", 0))
-    silent.listen(64)  # connections complete in the kernel; nothing is ever read or sent
+    silent.listen(64)
+    held: list[socket.socket] = []
+
+    def accept_and_hold():  # never reads, never answers
+        while True:
+            try:
+                held.append(silent.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept_and_hold, daemon=True).start()
     url = f"http://127.0.0.1:{silent.getsockname()[1]}/slow.png"
     s = TernServer("--allow-remote-media", "--allow-media-hosts", "127.0.0.1", "--ctx",
                    "512").start()
@@ -189,9 +200,12 @@ def test_a_silent_remote_server_does_not_hold_preparation(origin):
             still_serves(s)
             took = time.monotonic() - t0
             assert took < 5.0, f"a text chat took {took:.1f} s behind remote fetches"
+            assert len(held) == 4, len(held)  # the per-client limit
             for f in slow:
                 expect_error(f.result(timeout=90), 400, "media_fetch_failed")
-        assert "timed out after 10000 ms" in s.log()
+        assert s.log().count("timed out after 10000 ms") == 6
     finally:
         silent.close()
+        for c in held:
+            c.close()
         assert s.stop() == 0, s.log()[-3000:]
