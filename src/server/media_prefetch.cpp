@@ -104,7 +104,10 @@ void FetchGate::release(const std::string& client) {
 }
 
 awaitable<FetchGate::Slot> FetchGate::acquire(std::string client) {
-  if (waiters_.empty() && has_room(client)) {
+  // No waiter has room (release hands each freed slot on at once), so one
+  // with room overtakes nobody who could go: a client at its limit never
+  // holds up the others.
+  if (has_room(client)) {
     take(client);
     co_return Slot(this, client);
   }
