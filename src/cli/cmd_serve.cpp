@@ -60,7 +60,11 @@ void add_media_flags(CLI::App& cmd, server::MediaOptions& m, size_t& media_mb, s
                  "(default: none are allowed)");
   cmd.add_flag("--allow-remote-media", m.allow_remote,
                "fetch http(s):// image and video URLs (off by default; size, time and redirect "
-               "limits apply)");
+               "limits apply; loopback, private and link-local addresses are refused)");
+  cmd.add_option("--allow-media-hosts", m.allow_hosts,
+                 "with --allow-remote-media: host names or IP addresses (comma-separated) that may "
+                 "be fetched although they are loopback, private or link-local")
+      ->delimiter(',');
   cmd.add_option("--max-image-pixels", m.max_image_pixels,
                  "largest decoded image or video frame, in pixels (400 beyond)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 32))

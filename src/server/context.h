@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 
+#include "media_prefetch.h"
 #include "tern/core/log.h"
 #include "tern/engine/vision_side.h"
 #include "tern/server/media_parts.h"
@@ -57,6 +58,8 @@ struct ServerContext {
   const ServerOptions opts;
   const StaticFiles files;
   MediaService media;  // media policy, embedding cache, media metrics (thread-safe)
+  // Remote media fetches in flight, in all and per client address (reactor).
+  FetchGate fetches{opts.media.max_fetches, opts.media.max_fetches_per_client};
   // The vision projector (--mmproj), its rows cached in media.cache(); null
   // on a text-only server. Immutable after start; its source runs on the
   // engine thread.
@@ -72,11 +75,12 @@ struct ServerContext {
   std::shared_ptr<spdlog::logger> log = tern::log::get("server");
 
   // CPU work a request needs before it can run (JSON, chat template,
-  // tokenization, media fetch and decode) runs here, never on the reactor
-  // thread, so a 100 kB prompt cannot stall every other connection; a few
-  // threads, so one slow image (a remote fetch, a large decode) does not
-  // hold every other request's preparation behind it. Each session awaits
-  // its own, so a session's messages keep their order.
+  // tokenization, media decode) runs here, never on the reactor thread, so a
+  // 100 kB prompt cannot stall every other connection; a few threads, so one
+  // large decode does not hold every other request's preparation behind it.
+  // Nothing here waits on the network: remote media is fetched on the
+  // reactor before (media_prefetch.h). Each session awaits its own, so a
+  // session's messages keep their order.
   boost::asio::thread_pool prep{4};
 
   bool stopping = false;                   // (reactor) shutdown has begun

@@ -148,13 +148,10 @@ awaitable<bool> handle_generation(ServerContext& ctx, beast::tcp_stream& stream,
   Submission sub;
   std::optional<ApiError> refused;
   try {
-    // Off the reactor thread: the JSON, the chat template and the tokenizer.
-    g = co_await net::co_spawn(
-        ctx.prep,
-        [&]() -> awaitable<GenerationRequest> {
-          co_return api->parse(parse_json_body(req.body()));
-        },
-        net::use_awaitable);
+    // Off the reactor thread: the JSON, the chat template and the tokenizer
+    // (remote media is fetched on the reactor first, when there is any).
+    g = co_await prepare_with_remote_media(ctx, peer_address(stream.socket()),
+                                           [&] { return api->parse(parse_json_body(req.body())); });
     if (auto h = req.find("X-Session-Id"); h != req.end()) {
       if (h->value().empty() || h->value().size() > kMaxSessionKey)
         throw ApiError::bad_request("X-Session-Id must be 1 to " + std::to_string(kMaxSessionKey) +

@@ -6,6 +6,7 @@
 
 #include "json_fields.h"
 #include "tern/engine/media_prompt.h"
+#include "tern/server/remote_media.h"
 #include "tern/vision/video.h"
 
 namespace tern::server {
@@ -216,7 +217,10 @@ MediaService::MediaService(const MediaOptions& opts)
   policy_.max_pixels = opts.max_image_pixels;
   policy_.remote_timeout_ms = opts.remote_timeout_ms;
   policy_.max_redirects = opts.max_redirects;
-  if (opts.allow_remote) policy_.fetch = fetch_remote_media;
+  policy_.allow_hosts = opts.allow_hosts;
+  // Remote bytes are fetched before the preparation, on the reactor
+  // (media_prefetch.h); the policy's fetcher only hands them over.
+  if (opts.allow_remote) policy_.fetch = fetched_media_bytes;
 }
 
 std::shared_ptr<const vision::Image> charged_image(vision::Image&& img, MemoryCharge&& charge) {
@@ -309,6 +313,7 @@ std::shared_ptr<const vision::Image> MediaService::reload(const std::string& url
   MediaItem& it = m.items.emplace_back();
   it.param = param;
   it.urls = {url};
+  require_fetched(m);  // a remote source is fetched again on the reactor first
   try {
     load(m);
   } catch (const ApiError& e) {
@@ -326,9 +331,30 @@ std::shared_ptr<const vision::Image> MediaService::reload(const std::string& url
   return charged_image(std::move(it.frames[0]), std::move(share));
 }
 
+void MediaService::require_fetched(const MessageMedia& m) const {
+  if (!policy_.allow_remote || !policy_.fetch) return;  // load refuses remote URLs
+  const FetchedMedia* fetched = FetchedMediaScope::current();
+  std::vector<std::string> missing;
+  size_t remote = 0;
+  for (const MediaItem& it : m.items) {
+    for (const std::string& url : it.urls) {
+      if (!vision::is_remote_url(url)) continue;
+      if (++remote > size_t(opts_.max_items)) {
+        const std::string most = std::to_string(opts_.max_items);
+        throw ApiError::bad_request(
+            "Too many remote media URLs in one request (at most " + most + ").", it.param,
+            "too_many_media");
+      }
+      if (!fetched || !fetched->has(url)) missing.push_back(url);
+    }
+  }
+  if (!missing.empty()) throw NeedsRemoteMedia(std::move(missing));
+}
+
 MessageMedia MediaService::check_chat_request(const json& body) {
   MessageMedia m = parse_message_media(body);
   if (!m.any()) return m;
+  require_fetched(m);
   load(m);
   if (!vision_) {
     counters_.requests_refused_no_vision.fetch_add(1, std::memory_order_relaxed);

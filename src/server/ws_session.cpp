@@ -43,6 +43,7 @@ class WsSession final : public ShutdownListener {
         ws_(std::move(stream)),
         rid_(std::move(rid)),
         client_(ctx.next_connection_id()),
+        peer_(peer_address(beast::get_lowest_layer(ws_).socket())),
         waker_(std::make_shared<Waker>(ws_.get_executor())),
         room_(std::make_shared<Waker>(ws_.get_executor())) {}
 
@@ -96,6 +97,7 @@ class WsSession final : public ShutdownListener {
   websocket::stream<beast::tcp_stream> ws_;
   std::string rid_;
   std::string client_;  // the scheduler is fair between connections
+  std::string peer_;    // the client's address: remote media fetches are limited per address
   std::shared_ptr<Waker> waker_;
   std::shared_ptr<Waker> room_;  // wakes the reader when the outbox has room again
   std::map<std::string, Active> active_;
@@ -371,19 +373,17 @@ awaitable<void> WsSession::on_generate(const json& msg, const std::string& id, b
     std::unique_ptr<ApiExchange> exchange;
     if (responses) exchange = make_responses_exchange(ctx_, request_id);
     // Off the reactor thread: validation, the chat template and the tokenizer.
-    GenerationRequest g = co_await net::co_spawn(
-        ctx_.prep,
-        [&]() -> awaitable<GenerationRequest> {
-          if (exchange) {
-            json body = msg;
-            for (const auto& k : own) body.erase(k);
-            co_return exchange->parse(body);
-          }
-          co_return msg.contains("prompt")
-              ? parse_completion_request(msg, own, ctx_.unknown_fields())
-              : parse_chat_with_media(ctx_.media, msg, own, ctx_.unknown_fields());
-        },
-        net::use_awaitable);
+    // (Remote media is fetched on the reactor first, when there is any.)
+    GenerationRequest g = co_await prepare_with_remote_media(ctx_, peer_, [&] {
+      if (exchange) {
+        json body = msg;
+        for (const auto& k : own) body.erase(k);
+        return exchange->parse(body);
+      }
+      return msg.contains("prompt")
+                 ? parse_completion_request(msg, own, ctx_.unknown_fields())
+                 : parse_chat_with_media(ctx_.media, msg, own, ctx_.unknown_fields());
+    });
     // One stream of deltas per generate: several choices or log probabilities
     // are the HTTP API's (PROTOCOL.md).
     if (g.n != 1)

@@ -127,7 +127,7 @@ bool webp_supported() {
 
 MediaScheme media_scheme(const std::string& url) {
   if (has_prefix(url, "data:")) return MediaScheme::Data;
-  if (has_prefix(url, "http://") || has_prefix(url, "https://")) return MediaScheme::Remote;
+  if (is_remote_url(url)) return MediaScheme::Remote;
   if (has_prefix(url, "file:")) return MediaScheme::File;
   // A plain path has no scheme: nothing before a ':' that precedes any '/'.
   const size_t colon = url.find(':');
@@ -136,6 +136,10 @@ MediaScheme media_scheme(const std::string& url) {
                                           "': use a data: URL, http(s):// or a file path");
   }
   return MediaScheme::File;
+}
+
+bool is_remote_url(const std::string& url) {
+  return has_prefix(url, "http://") || has_prefix(url, "https://");
 }
 
 std::vector<uint8_t> decode_data_url(const std::string& url, size_t max_bytes) {

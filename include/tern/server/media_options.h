@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tern {
 class MemoryBudget;
@@ -14,6 +15,9 @@ struct MediaOptions {
   std::string mmproj;         // --mmproj: the vision projector ("" : a text-only server)
   std::string media_dir;      // --media-dir ("" : local paths refused)
   bool allow_remote = false;  // --allow-remote-media
+  // --allow-media-hosts: names and addresses exempt from the filter that
+  // keeps remote fetches off loopback, private and link-local addresses.
+  std::vector<std::string> allow_hosts;
   int64_t max_image_pixels = 32'000'000;      // --max-image-pixels (also per video frame)
   size_t max_media_bytes = size_t(20) << 20;  // --max-media-mb: encoded bytes per item
   size_t cache_bytes = size_t(256) << 20;     // --mm-cache-mb: embedding cache in DRAM
@@ -22,7 +26,9 @@ struct MediaOptions {
   MemoryBudget* budget = nullptr;             // --mem-budget-mb: the cache charges its DRAM here
   int remote_timeout_ms = 10'000;
   int max_redirects = 3;
-  double default_fps = 1.0;  // video sampling when the request gives none
+  int max_fetches = 32;            // remote fetches in flight in all
+  int max_fetches_per_client = 4;  // ... for one client address (the rest wait)
+  double default_fps = 1.0;        // video sampling when the request gives none
   int default_max_frames = 32;
   int max_items = 64;  // images + video frames per request
 };

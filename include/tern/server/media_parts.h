@@ -113,11 +113,16 @@ class MediaService {
   // The chat hook: parses and loads the media of a chat request body; with
   // media and no vision projector, answers 400 model_not_multimodal once the
   // media has been validated. Returns what was loaded (empty without media).
+  // Remote URLs must have been fetched first (remote_media.h): without
+  // their bytes in the current FetchedMediaScope this throws
+  // NeedsRemoteMedia naming them, before anything is loaded.
   MessageMedia check_chat_request(const nlohmann::json& body);
 
   std::string render_metrics() const;  // Prometheus text, appended to /metrics
 
  private:
+  void require_fetched(const MessageMedia& m) const;
+
   MediaOptions opts_;
   vision::MediaPolicy policy_;
   vision::EmbeddingCache cache_;
@@ -132,11 +137,6 @@ class MediaService {
   // Without a projector (a text-only server refuses media once it is valid).
   static constexpr int kDefaultFrameSide = 1024;
 };
-
-// The remote fetcher (media_fetch.cpp): HTTP/1.1 GET over Boost.Beast, TLS
-// with OpenSSL (peer and host name verified), within the policy's byte, time
-// and redirect limits.
-std::vector<uint8_t> fetch_remote_media(const std::string& url, const vision::MediaPolicy& policy);
 
 class MediaService;
 // A chat request whose messages may carry media: checked and loaded by

@@ -48,9 +48,12 @@ using RemoteFetcher =
     std::function<std::vector<uint8_t>(const std::string& url, const MediaPolicy& policy)>;
 
 struct MediaPolicy {
-  std::string media_dir;            // "" : local paths and file:// URLs are refused
-  bool allow_remote = false;        // http(s):// URLs (also needs `fetch`)
-  RemoteFetcher fetch;              // empty: remote URLs are refused
+  std::string media_dir;      // "" : local paths and file:// URLs are refused
+  bool allow_remote = false;  // http(s):// URLs (also needs `fetch`)
+  RemoteFetcher fetch;        // empty: remote URLs are refused
+  // Host names and IP addresses a remote fetch may reach although they are
+  // not public (loopback, private, link-local, ...): --allow-media-hosts.
+  std::vector<std::string> allow_hosts;
   size_t max_bytes = 20u << 20;     // encoded bytes of one image or video
   int64_t max_pixels = 32'000'000;  // width * height of one decoded image / frame
   int remote_timeout_ms = 10'000;   // whole fetch, connect to last byte
@@ -60,6 +63,7 @@ struct MediaPolicy {
 // What kind of reference a URL is.
 enum class MediaScheme { Data, File, Remote };
 MediaScheme media_scheme(const std::string& url);  // throws MediaError for other schemes
+bool is_remote_url(const std::string& url);        // http:// or https:// (any case)
 
 // The bytes a URL names, under the policy. Throws MediaError.
 std::vector<uint8_t> read_media_bytes(const std::string& url, const MediaPolicy& policy);
