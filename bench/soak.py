@@ -194,15 +194,14 @@ class Mix:
             r, _ = self.post("/v1/chat/completions", None, raw=b'{"messages": [')
         elif which == 1:
             r, _ = self.post("/v1/chat/completions", {"messages": "hi"})
-        elif which == 2:
-            deep: dict = {"type": "string"}
-            for _ in range(5000):
-                deep = {"type": "array", "items": deep}
-            r, _ = self.post("/v1/chat/completions", {
-                "messages": [{"role": "user", "content": "x"}],
-                "response_format": {"type": "json_schema", "json_schema": {"name": "d", "schema": deep}}})
-        else:
-            r, _ = self.post("/v1/chat/completions", None, raw=b'{"x": "' + b"a" * (40 << 20) + b'"}')
+        elif which == 2:  # 5,000 levels: written as text (json.dumps would recurse)
+            n = 5000
+            deep = '{"type":"array","items":' * n + '{"type":"string"}' + "}" * n
+            raw = ('{"messages":[{"role":"user","content":"x"}],"response_format":'
+                   '{"type":"json_schema","json_schema":{"name":"d","schema":' + deep + "}}}")
+            r, _ = self.post("/v1/chat/completions", None, raw=raw.encode())
+        else:  # over the 1 MiB --body-limit: 413
+            r, _ = self.post("/v1/chat/completions", None, raw=b'{"x": "' + b"a" * (2 << 20) + b'"}')
         return str(r.status_code), 400 <= r.status_code < 500, r.text
 
 
