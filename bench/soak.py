@@ -244,6 +244,9 @@ def main() -> int:
     ap.add_argument("--sample-s", type=float, default=15, help="RSS sampling period")
     ap.add_argument("--drain-s", type=int, default=30, help="tern's --shutdown-grace")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--server-args", default="--kv-dram-mb 256 --mm-cache-mb 64",
+                    help="more `tern serve` flags (default: budgets small enough that the caches "
+                         "fill within minutes, so RSS must go flat early)")
     ap.add_argument("--json", help="write the report here too")
     a = ap.parse_args()
 
@@ -251,7 +254,8 @@ def main() -> int:
         text, mmproj, media = generate_pair(Path(tmp))
         images = [data_url(png(64 + 8 * i, 48 + 4 * i, i)) for i in range(6)]
         srv = TernServer("--mmproj", str(mmproj), "--media-dir", str(media),
-                         "--shutdown-grace", str(a.drain_s), model=text).start()
+                         "--shutdown-grace", str(a.drain_s), *a.server_args.split(),
+                         model=text).start()
         pid = srv.proc.pid
         stats = Stats()
         t0 = time.monotonic()

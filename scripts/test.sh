@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the C++ unit tests (ctest) and the
-# integration / browser tests against a real server (pytest), then every
-# libFuzzer target for a short while (scripts/fuzz.sh; FUZZ_SECONDS each).
+# integration / browser tests against a real server (pytest); before those,
+# every libFuzzer target for a short while (scripts/fuzz.sh; FUZZ_SECONDS
+# each), so pytest's summary stays the last line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -10,6 +11,8 @@ python3 scripts/check_layers.py
 scripts/check_format.sh
 echo "== unit tests (ctest) =="
 ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 900
+echo "== fuzzing (scripts/fuzz.sh) =="
+scripts/fuzz.sh
 suites=()
 for d in tests/cli tests/integration tests/e2e; do
   if ls "$d"/test_*.py >/dev/null 2>&1; then suites+=("$d"); fi
@@ -18,5 +21,3 @@ if [ ${#suites[@]} -gt 0 ]; then
   echo "== integration tests (pytest) =="
   .venv/bin/python -m pytest -q "${suites[@]}"
 fi
-echo "== fuzzing (scripts/fuzz.sh) =="
-scripts/fuzz.sh

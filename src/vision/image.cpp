@@ -75,12 +75,18 @@ Size header_size(ImageFormat fmt, std::span<const uint8_t> b) {
 }
 
 // stb_image 2.27 (Debian's) trusts a JPEG Huffman table's symbol count and
-// writes up to 4080 symbols into a 256-entry table. Walk every marker segment
-// (including those between progressive scans) and refuse such a table first.
+// writes up to 4080 symbols into a 256-entry table; and it decodes a scan
+// with whatever table its components select, defined or not: a table no DHT
+// segment defined is uninitialised heap memory, whose garbage symbol ids
+// index far outside the 256-entry table (found by fuzz_image). Walk every
+// marker segment (including those between progressive scans) and refuse
+// both first.
 bool jpeg_huffman_tables_ok(std::span<const uint8_t> b) {
   const uint8_t* p = b.data();
   const size_t n = b.size();
   auto at = [&](size_t k) -> uint32_t { return k < n ? p[k] : 0; };  // stb reads 0 past the end
+  bool defined[2][4] = {};   // [class: 0 DC, 1 AC][table id] set by a DHT segment so far
+  bool progressive = false;  // SOF2: a scan may use only its DC or only its AC tables
   size_t i = 2;
   while (i + 4 <= n) {
     if (p[i] != 0xff) {
@@ -103,7 +109,20 @@ bool jpeg_huffman_tables_ok(std::span<const uint8_t> b) {
         uint32_t count = 0;
         for (size_t k = 1; k <= 16; ++k) count += at(j + k);
         if (count > 256) return false;
+        const uint32_t cls = at(j) >> 4, id = at(j) & 15;
+        if (cls <= 1 && id <= 3) defined[cls][id] = true;  // stb refuses other ids itself
         j += 17 + count;
+      }
+    }
+    if (m == 0xc2) progressive = true;
+    if (m == 0xda) {  // a scan: every table it decodes with must exist by now
+      const uint32_t ns = at(i + 4);
+      const uint32_t ss = at(i + 5 + 2 * ns), se = at(i + 6 + 2 * ns);
+      for (uint32_t c = 0; c < ns; ++c) {
+        const uint32_t dc = at(i + 6 + 2 * c) >> 4, ac = at(i + 6 + 2 * c) & 15;
+        const bool uses_dc = !progressive || ss == 0, uses_ac = !progressive || se > 0;
+        if (uses_dc && dc <= 3 && !defined[0][dc]) return false;
+        if (uses_ac && ac <= 3 && !defined[1][ac]) return false;
       }
     }
     i = end;
@@ -187,7 +206,9 @@ Image decode_image(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
   };
   if (const Size s = header_size(fmt, bytes); s.w >= 0 && s.h >= 0) check_size(s.w, s.h);
   if (fmt == ImageFormat::Jpeg && !jpeg_huffman_tables_ok(bytes))
-    fail("corrupt JPEG data (a Huffman table has more than 256 symbols)");
+    fail(
+        "corrupt JPEG data (a Huffman table has more than 256 symbols, or a scan uses one "
+        "that is not defined)");
   int w = 0, h = 0, comp = 0;
   if (!stbi_info_from_memory(bytes.data(), len, &w, &h, &comp))
     fail("corrupt or truncated " + name + " header (" + reason() + ")");

@@ -168,6 +168,24 @@ TEST(Image, RefusesOversizedJpegHuffmanTable) {
   EXPECT_NE(e.find("Huffman table has more than 256 symbols"), std::string::npos) << e;
 }
 
+// stb_image 2.27 decodes a scan with the Huffman tables its components
+// select whether or not a DHT segment defined them; an undefined one is
+// uninitialised heap memory and its symbol ids index outside the table
+// (fuzz_image found it: fuzz/crashes/image/undefined-huffman-table). The
+// decoder refuses such a scan before stb sees it; valid JPEGs still decode.
+TEST(Image, RefusesAScanUsingAnUndefinedHuffmanTable) {
+  Image src = pattern(16, 16);
+  Bytes jpg = encode(src, "jpg");
+  ASSERT_NO_THROW(decode_image(jpg));
+  size_t sos = 0;
+  for (size_t i = 2; i + 1 < jpg.size() && !sos; ++i)
+    if (jpg[i] == 0xff && jpg[i + 1] == 0xda) sos = i;
+  ASSERT_GT(sos, 0u);
+  jpg[sos + 6] = 0x33;  // the first component's DC and AC tables: id 3, never defined
+  const std::string e = error_of([&] { decode_image(jpg); });
+  EXPECT_NE(e.find("a scan uses one that is not defined"), std::string::npos) << e;
+}
+
 // Rewrites the IHDR width/height of a PNG (big-endian at bytes 16..23). The
 // CRC is left stale: stb does not check it, and the size check comes first.
 Bytes with_png_size(Bytes png, uint32_t w, uint32_t h) {
