@@ -207,6 +207,7 @@ class Sampler {
     int64_t ts = f->best_effort_timestamp;
     if (ts == AV_NOPTS_VALUE) ts = f->pts;
     double t = ts == AV_NOPTS_VALUE ? double(decoded_ - 1) / opts_.fps : double(ts) * time_base_;
+    if (!std::isfinite(t)) t = double(decoded_ - 1) / opts_.fps;  // a damaged time base
     if (!have_start_) {
       start_ = t;
       have_start_ = true;
@@ -220,7 +221,10 @@ class Sampler {
     }
     out_.frames.push_back(to_rgb(f));
     out_.timestamps_s.push_back(t);
-    while (next_target_ <= t + eps) next_target_ += 1.0 / opts_.fps;
+    // The first target after t, computed (a loop of += 1/fps would run t*fps
+    // times, forever once t is so large that adding a step changes nothing:
+    // a damaged timestamp hung decoding; found by fuzz_video).
+    next_target_ = (std::floor((t + eps) * opts_.fps) + 1) / opts_.fps;
   }
 
   bool stopped() const { return stop_ || full(); }
@@ -243,14 +247,22 @@ class Sampler {
                                     out.w, out.h, AV_PIX_FMT_RGB24, flags, nullptr, nullptr,
                                     nullptr));
     if (!sws_) fail(MediaErrorKind::Unsupported, "cannot convert this pixel format to RGB");
+    // Into a padded scratch frame (rows 64-byte aligned, one spare row):
+    // swscale's vector writers may store past a row's last pixel, so its
+    // output never goes straight into the image's exact-size buffer.
+    const size_t row = size_t(out.w) * 3;
+    const size_t pitch = (row + 63) / 64 * 64 + 64;
+    scratch_.resize(pitch * (size_t(out.h) + 1));
+    uint8_t* dst[4] = {scratch_.data(), nullptr, nullptr, nullptr};
+    int stride[4] = {int(pitch), 0, 0, 0};
+    if (sws_scale(sws_.get(), f->data, f->linesize, 0, f->height, dst, stride) != out.h)
+      fail(MediaErrorKind::Invalid, "frame conversion to RGB failed");
     Image img;
     img.width = out.w;
     img.height = out.h;
     img.rgb.resize(out.bytes());
-    uint8_t* dst[4] = {img.rgb.data(), nullptr, nullptr, nullptr};
-    int stride[4] = {out.w * 3, 0, 0, 0};
-    if (sws_scale(sws_.get(), f->data, f->linesize, 0, f->height, dst, stride) != out.h)
-      fail(MediaErrorKind::Invalid, "frame conversion to RGB failed");
+    for (size_t y = 0; y < size_t(out.h); ++y)
+      std::memcpy(img.rgb.data() + y * row, scratch_.data() + y * pitch, row);
     return img;
   }
 
@@ -259,6 +271,7 @@ class Sampler {
   double time_base_;
   VideoFrames out_;
   std::unique_ptr<SwsContext, SwsFree> sws_;
+  std::vector<uint8_t> scratch_;  // one converted frame, padded (see to_rgb)
   int64_t decoded_ = 0;
   int reserved_;       // frames the caller has made room for
   size_t bytes_each_;  // RGB bytes of each (the header's frame size, scaled)
