@@ -135,6 +135,19 @@ bool jpeg_huffman_tables_ok(std::span<const uint8_t> b) {
   return true;
 }
 
+// stb_image grows its IDAT buffer to a chunk's declared length before it
+// reads the chunk, so a 100-byte PNG claiming a 2 GiB chunk allocates 2 GiB
+// (found by fuzz_image). Every chunk must fit in the data that is there.
+bool png_chunks_fit(std::span<const uint8_t> b) {
+  for (size_t i = 8; i + 8 <= b.size();) {
+    const uint64_t len = be32(b.data() + i);
+    if (len + 12 > b.size() - i) return false;  // length, type, data, CRC
+    if (std::memcmp(b.data() + i + 4, "IEND", 4) == 0) return true;
+    i += size_t(len) + 12;
+  }
+  return true;  // trailing bytes short of a chunk header: stb reports the truncation
+}
+
 struct StbFree {
   void operator()(stbi_uc* p) const { stbi_image_free(p); }
 };
@@ -209,6 +222,8 @@ Image decode_image(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
     fail(
         "corrupt JPEG data (a Huffman table has more than 256 symbols, or a scan uses one "
         "that is not defined)");
+  if (fmt == ImageFormat::Png && !png_chunks_fit(bytes))
+    fail("corrupt or truncated PNG data (a chunk runs past the end of the data)");
   int w = 0, h = 0, comp = 0;
   if (!stbi_info_from_memory(bytes.data(), len, &w, &h, &comp))
     fail("corrupt or truncated " + name + " header (" + reason() + ")");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -184,6 +185,21 @@ TEST(Image, RefusesAScanUsingAnUndefinedHuffmanTable) {
   jpg[sos + 6] = 0x33;  // the first component's DC and AC tables: id 3, never defined
   const std::string e = error_of([&] { decode_image(jpg); });
   EXPECT_NE(e.find("a scan uses one that is not defined"), std::string::npos) << e;
+}
+
+// stb_image grows its PNG data buffer to a chunk's declared length before
+// reading it: a tiny PNG claiming a 2 GiB IDAT made it allocate 2 GiB (found
+// by fuzz_image, fuzz/crashes/image/idat-length-2gib). Refused first.
+TEST(Image, RefusesAPngChunkLongerThanTheData) {
+  Bytes png = encode(pattern(8, 8), "png");
+  ASSERT_NO_THROW(decode_image(png));
+  size_t idat = 0;
+  for (size_t i = 8; i + 8 <= png.size() && !idat; ++i)
+    if (std::memcmp(png.data() + i + 4, "IDAT", 4) == 0) idat = i;
+  ASSERT_GT(idat, 0u);
+  png[idat] = 0x7f;  // the length's high byte: about 2 GiB
+  const std::string e = error_of([&] { decode_image(png); });
+  EXPECT_NE(e.find("a chunk runs past the end of the data"), std::string::npos) << e;
 }
 
 // Rewrites the IHDR width/height of a PNG (big-endian at bytes 16..23). The
