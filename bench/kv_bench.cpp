@@ -81,8 +81,7 @@ void attention_speed() {
     return us_since(t0) / reps;
   };
   for (KvType t : {KvType::F16, KvType::Int8, KvType::Int8Fp8, KvType::Int4Fp8}) {
-    std::vector<const AttendKernels*> ks{&scalar_attend_kernels()};
-    if (auto* a = avx2_attend_kernels()) ks.push_back(a);
+    const std::vector<const AttendKernels*> ks = available_attend_kernels();
     for (const AttendKernels* K : ks) {
       std::printf("%-10s %-7s", to_string(t), K->isa);
       for (int ctx : {512, 2048, 8192}) {

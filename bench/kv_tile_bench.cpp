@@ -115,7 +115,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   tern::kv::Arena arena(mib);
-  if (const auto* k = tern::kv::avx512_attend_kernels()) tern::kv::run(*k, arena, rows, reps);
-  if (const auto* k = tern::kv::avx2_attend_kernels()) tern::kv::run(*k, arena, rows, reps);
+  // Every SIMD table this CPU runs, best first.
+  const auto tables = tern::kv::available_attend_kernels();
+  for (auto it = tables.rbegin(); it != tables.rend() && *it != &tern::kv::scalar_attend_kernels();
+       ++it)
+    tern::kv::run(**it, arena, rows, reps);
   return 0;
 }

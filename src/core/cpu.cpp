@@ -7,6 +7,10 @@
 
 #include <cstring>
 #include <string_view>
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#elif defined(__aarch64__) && defined(__APPLE__)
+#include <sys/sysctl.h>
 #endif
 
 namespace tern {
@@ -61,6 +65,34 @@ CpuFeatures detect() {
     f.brand = brand;
     while (!f.brand.empty() && f.brand.back() == ' ') f.brand.pop_back();
   }
+#elif defined(__aarch64__) && defined(__linux__)
+  // Bit numbers from the kernel's arch/arm64/include/uapi/asm/hwcap.h (glibc
+  // 2.36 lacks some names, so they are spelled out). /proc/cpuinfo is not
+  // read: under qemu-user it shows the host's CPU.
+  const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+  f.neon = hw & (1ul << 1);                          // ASIMD
+  f.fp16 = (hw & (1ul << 9)) && (hw & (1ul << 10));  // FPHP, ASIMDHP
+  f.dotprod = hw & (1ul << 20);                      // ASIMDDP
+  f.sve = hw & (1ul << 22);                          // SVE
+  f.sve2 = hw2 & (1ul << 1);                         // SVE2
+  f.i8mm = hw2 & (1ul << 13);                        // I8MM
+  f.bf16 = hw2 & (1ul << 14);                        // BF16
+  f.brand = "aarch64";
+#elif defined(__aarch64__) && defined(__APPLE__)
+  // Not verified on a Mac (no Apple hardware here): the documented sysctl names.
+  auto has = [](const char* name) {
+    int v = 0;
+    size_t len = sizeof(v);
+    return sysctlbyname(name, &v, &len, nullptr, 0) == 0 && v != 0;
+  };
+  f.neon = true;
+  f.fp16 = has("hw.optional.arm.FEAT_FP16");
+  f.dotprod = has("hw.optional.arm.FEAT_DotProd");
+  f.i8mm = has("hw.optional.arm.FEAT_I8MM");
+  f.bf16 = has("hw.optional.arm.FEAT_BF16");
+  char brand[128] = {};
+  size_t blen = sizeof(brand) - 1;
+  if (sysctlbyname("machdep.cpu.brand_string", brand, &blen, nullptr, 0) == 0) f.brand = brand;
 #endif
   return f;
 }

@@ -8,6 +8,9 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define TERN_PAUSE() _mm_pause()
+#elif defined(__aarch64__)
+// The spin-wait hint (like x86's pause: frees the core's issue slots for a sibling thread).
+#define TERN_PAUSE() __asm__ __volatile__("yield" ::: "memory")
 #else
 #define TERN_PAUSE() ((void)0)
 #endif

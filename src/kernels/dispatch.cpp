@@ -1,4 +1,4 @@
-// Kernel dispatch (chosen once from CPUID; TERN_KERNELS forces a table) and
+// Kernel dispatch (chosen once from the CPU features; TERN_KERNELS forces a table) and
 // the work splitting shared by every ISA.
 #include "dispatch.h"
 
@@ -6,7 +6,9 @@
 #include <cassert>
 #include <cmath>
 #include <cstdlib>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "tern/core/cpu.h"
 #include "tern/core/log.h"
@@ -14,55 +16,158 @@
 
 namespace tern::kernels {
 
-bool cpu_runs_avx2() {
-  const auto& cpu = cpu_features();
-  return cpu.avx2 && cpu.fma && cpu.f16c;
+namespace {
+
+bool cpu_runs(Isa isa) {
+  const CpuFeatures& cpu = cpu_features();
+  const bool avx2 = cpu.avx2 && cpu.fma && cpu.f16c;
+  switch (isa) {
+    case Isa::Scalar:
+      return true;
+    case Isa::Avx2:
+      return avx2;
+    case Isa::AvxVnni:
+      return avx2 && cpu.avxvnni;
+    // Every CPU with AVX512-VNNI and BW also has VL (Cascade Lake, Ice Lake, Zen 4 on).
+    case Isa::Avx512Vnni:
+      return avx2 && cpu.avx512f && cpu.avx512bw && cpu.avx512vnni;
+    case Isa::Neon:
+      return cpu.neon;
+    case Isa::NeonDotprod:
+      return cpu.neon && cpu.dotprod;
+    case Isa::NeonI8mm:
+      return cpu.neon && cpu.dotprod && cpu.i8mm;
+  }
+  return false;
 }
 
-int g_gemv_prefetch = 8;
+const KernelTable* built_table(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar:
+      return &scalar_kernels();
+    case Isa::Avx2:
+      return avx2_kernels();
+    case Isa::AvxVnni:
+      return avxvnni_kernels();
+    case Isa::Avx512Vnni:
+      return avx512_kernels();
+    case Isa::Neon:
+      return neon_kernels();
+    case Isa::NeonDotprod:
+      return dotprod_kernels();
+    case Isa::NeonI8mm:
+      return i8mm_kernels();
+  }
+  return nullptr;
+}
 
-const KernelTable& active_kernels() {
-  static const KernelTable& table = []() -> const KernelTable& {
-    const char* force = std::getenv("TERN_KERNELS");
-    const std::string_view want = force ? force : "";
+struct Choice {
+  Isa isa = Isa::Scalar;
+  std::string why;
+};
+
+const Choice& choice() {
+  static const Choice c = [] {
+    Choice ch;
     const auto& cpu = cpu_features();
     g_gemv_prefetch = cpu.amd ? 0 : 8;
     if (const char* pf = std::getenv("TERN_GEMV_PREFETCH")) g_gemv_prefetch = std::atoi(pf);
-    const bool has_avx2 = cpu_runs_avx2();
-    const KernelTable* avx2 = has_avx2 ? avx2_kernels() : nullptr;
-    const KernelTable* vnni = has_avx2 && cpu.avxvnni ? avxvnni_kernels() : nullptr;
-    // Every CPU with AVX512-VNNI and BW also has VL (Cascade Lake, Ice Lake, Zen 4 on).
-    const KernelTable* avx512 =
-        has_avx2 && cpu.avx512f && cpu.avx512bw && cpu.avx512vnni ? avx512_kernels() : nullptr;
-    const KernelTable* pick = &scalar_kernels();
+    const std::vector<Isa> avail = available_isas();
+    std::string names;
+    for (Isa i : avail) names += std::string(names.empty() ? "" : ", ") + isa_name(i);
+    const char* force = std::getenv("TERN_KERNELS");
+    const std::string_view want = force ? force : "";
     if (want.empty()) {
-      pick = avx512 ? avx512 : vnni ? vnni : avx2 ? avx2 : pick;
-    } else if (want == "avx512vnni" && avx512) {
-      pick = avx512;
-    } else if (want == "avxvnni" && vnni) {
-      pick = vnni;
-    } else if (want == "avx2" && avx2) {
-      pick = avx2;
-    } else if (want != "scalar") {
-      log::get("kernels")->warn("TERN_KERNELS={}: not available here, using scalar kernels", want);
+      ch.isa = avail.back();
+      ch.why = std::string(isa_name(ch.isa)) + " (best of: " + names + ")";
+    } else {
+      bool found = false;
+      for (Isa i : avail) {
+        if (want == isa_name(i)) ch.isa = i, found = true;
+      }
+      if (found) {
+        ch.why = std::string(isa_name(ch.isa)) + " (TERN_KERNELS; this CPU runs: " + names + ")";
+      } else {
+        ch.isa = Isa::Scalar;
+        ch.why = "scalar (TERN_KERNELS=" + std::string(want) +
+                 " cannot run here; this CPU runs: " + names + ")";
+        log::get("kernels")->warn(
+            "TERN_KERNELS={}: not available here (this CPU and build run: {}), "
+            "using scalar kernels",
+            want, names);
+      }
     }
-    log::get("kernels")->debug("using {} kernels", pick->isa);
-    return *pick;
+    std::string feats;
+    auto add = [&](bool on, const char* name) {
+      if (on) feats += std::string(feats.empty() ? "" : " ") + name;
+    };
+    add(cpu.avx2, "avx2"), add(cpu.fma, "fma"), add(cpu.f16c, "f16c"), add(cpu.avxvnni, "avxvnni");
+    add(cpu.avx512f, "avx512f"), add(cpu.avx512bw, "avx512bw"), add(cpu.avx512vnni, "avx512vnni");
+    add(cpu.avx512bf16, "avx512bf16"), add(cpu.neon, "asimd"), add(cpu.dotprod, "dotprod");
+    add(cpu.i8mm, "i8mm"), add(cpu.fp16, "fp16"), add(cpu.bf16, "bf16"), add(cpu.sve, "sve");
+    add(cpu.sve2, "sve2");
+    ch.why += "; CPU: " + (feats.empty() ? std::string("no SIMD features found") : feats);
+    log::get("kernels")->debug("kernels: {}", ch.why);
+    return ch;
   }();
+  return c;
+}
+
+}  // namespace
+
+int g_gemv_prefetch = 8;
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar:
+      return "scalar";
+    case Isa::Avx2:
+      return "avx2";
+    case Isa::AvxVnni:
+      return "avxvnni";
+    case Isa::Avx512Vnni:
+      return "avx512vnni";
+    case Isa::Neon:
+      return "neon";
+    case Isa::NeonDotprod:
+      return "neon-dotprod";
+    case Isa::NeonI8mm:
+      return "neon-i8mm";
+  }
+  return "?";
+}
+
+const KernelTable* kernel_table(Isa isa) {
+  return cpu_runs(isa) ? built_table(isa) : nullptr;
+}
+
+bool isa_available(Isa isa) {
+  return kernel_table(isa) != nullptr;
+}
+
+std::vector<Isa> available_isas() {
+  std::vector<Isa> v;
+  for (int i = 0; i < kNumIsas; ++i) {
+    if (kernel_table(Isa(i))) v.push_back(Isa(i));
+  }
+  return v;
+}
+
+Isa active_isa() {
+  return choice().isa;
+}
+
+std::string isa_choice() {
+  return choice().why;
+}
+
+const KernelTable& active_kernels() {
+  static const KernelTable& table = *kernel_table(active_isa());
   return table;
 }
 
 const char* kernel_isa() {
-  return active_kernels().isa;
-}
-
-bool active_isa_is_avx512() {
-  const KernelTable* avx512 = avx512_kernels();
-  return avx512 && &active_kernels() == avx512;
-}
-
-IsaFamily active_isa_family() {
-  return &active_kernels() == &scalar_kernels() ? IsaFamily::Scalar : IsaFamily::Avx2;
+  return isa_name(active_isa());
 }
 
 void quantize_activations(const float* x, int rows, int n, QuantizedActs& qa, TaskPool& pool) {
@@ -196,6 +301,27 @@ const KernelTable* avxvnni_kernels() {
 #ifndef TERN_HAVE_AVX512
 namespace tern::kernels {
 const KernelTable* avx512_kernels() {
+  return nullptr;
+}
+}  // namespace tern::kernels
+#endif
+#ifndef TERN_HAVE_NEON
+namespace tern::kernels {
+const KernelTable* neon_kernels() {
+  return nullptr;
+}
+}  // namespace tern::kernels
+#endif
+#ifndef TERN_HAVE_DOTPROD
+namespace tern::kernels {
+const KernelTable* dotprod_kernels() {
+  return nullptr;
+}
+}  // namespace tern::kernels
+#endif
+#ifndef TERN_HAVE_I8MM
+namespace tern::kernels {
+const KernelTable* i8mm_kernels() {
   return nullptr;
 }
 }  // namespace tern::kernels

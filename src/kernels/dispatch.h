@@ -38,14 +38,19 @@ int row_chunk_for(int rows, int n_in);
 
 const KernelTable& scalar_kernels();
 // Each returns nullptr when the binary was built without that ISA's file;
-// the caller checks the CPU supports it (see active_kernels()).
-const KernelTable* avx2_kernels();     // AVX2 + FMA + F16C
+// kernel_table() adds the check that the CPU can run it.
+const KernelTable* avx2_kernels();     // AVX2 + FMA + F16C (gemm_avx2.cpp)
 const KernelTable* avxvnni_kernels();  // the AVX2 table with AVX-VNNI dot products
 const KernelTable* avx512_kernels();   // AVX-512 F/BW/VL/VNNI matrix products, AVX2 elsewhere
+const KernelTable* neon_kernels();     // Armv8.0 NEON (gemm_neon.cpp)
+const KernelTable* dotprod_kernels();  // NEON + SDOT (gemm_dotprod.cpp)
+const KernelTable* i8mm_kernels();     // NEON + SDOT + SMMLA (gemm_i8mm.cpp)
 
-// The table in use: the best one the CPU supports, chosen once from CPUID;
-// TERN_KERNELS=scalar|avx2|avxvnni|avx512vnni asks for a specific one (falling back to
-// scalar when the CPU or the build lacks it).
+// The table of an ISA when this build has it and this CPU can run it, else
+// nullptr (scalar is always there). Tests loop over available_isas() with it.
+const KernelTable* kernel_table(Isa isa);
+
+// The table in use: kernel_table(active_isa()).
 const KernelTable& active_kernels();
 
 }  // namespace tern::kernels

@@ -1,5 +1,5 @@
-// Scalar block-attention kernels (the oracle), and the choice between them
-// and the AVX2 ones, which follows kernels' single dispatch point.
+// Scalar block-attention kernels (the oracle), and the choice of the table
+// per instruction set, which follows kernels' single dispatch point.
 #include "tern/kv/kv_attend.h"
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <string_view>
+#include <vector>
 
 #include "tern/core/cpu.h"
 #include "tern/core/half.h"
@@ -107,45 +108,67 @@ const AttendKernels& scalar_attend_kernels() {
 #ifdef TERN_KV_HAVE_AVX2
 const AttendKernels* avx2_attend_table();  // kv_attend_avx2.cpp
 #endif
-
-const AttendKernels* avx2_attend_kernels() {
-#ifdef TERN_KV_HAVE_AVX2
-  if (kernels::cpu_runs_avx2()) return avx2_attend_table();
-#endif
-  return nullptr;
-}
-
 #ifdef TERN_KV_HAVE_AVX512
 const AttendKernels* avx512_attend_table(const AttendKernels& avx2);  // kv_attend_avx512.cpp
 #endif
-
-const AttendKernels* avx512_attend_kernels() {
-#ifdef TERN_KV_HAVE_AVX512
-  const CpuFeatures& cpu = cpu_features();
-  const AttendKernels* avx2 = avx2_attend_kernels();
-  // VBMI: the value codes' bf16 table look-up (vpermi2b).
-  if (avx2 && cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512vnni && cpu.avx512bf16 &&
-      __builtin_cpu_supports("avx512vbmi"))
-    return avx512_attend_table(*avx2);
+#ifdef TERN_KV_HAVE_NEON
+// kv_attend_neon.cpp: the table for a NEON-family ISA (the caller checked the
+// CPU runs it), null when none is built for it.
+const AttendKernels* neon_attend_table(kernels::Isa isa);
 #endif
+
+const AttendKernels* attend_kernels_for(kernels::Isa isa) {
+  using kernels::Isa;
+  if (isa == Isa::Scalar) return &scalar_attend_kernels();
+  // Only for an ISA kernels' dispatch says this build and CPU can run.
+  if (!kernels::isa_available(isa)) return nullptr;
+  switch (isa) {
+    case Isa::Avx2:
+    case Isa::AvxVnni:
+    case Isa::Avx512Vnni: {
+      const AttendKernels* avx2 = nullptr;
+#ifdef TERN_KV_HAVE_AVX2
+      avx2 = avx2_attend_table();
+#endif
+#ifdef TERN_KV_HAVE_AVX512
+      // VBMI: the value codes' bf16 table look-up (vpermi2b); BF16: the value products.
+      const CpuFeatures& cpu = cpu_features();
+      if (isa == Isa::Avx512Vnni && avx2 && cpu.avx512vl && cpu.avx512bf16 &&
+          __builtin_cpu_supports("avx512vbmi"))
+        return avx512_attend_table(*avx2);
+#endif
+      return avx2;
+    }
+    case Isa::Neon:
+    case Isa::NeonDotprod:
+    case Isa::NeonI8mm:
+#ifdef TERN_KV_HAVE_NEON
+      return neon_attend_table(isa);
+#else
+      return nullptr;
+#endif
+    case Isa::Scalar:
+      break;
+  }
   return nullptr;
 }
 
-// The same family as the matmul and norm kernels: TERN_KERNELS=scalar (or a
-// CPU without AVX2) gives scalar attention too.
+std::vector<const AttendKernels*> available_attend_kernels() {
+  std::vector<const AttendKernels*> v;
+  for (kernels::Isa isa : kernels::available_isas()) {
+    const AttendKernels* k = attend_kernels_for(isa);
+    if (k && std::find(v.begin(), v.end(), k) == v.end()) v.push_back(k);
+  }
+  return v;
+}
+
+// Follows kernels' single dispatch point: TERN_KERNELS=scalar (or a CPU with
+// no SIMD table) gives scalar attention too; an ISA without attention kernels
+// of its own falls back to scalar.
 const AttendKernels& active_attend_kernels() {
   static const AttendKernels& table = []() -> const AttendKernels& {
-    const AttendKernels* pick = &scalar_attend_kernels();
-    // TERN_KV_ATTENTION=avx2 keeps the fp32 AVX2 attention under AVX-512
-    // matmuls (to measure what the AVX-512 attention changes).
-    const char* force = std::getenv("TERN_KV_ATTENTION");
-    const bool no_avx512 = force && std::string_view(force) == "avx2";
-    if (kernels::active_isa_family() == kernels::IsaFamily::Avx2) {
-      if (const AttendKernels* a = avx2_attend_kernels()) pick = a;
-      if (kernels::active_isa_is_avx512() && !no_avx512) {
-        if (const AttendKernels* a = avx512_attend_kernels()) pick = a;
-      }
-    }
+    const AttendKernels* pick = attend_kernels_for(kernels::active_isa());
+    if (!pick) pick = &scalar_attend_kernels();
     log::get("kv")->debug("using {} KV attention kernels", pick->isa);
     return *pick;
   }();

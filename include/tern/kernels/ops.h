@@ -5,6 +5,9 @@
 // forces the reference path); kernels_ref.cpp is the oracle for all of them.
 #include <cstdint>
 #include <initializer_list>
+#include <string>
+#include <vector>
+
 
 #include "tern/kernels/packed.h"
 
@@ -65,21 +68,35 @@ void geglu(const float* gate, const float* up, float* out, int n);
 void attention_f16(const float* q, float* out, int64_t q_stride, int n_tok, int n_grp, int n_kv0,
                    const uint16_t* k, const uint16_t* v, int64_t kv_stride, int head_dim);
 
-// Name of the active implementation ("avx512vnni", "avxvnni", "avx2", "scalar").
-const char* kernel_isa();
+// The instruction sets tern has kernel tables for. kernels owns the only ISA
+// decision (CPU features, the build, and TERN_KERNELS); per-ISA code that
+// lives outside kernels/ because it reads another module's formats (kv's block
+// attention) follows active_isa() and never reads CPU features itself.
+enum class Isa : uint8_t {
+  Scalar,       // portable C++, the oracle every other table is tested against
+  Avx2,         // x86-64: AVX2 + FMA + F16C
+  AvxVnni,      // x86-64: the AVX2 table with AVX-VNNI dot products
+  Avx512Vnni,   // x86-64: AVX-512 F/BW/VL/VNNI matrix products
+  Neon,         // aarch64: Armv8.0 Advanced SIMD (widening multiplies)
+  NeonDotprod,  // aarch64: + SDOT (Armv8.2 dotprod: Cortex-A76, Neoverse N1, Apple M1)
+  NeonI8mm,     // aarch64: + SMMLA (Armv8.6 i8mm: Neoverse V1/N2, Apple M2 on)
+};
+inline constexpr int kNumIsas = 7;
 
-// The instruction-set family of the table the dispatch point chose (CPUID,
-// or TERN_KERNELS). Per-ISA code that lives outside kernels/ because it reads
-// another module's data formats (kv's block attention decodes kv's row
-// codecs) follows this choice; it never reads CPUID or TERN_KERNELS itself.
-// Avx2 covers the avxvnni and avx512vnni tables too (both need AVX2+FMA+F16C).
-enum class IsaFamily : uint8_t { Scalar, Avx2 };
-IsaFamily active_isa_family();
-// Whether this CPU can run AVX2+FMA+F16C code at all, whatever was chosen
-// (for tests and benchmarks that compare every variant with the scalar one).
-bool cpu_runs_avx2();
-// Whether the active table is the AVX-512 VNNI one (TERN_KERNELS may force
-// another): attention then may use its AVX-512 kernels too.
-bool active_isa_is_avx512();
+// "scalar", "avx2", "avxvnni", "avx512vnni", "neon", "neon-dotprod", "neon-i8mm"
+// (the names TERN_KERNELS takes).
+const char* isa_name(Isa isa);
+// The table in use, chosen once: the best this CPU and build can run, or the
+// one TERN_KERNELS names (scalar, with a warning, when it cannot run here).
+Isa active_isa();
+// Every ISA this build and CPU can run, scalar first, best last.
+std::vector<Isa> available_isas();
+// Whether this build has a table for the ISA and this CPU can run it.
+bool isa_available(Isa isa);
+// One line saying what was chosen and why, for `tern info` and the logs,
+// e.g. "neon-dotprod (best of: scalar, neon, neon-dotprod; CPU: asimd dotprod fp16)".
+std::string isa_choice();
+// isa_name(active_isa()).
+const char* kernel_isa();
 
 }  // namespace tern::kernels

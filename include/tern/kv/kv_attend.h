@@ -14,6 +14,9 @@
 // paged f16 cache gives bit-identical results to the contiguous one. The AVX2
 // kernels update the state once per block (scores, block max, one rescale).
 #include <limits>
+#include <vector>
+
+#include "tern/kernels/ops.h"
 
 #include "tern/kv/kv_layout.h"
 
@@ -51,13 +54,15 @@ struct AttendKernels {
 };
 
 const AttendKernels& scalar_attend_kernels();
-// Null when not compiled in or when the CPU lacks AVX2, FMA or F16C.
-const AttendKernels* avx2_attend_kernels();
-// Null unless compiled in and the CPU has AVX-512 F/BW/VL/VNNI/BF16/VBMI.
-const AttendKernels* avx512_attend_kernels();
-// Chosen once, by kernels' dispatch point (kernels::active_isa_family()):
-// AVX2 when the active kernel table is an AVX2-family one (AVX-512 when it
-// is the AVX-512 VNNI table and the CPU has BF16), else scalar.
+// The attention table that goes with an instruction set of kernels' dispatch:
+// the AVX2 one for avx2 and avxvnni, the AVX-512 one for avx512vnni when the
+// CPU also has BF16 and VBMI (else AVX2), the NEON ones for the neon family.
+// Null when this build or CPU cannot run that ISA or has no table for it.
+const AttendKernels* attend_kernels_for(kernels::Isa isa);
+// Every distinct table this build and CPU can run, scalar first (for tests and
+// benchmarks that compare each with the scalar oracle).
+std::vector<const AttendKernels*> available_attend_kernels();
+// Chosen once: attend_kernels_for(kernels::active_isa()), scalar if null.
 const AttendKernels& active_attend_kernels();
 
 inline void attend_start(int head_dim, float* m, float* l, float* acc) {

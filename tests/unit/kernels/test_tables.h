@@ -6,18 +6,14 @@
 #include <vector>
 
 #include "../../../src/kernels/dispatch.h"
-#include "tern/core/cpu.h"
 
 namespace tern::kernels::test {
 
+// Every table but scalar that this build and CPU can run (x86 or ARM alike).
 inline std::vector<const KernelTable*> fast_tables() {
   std::vector<const KernelTable*> v;
-  const auto& cpu = cpu_features();
-  const bool avx2 = cpu.avx2 && cpu.fma && cpu.f16c;
-  if (avx2 && avx2_kernels()) v.push_back(avx2_kernels());
-  if (avx2 && cpu.avxvnni && avxvnni_kernels()) v.push_back(avxvnni_kernels());
-  if (avx2 && cpu.avx512f && cpu.avx512bw && cpu.avx512vnni && avx512_kernels()) {
-    v.push_back(avx512_kernels());
+  for (Isa isa : available_isas()) {
+    if (isa != Isa::Scalar) v.push_back(kernel_table(isa));
   }
   return v;
 }

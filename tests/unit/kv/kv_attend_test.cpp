@@ -116,10 +116,7 @@ std::vector<float> random_q(int hd, uint32_t seed) {
 }
 
 std::vector<const AttendKernels*> all_kernels() {
-  std::vector<const AttendKernels*> ks{&scalar_attend_kernels()};
-  if (const AttendKernels* a = avx2_attend_kernels()) ks.push_back(a);
-  if (const AttendKernels* a = avx512_attend_kernels()) ks.push_back(a);
-  return ks;
+  return available_attend_kernels();
 }
 
 TEST(KvAttend, KernelsMatchFloat64OracleOnOddShapes) {
@@ -407,9 +404,9 @@ namespace {
 // (large scores, an outlier query dim), their error stays within 10% of the
 // fp32 kernels'.
 TEST(KvAttend, Avx512RoundingStaysBelowTheCachesOwn) {
-  const AttendKernels* avx2 = avx2_attend_kernels();
-  const AttendKernels* avx512 = avx512_attend_kernels();
-  if (!avx2 || !avx512) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
+  const AttendKernels* avx2 = attend_kernels_for(kernels::Isa::Avx2);
+  const AttendKernels* avx512 = attend_kernels_for(kernels::Isa::Avx512Vnni);
+  if (!avx2 || !avx512 || avx512 == avx2) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
   for (KvType t : {KvType::Int8, KvType::Int8Fp8, KvType::Int4Fp8}) {
     for (float sharp : {1.0f, 20.0f}) {
       double e2 = 0, e5 = 0;
