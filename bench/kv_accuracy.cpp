@@ -171,7 +171,8 @@ int run(int argc, char** argv) {
       continue;
     // The noise floor needs a second kernel set for the same f16 blocks.
     const kv::AttendKernels* other = &kv::scalar_attend_kernels();
-    if (noise && &kv::active_attend_kernels() == other) other = kv::available_attend_kernels().back();
+    if (noise && &kv::active_attend_kernels() == other)
+      other = kv::available_attend_kernels().back();
     if (noise && (!other || other == &kv::active_attend_kernels())) {
       std::fprintf(stderr, "kv_accuracy: one attention kernel set only: no noise-floor row\n");
       continue;

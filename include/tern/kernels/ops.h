@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-
 #include "tern/kernels/packed.h"
 
 namespace tern {

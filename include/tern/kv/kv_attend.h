@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "tern/kernels/ops.h"
-
 #include "tern/kv/kv_layout.h"
 
 namespace tern::kv {
