@@ -6,8 +6,8 @@ machine's limits (bench/roofline.cpp) and each phase's fraction of its bound.
                                       [--pp 512] [--tg 128] [--batch 1,4,16] [-r 3]
 
 Runs, in order: the roofline probe; `tern bench --json` with TERN_KERNELS=avx2
-(the baseline every x86-64-v3 CPU has) and with the best kernels this CPU
-supports; native llama.cpp (built by scripts/setup.sh --peer: llama-bench for
+(the baseline every x86-64-v3 CPU has; on aarch64 the Armv8.0 "neon" table)
+and with the best kernels this CPU supports; native llama.cpp (built by scripts/setup.sh --peer: llama-bench for
 prefill and decode, llama-batched-bench for batched decode) on the same file;
 then the same on a Q4_0 requantization of the model made with llama.cpp's own
 llama-quantize (created next to the model on first use). Prints a table and the
@@ -19,6 +19,7 @@ before and after, and -r takes the best of several repetitions.
 import argparse
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -27,6 +28,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 TARGETS = {"decode": 1.3, "prefill": 3.0, "batch16_tps": 1000.0}
+ARM = platform.machine() in ("aarch64", "arm64")
+BASE_ISA = "neon" if ARM else "avx2"  # the table every CPU of the architecture runs
 
 
 def log(msg):
@@ -54,14 +57,14 @@ def roofline(threads, quick):
     src = os.path.join(ROOT, "bench", "roofline.cpp")
     if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
         os.makedirs(os.path.dirname(exe), exist_ok=True)
-        flags = ["-mavx2", "-mfma"]
+        flags = [] if ARM else ["-mavx2", "-mfma"]
         probe = subprocess.run(["g++", "-mavxvnni", "-x", "c++", "-c", "-o", "/dev/null", "-"],
                                input="int x;", capture_output=True, text=True)
-        if probe.returncode == 0:
+        if probe.returncode == 0 and not ARM:
             flags.append("-mavxvnni")
         probe = subprocess.run(["g++", "-mavx512f", "-mavx512vnni", "-x", "c++", "-c", "-o", "/dev/null", "-"],
                                input="int x;", capture_output=True, text=True)
-        if probe.returncode == 0:
+        if probe.returncode == 0 and not ARM:
             flags += ["-mavx512f", "-mavx512vnni"]
         subprocess.run(["g++", "-O2", "-std=c++20", *flags, "-pthread", src, "-o", exe], check=True)
     out, _ = run_json([exe, str(threads)] + (["--quick"] if quick else []))
@@ -168,16 +171,16 @@ def main():
     log("roofline ...")
     roof = res["roofline"] = roofline(a.threads, a.quick_roofline)
     runs = {}
-    log("tern (avx2) ...")
-    runs["tern_avx2"] = tern_bench(a, a.model, "avx2")
+    log(f"tern ({BASE_ISA}) ...")
+    runs["tern_avx2"] = tern_bench(a, a.model, BASE_ISA)
     log("tern (best kernels) ...")
     runs["tern_best"] = tern_bench(a, a.model, None)
     log("llama.cpp ...")
     runs["llama"] = llama_bench(a, a.model)
     if not a.no_q4_0:
         q40 = q4_0_model(a.model)
-        log("tern on Q4_0 (avx2) ...")
-        runs["tern_avx2_q4_0"] = tern_bench(a, q40, "avx2")
+        log(f"tern on Q4_0 ({BASE_ISA}) ...")
+        runs["tern_avx2_q4_0"] = tern_bench(a, q40, BASE_ISA)
         log("llama.cpp on Q4_0 ...")
         runs["llama_q4_0"] = llama_bench(a, q40)
     res["runs"] = runs
@@ -186,20 +189,29 @@ def main():
     t2, tb, ll = runs["tern_avx2"], runs["tern_best"], runs["llama"]
     best_isa = tb["kernels"]
     bw_dram, bw_ws = roof["dram_read_gbs"] * 1e9, roof["ws96mib_read_gbs"] * 1e9
-    peak = {"avx2": roof["int8_madd_gmacs"] * 1e9, "avxvnni": roof["int8_vnni_gmacs"] * 1e9,
-            "avx512vnni": roof.get("int8_vnni512_gmacs", 0) * 1e9 or roof["int8_vnni_gmacs"] * 1e9}
+    if ARM:
+        peak = {"neon": roof["int8_smull_gmacs"] * 1e9, "neon-dotprod": roof["int8_sdot_gmacs"] * 1e9,
+                "neon-i8mm": roof["int8_smmla_gmacs"] * 1e9}
+    else:
+        peak = {"avx2": roof["int8_madd_gmacs"] * 1e9, "avxvnni": roof["int8_vnni_gmacs"] * 1e9,
+                "avx512vnni": roof.get("int8_vnni512_gmacs", 0) * 1e9 or roof["int8_vnni_gmacs"] * 1e9}
     wbytes, lmacs, hmacs = t2["weight_bytes"], t2["layer_macs_per_token"], t2["head_macs_per_token"]
 
     print(f"\n{res['machine']['cpu']}, {a.threads} threads; model {os.path.basename(a.model)}")
+    if ARM:
+        macs = (f"{roof['int8_smull_gmacs']:.0f} G/s (smull+sadalp), {roof['int8_sdot_gmacs']:.0f} G/s "
+                f"(sdot), {roof['int8_smmla_gmacs']:.0f} G/s (smmla)")
+    else:
+        macs = (f"{roof['int8_madd_gmacs']:.0f} G/s (vpmaddubsw+vpmaddwd), {roof['int8_i16_gmacs']:.0f} G/s "
+                f"(vpmaddubsw+vpaddw), {roof['int8_vnni_gmacs']:.0f} G/s (vpdpbusd ymm), "
+                f"{roof.get('int8_vnni512_gmacs', 0):.0f} G/s (vpdpbusd zmm)")
     print(f"roofline ({a.threads} threads): DRAM read {roof['dram_read_gbs']:.1f} GB/s, "
-          f"96 MiB working set {roof['ws96mib_read_gbs']:.1f} GB/s; int8 MAC peak "
-          f"{roof['int8_madd_gmacs']:.0f} G/s (vpmaddubsw+vpmaddwd), {roof['int8_i16_gmacs']:.0f} G/s "
-          f"(vpmaddubsw+vpaddw), {roof['int8_vnni_gmacs']:.0f} G/s (vpdpbusd ymm), "
-          f"{roof.get('int8_vnni512_gmacs', 0):.0f} G/s (vpdpbusd zmm); fp32 FMA "
+          f"96 MiB working set {roof['ws96mib_read_gbs']:.1f} GB/s; int8 MAC peak {macs}; fp32 FMA "
           f"{roof['fp32_fma_gmacs']:.0f} GMAC/s")
     print(f"tern: {wbytes / 2**20:.1f} MiB of repacked weights read per decode step; "
           f"{lmacs / 1e6:.1f} M layer MACs per token (+{hmacs / 1e6:.1f} M head)")
-    hdr = f"{'phase':<22}{'tern avx2':>11}{'tern ' + best_isa:>15}{'llama.cpp':>11}{'avx2/llama':>12}{'best/llama':>12}"
+    hdr = (f"{'phase':<22}{'tern ' + BASE_ISA:>11}{'tern ' + best_isa:>15}{'llama.cpp':>11}"
+           f"{BASE_ISA + '/llama':>12}{'best/llama':>12}")
     print("\n" + hdr + "\n" + "-" * len(hdr))
     rows = [("prefill pp%d" % a.pp, t2["prefill"]["tokens_per_s"], tb["prefill"]["tokens_per_s"],
              ll["prefill"]["tokens_per_s"])]
@@ -209,7 +221,7 @@ def main():
         print(f"{name:<22}{x:>11.1f}{y:>15.1f}{z:>11.1f}{x / z:>11.2f}x{y / z:>11.2f}x")
     if "tern_avx2_q4_0" in runs:
         tq, lq = runs["tern_avx2_q4_0"], runs["llama_q4_0"]
-        print(f"\nQ4_0 requantization (llama.cpp's quantizer), tern avx2 vs llama.cpp:")
+        print(f"\nQ4_0 requantization (llama.cpp's quantizer), tern {BASE_ISA} vs llama.cpp:")
         print(f"{'prefill pp%d' % a.pp:<22}{tq['prefill']['tokens_per_s']:>11.1f}{'':>15}"
               f"{lq['prefill']['tokens_per_s']:>11.1f}{tq['prefill']['tokens_per_s'] / lq['prefill']['tokens_per_s']:>11.2f}x")
         for b in batches:
@@ -217,10 +229,10 @@ def main():
             print(f"{'decode batch %d' % b:<22}{x:>11.1f}{'':>15}{z:>11.1f}{x / z:>11.2f}x")
 
     print("\nfractions of the bounds:")
-    for label, r, isa in (("avx2", t2, "avx2"), (best_isa, tb, best_isa)):
+    for label, r, isa in ((BASE_ISA, t2, BASE_ISA), (best_isa, tb, best_isa)):
         d1 = decode_tps(r, 1)
         pf = r["prefill"]["tokens_per_s"]
-        pk = peak.get(isa, peak["avx2"])
+        pk = peak.get(isa, peak[BASE_ISA]) or peak[BASE_ISA]
         print(f"  {label:<8} decode b1: {d1 * wbytes / bw_dram:5.0%} of DRAM bound "
               f"({bw_dram / wbytes:.0f} t/s), {d1 * wbytes / bw_ws:5.0%} of 96 MiB-working-set bound "
               f"({bw_ws / wbytes:.0f} t/s); prefill: {pf * lmacs / pk:5.0%} of int8 peak "
@@ -230,7 +242,7 @@ def main():
           f"({lw / 2**20:.0f} MiB file read per token)")
 
     mem = t2.get("memory", {})
-    print(f"\nmemory (tern bench, avx2): max RSS {t2['max_rss_mib']:.0f} MiB (llama.cpp process "
+    print(f"\nmemory (tern bench, {BASE_ISA}): max RSS {t2['max_rss_mib']:.0f} MiB (llama.cpp process "
           f"{ll['max_rss_mib']:.0f} MiB); anonymous {mem.get('rss_anon_mib', 0):.0f} MiB, "
           f"model file mapping resident {mem.get('model_mapping_resident_mib', 0):.0f} of "
           f"{mem.get('model_mapping_mib', 0):.0f} MiB; load {t2['load_s']:.2f} s; pool "
@@ -238,12 +250,12 @@ def main():
 
     print("\ntargets:")
     checks = [
-        ("decode b1 >= 1.3x llama.cpp (avx2)", decode_tps(t2, 1) / decode_tps(ll, 1), TARGETS["decode"]),
-        ("prefill >= 3x llama.cpp (avx2)", t2["prefill"]["tokens_per_s"] / ll["prefill"]["tokens_per_s"],
+        (f"decode b1 >= 1.3x llama.cpp ({BASE_ISA})", decode_tps(t2, 1) / decode_tps(ll, 1), TARGETS["decode"]),
+        (f"prefill >= 3x llama.cpp ({BASE_ISA})", t2["prefill"]["tokens_per_s"] / ll["prefill"]["tokens_per_s"],
          TARGETS["prefill"]),
     ]
     if 16 in batches:
-        checks.append(("batch 16 >= 1000 t/s (avx2)", decode_tps(t2, 16), TARGETS["batch16_tps"]))
+        checks.append((f"batch 16 >= 1000 t/s ({BASE_ISA})", decode_tps(t2, 16), TARGETS["batch16_tps"]))
     for name, v, want in checks:
         print(f"  {'PASS' if v >= want else 'MISS'}  {name}: {v:.2f}")
     print(f"\nload average before {res['load_before']}, after {res['load_after']}")

@@ -8,11 +8,22 @@
 //       vnni:  vpdpbusd ymm                      (AVX-VNNI, when the CPU has it)
 //       vnni512: vpdpbusd zmm                    (AVX-512 VNNI, when the CPU has it)
 //   - fp32 FMA peak (vfmadd231ps ymm).
+// On aarch64 the int8 sequences are the NEON ones tern's tables use:
+//       smull:  smull + smlal2 + sadalp   (Armv8.0, the "neon" table)
+//       sdot:   sdot v.4s                 (dotprod, when HWCAP says so)
+//       smmla:  smmla v.4s                (i8mm, when HWCAP2 says so)
+//   and fp32 FMA is fmla v.4s.
 // Prints one JSON object. Standalone on purpose (no tern code): build with
 //   g++ -O2 -std=c++20 -mavx2 -mfma -mavxvnni -pthread bench/roofline.cpp -o roofline
 // (bench/compare.py does this; it adds -mavx512f -mavx512vnni when the compiler
-// has them). Usage: roofline [threads] [--quick]
+// has them), or on aarch64 with no -m flags at all (the probes that need
+// dotprod or i8mm carry their own target attribute and run only when the
+// CPU's HWCAP bits say so). Usage: roofline [threads] [--quick]
+#if defined(__x86_64__)
 #include <immintrin.h>
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -50,6 +61,7 @@ double run_threads(int n, const std::function<void(int)>& fn) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+#if defined(__x86_64__)
 // Sum of a buffer with 4 independent 256-bit accumulators (reads only).
 __attribute__((noinline)) uint64_t read_sum(const uint8_t* p, size_t bytes) {
   __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
@@ -64,6 +76,18 @@ __attribute__((noinline)) uint64_t read_sum(const uint8_t* p, size_t bytes) {
   _mm256_store_si256(reinterpret_cast<__m256i*>(v), s);
   return v[0] + v[1] + v[2] + v[3];
 }
+#else
+// The same with 8 independent 64-bit accumulators (the compiler vectorises
+// it: NEON ldp q / add v.2d on aarch64).
+__attribute__((noinline)) uint64_t read_sum(const uint8_t* p, size_t bytes) {
+  uint64_t a[8] = {};
+  for (size_t i = 0; i + 64 <= bytes; i += 64) {
+    const uint64_t* q = reinterpret_cast<const uint64_t*>(p + i);
+    for (int j = 0; j < 8; ++j) a[j] += q[j];
+  }
+  return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+}
+#endif
 
 // GB/s reading `total` bytes split over n threads, `passes` times (best of reps).
 double bandwidth(int n, size_t total, int passes, int reps) {
@@ -86,6 +110,8 @@ double bandwidth(int n, size_t total, int passes, int reps) {
 }
 
 constexpr int64_t kIters = 20'000'000;
+
+#if defined(__x86_64__)
 
 // The compute loops are inline assembly so that the compiler can neither fold
 // the loop-invariant products nor reorder them: what runs is what is counted.
@@ -156,6 +182,54 @@ __attribute__((noinline)) int fp32_fma(int64_t iters, int) {
   return 0;
 }
 
+#elif defined(__aarch64__)
+
+// v30 and v31 hold the operands; 12 accumulator chains per loop.
+#define A64_CLOBBER                                                                              \
+  "v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9", "v10", "v11", "v12", "v13", "v14", \
+      "v15", "v16", "v17", "v18", "v19", "v20", "v21", "v22", "v23", "v30", "v31", "cc", "memory"
+#define A64_SETUP "movi v30.16b, #3\n\tmovi v31.16b, #5\n\t"
+#define SMULL(a, b)                                 \
+  "smull v" #a ".8h, v30.8b, v31.8b\n\tsmlal2 v" #a \
+  ".8h, v30.16b, v31.16b\n\t"                       \
+  "sadalp v" #b ".4s, v" #a ".8h\n\t"
+#define SDOT(b) "sdot v" #b ".4s, v30.16b, v31.16b\n\t"
+#define SMMLA(b) "smmla v" #b ".4s, v30.16b, v31.16b\n\t"
+#define FMLA(b) "fmla v" #b ".4s, v30.4s, v31.4s\n\t"
+#define X12(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7) M(8) M(9) M(10) M(11)
+
+// smull + smlal2 + sadalp, 8 chains: 8 x 16 MACs an iteration.
+__attribute__((noinline)) int int8_smull(int64_t iters, int) {
+  __asm__ volatile(A64_SETUP "1:\n\t" SMULL(0, 8) SMULL(1, 9) SMULL(2, 10) SMULL(3, 11) SMULL(4, 12)
+                       SMULL(5, 13) SMULL(6, 14) SMULL(7, 15) "subs %0, %0, #1\n\tb.ne 1b"
+                   : "+r"(iters)::A64_CLOBBER);
+  return 0;
+}
+
+// sdot, 12 chains: 12 x 16 MACs an iteration.
+__attribute__((noinline, target("arch=armv8.2-a+dotprod"))) int int8_sdot(int64_t iters, int) {
+  __asm__ volatile(A64_SETUP "1:\n\t" X12(SDOT) "subs %0, %0, #1\n\tb.ne 1b"
+                   : "+r"(iters)::A64_CLOBBER);
+  return 0;
+}
+
+// smmla (a 2x8 by 8x2 int8 product), 12 chains: 12 x 32 MACs an iteration.
+__attribute__((noinline, target("arch=armv8.2-a+dotprod+i8mm"))) int int8_smmla(int64_t iters,
+                                                                                int) {
+  __asm__ volatile(A64_SETUP "1:\n\t" X12(SMMLA) "subs %0, %0, #1\n\tb.ne 1b"
+                   : "+r"(iters)::A64_CLOBBER);
+  return 0;
+}
+
+// fmla v.4s, 12 chains: 12 x 4 MACs an iteration.
+__attribute__((noinline)) int fp32_fmla(int64_t iters, int) {
+  __asm__ volatile(A64_SETUP "1:\n\t" X12(FMLA) "subs %0, %0, #1\n\tb.ne 1b"
+                   : "+r"(iters)::A64_CLOBBER);
+  return 0;
+}
+
+#endif
+
 // Giga-MACs per second on n threads for a kernel doing `macs_per_iter` MACs an iteration.
 template <typename F>
 double gmacs(int n, F kernel, double macs_per_iter, int64_t iters, int reps) {
@@ -184,6 +258,7 @@ int main(int argc, char** argv) {
   const int64_t iters = quick ? kIters / 4 : kIters;
   const double dram = bandwidth(n, size_t(1) << 30, 2, reps);        // 1 GiB
   const double model_ws = bandwidth(n, size_t(96) << 20, 10, reps);  // ~ a 135M model's weights
+#if defined(__x86_64__)
   const double madd = gmacs(n, int8_madd, 6 * 32, iters, reps);
   const double i16 = gmacs(n, int8_i16, 8 * 4 * 32, iters / 8, reps);
   __builtin_cpu_init();
@@ -205,5 +280,22 @@ int main(int argc, char** argv) {
       "\"int8_madd_gmacs\": %.1f, \"int8_i16_gmacs\": %.1f, \"int8_vnni_gmacs\": %.1f, "
       "\"int8_vnni512_gmacs\": %.1f, \"fp32_fma_gmacs\": %.1f}\n",
       n, dram, model_ws, madd, i16, vnni, vnni512, fma);
+#elif defined(__aarch64__)
+#ifdef __linux__
+  const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+  const bool dotprod = hw & (1ul << 20), i8mm = hw2 & (1ul << 13);
+#else
+  const bool dotprod = false, i8mm = false;  // not probed off Linux
+#endif
+  const double smull = gmacs(n, int8_smull, 8 * 16, iters, reps);
+  const double sdot = dotprod ? gmacs(n, int8_sdot, 12 * 16, iters, reps) : 0;
+  const double smmla = i8mm ? gmacs(n, int8_smmla, 12 * 32, iters, reps) : 0;
+  const double fma = gmacs(n, fp32_fmla, 12 * 4, iters, reps);
+  std::printf(
+      "{\"threads\": %d, \"dram_read_gbs\": %.2f, \"ws96mib_read_gbs\": %.2f, "
+      "\"int8_smull_gmacs\": %.1f, \"int8_sdot_gmacs\": %.1f, \"int8_smmla_gmacs\": %.1f, "
+      "\"fp32_fma_gmacs\": %.1f}\n",
+      n, dram, model_ws, smull, sdot, smmla, fma);
+#endif
   return 0;
 }

