@@ -17,7 +17,8 @@ namespace {
 struct SmmlaDot {
   static constexpr int kRows = 4;
   // Quad order: rows (0,1), (2,3), (4,5), (6,7), each with 8 consecutive inputs.
-  static Quad prep(int8x16_t c0h0, int8x16_t c0h1, int8x16_t c1h0, int8x16_t c1h1) {
+  [[gnu::always_inline]] static Quad prep(int8x16_t c0h0, int8x16_t c0h1, int8x16_t c1h0,
+                                          int8x16_t c1h1) {
     auto zip1 = [](int8x16_t a, int8x16_t b) {
       return vreinterpretq_s8_s32(vzip1q_s32(vreinterpretq_s32_s8(a), vreinterpretq_s32_s8(b)));
     };
@@ -33,34 +34,37 @@ struct SmmlaDot {
     int32x4_t v[(R + 1) / 2][4];
   };
   template <int R, bool W>
-  static void zero(Sums<R, W>& s) {
-    for (int p = 0; p < (R + 1) / 2; ++p) {
-      for (int k = 0; k < 4; ++k) s.v[p][k] = vdupq_n_s32(0);
-    }
+  [[gnu::always_inline]] static void zero(Sums<R, W>& s) {
+    unroll<(R + 1) / 2>([&](auto p) __attribute__((always_inline)) {
+      unroll<4>([&](auto k) __attribute__((always_inline)) { s.v[p][k] = vdupq_n_s32(0); });
+    });
   }
   template <int P, int R, bool W>
-  static void step(Sums<R, W>& s, const Quad& q, const int8_t* a, int stride) {
-    for (int p = 0; p < (R + 1) / 2; ++p) {
+  [[gnu::always_inline]] static void step(Sums<R, W>& s, const Quad& q, const int8_t* a,
+                                          int stride) {
+    unroll<(R + 1) / 2>([&](auto p) __attribute__((always_inline)) {
       const int ra = 2 * p, rb = std::min(2 * p + 1, R - 1);
       const int8x16_t x =
           vcombine_s8(vld1_s8(a + ra * stride + 8 * P), vld1_s8(a + rb * stride + 8 * P));
-      for (int k = 0; k < 4; ++k) s.v[p][k] = vmmlaq_s32(s.v[p][k], x, q.w[k]);
-    }
+      unroll<4>([&](auto k) __attribute__((always_inline)) {
+        s.v[p][k] = vmmlaq_s32(s.v[p][k], x, q.w[k]);
+      });
+    });
   }
   template <int R, bool W>
-  static void finish(const Sums<R, W>& s, int32x4_t out[R][2]) {
+  [[gnu::always_inline]] static void finish(const Sums<R, W>& s, int32x4_t out[R][2]) {
     auto zip1 = [](int32x4_t a, int32x4_t b) {
       return vreinterpretq_s32_s64(vzip1q_s64(vreinterpretq_s64_s32(a), vreinterpretq_s64_s32(b)));
     };
     auto zip2 = [](int32x4_t a, int32x4_t b) {
       return vreinterpretq_s32_s64(vzip2q_s64(vreinterpretq_s64_s32(a), vreinterpretq_s64_s32(b)));
     };
-    for (int p = 0; p < (R + 1) / 2; ++p) {
-      for (int h = 0; h < 2; ++h) {
+    unroll<(R + 1) / 2>([&](auto p) __attribute__((always_inline)) {
+      unroll<2>([&](auto h) __attribute__((always_inline)) {
         out[2 * p][h] = zip1(s.v[p][2 * h], s.v[p][2 * h + 1]);
-        if (2 * p + 1 < R) out[2 * p + 1][h] = zip2(s.v[p][2 * h], s.v[p][2 * h + 1]);
-      }
-    }
+        if constexpr (2 * p + 1 < R) out[2 * p + 1][h] = zip2(s.v[p][2 * h], s.v[p][2 * h + 1]);
+      });
+    });
   }
 };
 

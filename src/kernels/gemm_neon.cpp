@@ -26,32 +26,33 @@ struct WideningDot {
   struct Sums {
     std::conditional_t<kWide, int32x4_t, int16x8_t> v[R][4];
   };
-  static Quad prep(int8x16_t a, int8x16_t b, int8x16_t c, int8x16_t d) {
+  [[gnu::always_inline]] static Quad prep(int8x16_t a, int8x16_t b, int8x16_t c, int8x16_t d) {
     return Quad{{a, b, c, d}};
   }
   template <int R, bool W>
-  static void zero(Sums<R, W>& s) {
-    for (int r = 0; r < R; ++r) {
-      for (int i = 0; i < 4; ++i) {
+  [[gnu::always_inline]] static void zero(Sums<R, W>& s) {
+    unroll<R>([&](auto r) __attribute__((always_inline)) {
+      unroll<4>([&](auto i) __attribute__((always_inline)) {
         if constexpr (W) {
           s.v[r][i] = vdupq_n_s32(0);
         } else {
           s.v[r][i] = vdupq_n_s16(0);
         }
-      }
-    }
+      });
+    });
   }
   // The 4 bytes at p in every int32 lane (ld1r).
-  static int8x16_t bcast4(const int8_t* p) {
+  [[gnu::always_inline]] static int8x16_t bcast4(const int8_t* p) {
     int32_t v;
     std::memcpy(&v, p, 4);
     return vreinterpretq_s8_s32(vdupq_n_s32(v));
   }
   template <int P, int R, bool W>
-  static void step(Sums<R, W>& s, const Quad& q, const int8_t* a, int stride) {
-    for (int r = 0; r < R; ++r) {
+  [[gnu::always_inline]] static void step(Sums<R, W>& s, const Quad& q, const int8_t* a,
+                                          int stride) {
+    unroll<R>([&](auto r) __attribute__((always_inline)) {
       const int8x16_t a0 = bcast4(a + r * stride + 8 * P), a1 = bcast4(a + r * stride + 8 * P + 4);
-      for (int h = 0; h < 2; ++h) {
+      unroll<2>([&](auto h) __attribute__((always_inline)) {
         const int8x16_t w0 = q.w[h], w1 = q.w[2 + h];
         if constexpr (W) {
           int16x8_t lo = vmull_s8(vget_low_s8(w0), vget_low_s8(a0));
@@ -66,20 +67,20 @@ struct WideningDot {
           s.v[r][2 * h] = vmlal_s8(s.v[r][2 * h], vget_low_s8(w1), vget_low_s8(a1));
           s.v[r][2 * h + 1] = vmlal_high_s8(s.v[r][2 * h + 1], w1, a1);
         }
-      }
-    }
+      });
+    });
   }
   template <int R, bool W>
-  static void finish(const Sums<R, W>& s, int32x4_t out[R][2]) {
-    for (int r = 0; r < R; ++r) {
-      for (int h = 0; h < 2; ++h) {
+  [[gnu::always_inline]] static void finish(const Sums<R, W>& s, int32x4_t out[R][2]) {
+    unroll<R>([&](auto r) __attribute__((always_inline)) {
+      unroll<2>([&](auto h) __attribute__((always_inline)) {
         if constexpr (W) {
           out[r][h] = vpaddq_s32(s.v[r][2 * h], s.v[r][2 * h + 1]);
         } else {
           out[r][h] = vpaddq_s32(vpaddlq_s16(s.v[r][2 * h]), vpaddlq_s16(s.v[r][2 * h + 1]));
         }
-      }
-    }
+      });
+    });
   }
 };
 

@@ -58,9 +58,19 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "dispatch.h"
 #include "tern/kernels/packed.h"
+
+// GCC's pre-allocation scheduler hoists the weight loads and unpacking of a
+// whole group ahead of their dot products; with 16 accumulators live that
+// spilled up to 40 registers a group (R = 4 int4 on SDOT). Without it the
+// kernels keep everything in registers (checked in bench/arm_mca.sh's output);
+// the out-of-order cores this runs on schedule the loads themselves.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-schedule-insns")
+#endif
 
 #ifdef TERN_MCA_MARKERS  // bench/arm_mca.sh: the loop bodies llvm-mca analyses
 #define TERN_MCA_BEGIN(name) __asm__ volatile("# LLVM-MCA-BEGIN " name)
@@ -76,13 +86,26 @@ namespace {
 template <int N>
 using Int = std::integral_constant<int, N>;
 
+// f(Int<0>{}), ..., f(Int<N-1>{}). Loops over registers are unrolled in the
+// source: GCC scalarizes arrays of vectors (keeps them in registers) only when
+// every index is a constant, and it does that before it unrolls loops -- with
+// a loop counter the accumulators stayed on the stack, loaded and stored every
+// group.
+template <int N, class F>
+[[gnu::always_inline]] inline void unroll(F&& f) {
+  [&]<int... I>(std::integer_sequence<int, I...>) __attribute__((always_inline)) {
+    (f(Int<I>{}), ...);
+  }
+  (std::make_integer_sequence<int, N>{});
+}
+
 // Four registers of weights covering 8 consecutive inputs of the tile's 8 rows.
 struct Quad {
   int8x16_t w[4];
 };
 
 // The 8 fp16 values at p as two fp32 vectors (lanes 0-3 and 4-7).
-inline void load_f16x8(const uint16_t* p, float32x4_t out[2]) {
+[[gnu::always_inline]] inline void load_f16x8(const uint16_t* p, float32x4_t out[2]) {
   const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(p));
   out[0] = vcvt_f32_f16(vget_low_f16(h));
   out[1] = vcvt_high_f32_f16(h);
@@ -91,7 +114,7 @@ inline void load_f16x8(const uint16_t* p, float32x4_t out[2]) {
 // Software prefetch of the block `ahead` blocks after p (its `lines` 64-byte
 // lines) into L1; the address may lie past the matrix (a prefetch never faults).
 template <typename Block>
-inline void prefetch_ahead(const Block* p, int ahead, int lines) {
+[[gnu::always_inline]] inline void prefetch_ahead(const Block* p, int ahead, int lines) {
   const uintptr_t a = reinterpret_cast<uintptr_t>(p) + uintptr_t(ahead) * sizeof(Block);
   for (int i = 0; i < lines; ++i) __builtin_prefetch(reinterpret_cast<const void*>(a + 64 * i));
 }
@@ -104,14 +127,16 @@ struct Int8Fmt {
   static constexpr bool kWide = true, kMin = false;
   static constexpr int kLines = 5;  // 272 bytes
   template <class Dot, class F>
-  static void quads(const Block& b, F&& f) {
-    auto one = [&](auto p) {
+  [[gnu::always_inline]] static void quads(const Block& b, F&& f) {
+    auto one = [&](auto p) __attribute__((always_inline)) {
       const int8_t* q = &b.q[2 * decltype(p)::value][0][0];
       f(p, Dot::prep(vld1q_s8(q), vld1q_s8(q + 16), vld1q_s8(q + 32), vld1q_s8(q + 48)));
     };
     one(Int<0>{}), one(Int<1>{}), one(Int<2>{}), one(Int<3>{});
   }
-  static void scales(const Block& b, float32x4_t d[2], float32x4_t[2]) { load_f16x8(b.d, d); }
+  [[gnu::always_inline]] static void scales(const Block& b, float32x4_t d[2], float32x4_t[2]) {
+    load_f16x8(b.d, d);
+  }
 };
 
 // Int4: low nibbles of chunks 2k, 2k+1 are inputs 8k..8k+7 (P = k), their high
@@ -121,26 +146,26 @@ struct Int4Fmt {
   static constexpr bool kWide = false, kMin = true;
   static constexpr int kLines = 3;  // 160 bytes
   template <class Dot, class F>
-  static void quads(const Block& b, F&& f) {
+  [[gnu::always_inline]] static void quads(const Block& b, F&& f) {
     const uint8x16_t mask = vdupq_n_u8(0x0f);
-    auto one = [&](auto k) {
+    auto one = [&](auto k) __attribute__((always_inline)) {
       const uint8_t* q = &b.q[2 * decltype(k)::value][0][0];
       const Quad raw = Dot::prep(vld1q_s8(reinterpret_cast<const int8_t*>(q)),
                                  vld1q_s8(reinterpret_cast<const int8_t*>(q + 16)),
                                  vld1q_s8(reinterpret_cast<const int8_t*>(q + 32)),
                                  vld1q_s8(reinterpret_cast<const int8_t*>(q + 48)));
       Quad lo, hi;
-      for (int i = 0; i < 4; ++i) {
+      unroll<4>([&](auto i) __attribute__((always_inline)) {
         const uint8x16_t u = vreinterpretq_u8_s8(raw.w[i]);
         lo.w[i] = vreinterpretq_s8_u8(vandq_u8(u, mask));
         hi.w[i] = vreinterpretq_s8_u8(vshrq_n_u8(u, 4));
-      }
+      });
       f(k, lo);
       f(Int<2 + decltype(k)::value>{}, hi);
     };
     one(Int<0>{}), one(Int<1>{});
   }
-  static void scales(const Block& b, float32x4_t d[2], float32x4_t m[2]) {
+  [[gnu::always_inline]] static void scales(const Block& b, float32x4_t d[2], float32x4_t m[2]) {
     load_f16x8(b.d, d);
     load_f16x8(b.m, m);
   }
@@ -155,12 +180,12 @@ struct Int5Fmt {
   static constexpr bool kWide = false, kMin = true;
   static constexpr int kLines = 3;  // 176 bytes
   template <class Dot, class F>
-  static void quads(const Block& b, F&& f) {
+  [[gnu::always_inline]] static void quads(const Block& b, F&& f) {
     const uint8x16_t m1f = vdupq_n_u8(0x1f), m10 = vdupq_n_u8(0x10);
     const int8x16_t h0 = vld1q_s8(reinterpret_cast<const int8_t*>(&b.qh[0][0]));
     const int8x16_t h1 = vld1q_s8(reinterpret_cast<const int8_t*>(&b.qh[4][0]));
     const Quad qh = Dot::prep(h0, h1, h0, h1);
-    auto one = [&](auto k) {
+    auto one = [&](auto k) __attribute__((always_inline)) {
       constexpr int c = 2 * decltype(k)::value;  // chunks c, c+1
       const uint8_t* q = &b.q[c][0][0];
       const Quad raw = Dot::prep(vld1q_s8(reinterpret_cast<const int8_t*>(q)),
@@ -170,18 +195,18 @@ struct Int5Fmt {
       const int8x16_t s0 = vdupq_n_s8(-c), s1 = vdupq_n_s8(-(c + 1));  // right shifts
       const Quad shift = Dot::prep(s0, s0, s1, s1);
       Quad lo, hi;
-      for (int i = 0; i < 4; ++i) {
+      unroll<4>([&](auto i) __attribute__((always_inline)) {
         const uint8x16_t u = vreinterpretq_u8_s8(raw.w[i]);
         const uint8x16_t t = vshlq_u8(vreinterpretq_u8_s8(qh.w[i]), shift.w[i]);  // qh >> c
         lo.w[i] = vreinterpretq_s8_u8(vandq_u8(vsliq_n_u8(u, t, 4), m1f));
         hi.w[i] = vreinterpretq_s8_u8(vsriq_n_u8(vandq_u8(t, m10), u, 4));
-      }
+      });
       f(k, lo);
       f(Int<2 + decltype(k)::value>{}, hi);
     };
     one(Int<0>{}), one(Int<1>{});
   }
-  static void scales(const Block& b, float32x4_t d[2], float32x4_t m[2]) {
+  [[gnu::always_inline]] static void scales(const Block& b, float32x4_t d[2], float32x4_t m[2]) {
     load_f16x8(b.d, d);
     m[0] = vmulq_n_f32(d[0], -16.0f);  // exact: the reference's -16 d
     m[1] = vmulq_n_f32(d[1], -16.0f);
@@ -200,21 +225,22 @@ struct Rows {
 // acc[r][h] (rows 4h..4h+3 of the tile, activation row r) += the group's
 // terms, in the reference's order: fma(d_w * d_x, sumi), then fma(m, s_x).
 template <class Fmt, int R>
-inline void epilogue(const typename Fmt::Block& b, const Rows& x, int g, const int32x4_t sum[R][2],
-                     float32x4_t acc[R][2]) {
+[[gnu::always_inline]] inline void epilogue(const typename Fmt::Block& b, const Rows& x, int g,
+                                            const int32x4_t sum[R][2], float32x4_t acc[R][2]) {
   float32x4_t d[2], m[2];
   Fmt::scales(b, d, m);
-  for (int r = 0; r < R; ++r) {
+  unroll<R>([&](auto r) __attribute__((always_inline)) {
     const size_t gi = size_t(r) * x.groups + g;
-    for (int h = 0; h < 2; ++h) {
-      acc[r][h] = vfmaq_f32(acc[r][h], vcvtq_f32_s32(sum[r][h]), vmulq_n_f32(d[h], x.d[gi]));
+    const float xd = x.d[gi];
+    unroll<2>([&](auto h) __attribute__((always_inline)) {
+      acc[r][h] = vfmaq_f32(acc[r][h], vcvtq_f32_s32(sum[r][h]), vmulq_n_f32(d[h], xd));
       if constexpr (Fmt::kMin) acc[r][h] = vfmaq_n_f32(acc[r][h], m[h], x.s[gi]);
-    }
-  }
+    });
+  });
 }
 
 // Stores the 8 outputs acc[0..1] to y, or only the first n (padding rows).
-inline void store_tile(float* y, const float32x4_t acc[2], int n) {
+[[gnu::always_inline]] inline void store_tile(float* y, const float32x4_t acc[2], int n) {
   if (n == kTileRows) {
     vst1q_f32(y, acc[0]);
     vst1q_f32(y + 4, acc[1]);
@@ -228,10 +254,11 @@ inline void store_tile(float* y, const float32x4_t acc[2], int n) {
 
 // The GEMM micro-kernel: y[r][0..n_valid) for R rows, one tile (groups blocks at blk).
 template <class Dot, class Fmt, int R>
-void tile_kernel(const typename Fmt::Block* blk, const Rows& x, float* y, int y_stride,
-                 int n_valid) {
+__attribute__((noinline, flatten)) void tile_kernel(const typename Fmt::Block* blk, const Rows& x,
+                                                    float* y, int y_stride, int n_valid) {
   float32x4_t acc[R][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = vdupq_n_f32(0.0f);
+  unroll<R>([&](auto r)
+                __attribute__((always_inline)) { acc[r][0] = acc[r][1] = vdupq_n_f32(0.0f); });
   for (int g = 0; g < x.groups; ++g) {
     TERN_MCA_BEGIN("gemm");
     const typename Fmt::Block& b = blk[g];
@@ -240,41 +267,50 @@ void tile_kernel(const typename Fmt::Block* blk, const Rows& x, float* y, int y_
     typename Dot::template Sums<R, Fmt::kWide> s;
     Dot::zero(s);
     Fmt::template quads<Dot>(
-        b, [&](auto p, const Quad& w) { Dot::template step<decltype(p)::value>(s, w, a, x.n_in); });
+        b, [&](auto p, const Quad& w) __attribute__((always_inline)) {
+          Dot::template step<decltype(p)::value>(s, w, a, x.n_in);
+        });
     int32x4_t sum[R][2];
     Dot::finish(s, sum);
     epilogue<Fmt, R>(b, x, g, sum, acc);
     TERN_MCA_END();
   }
-  for (int r = 0; r < R; ++r) store_tile(y + size_t(r) * y_stride, acc[r], n_valid);
+  unroll<R>([&](auto r) __attribute__((always_inline)) {
+    store_tile(y + size_t(r) * y_stride, acc[r], n_valid);
+  });
 }
 
 // The GEMV micro-kernel (decode, one row): NT adjacent tiles, NT independent
 // accumulator chains sharing the activations, one sequential weight stream.
 template <class Dot, class Fmt, int NT>
-void gemv_kernel(const typename Fmt::Block* blk, int tile_blocks, const Rows& x, float* y,
-                 int n_valid_last) {
+__attribute__((noinline, flatten)) void gemv_kernel(const typename Fmt::Block* blk, int tile_blocks,
+                                                    const Rows& x, float* y, int n_valid_last) {
   float32x4_t acc[NT][1][2];
   const int ahead = g_gemv_prefetch;
-  for (int k = 0; k < NT; ++k) acc[k][0][0] = acc[k][0][1] = vdupq_n_f32(0.0f);
+  unroll<NT>([&](auto k) __attribute__((always_inline)) {
+    acc[k][0][0] = acc[k][0][1] = vdupq_n_f32(0.0f);
+  });
   for (int g = 0; g < x.groups; ++g) {
     TERN_MCA_BEGIN("gemv");
     const int8_t* a = x.q + g * kGroup;
-    for (int k = 0; k < NT; ++k) {
+    unroll<NT>([&](auto k) __attribute__((always_inline)) {
       const typename Fmt::Block& b = blk[k * tile_blocks + g];
       if (ahead > 0) prefetch_ahead(&b, ahead, Fmt::kLines);
       typename Dot::template Sums<1, Fmt::kWide> s;
       Dot::zero(s);
       Fmt::template quads<Dot>(
-          b, [&](auto p, const Quad& w) { Dot::template step<decltype(p)::value>(s, w, a, 0); });
+          b, [&](auto p, const Quad& w) __attribute__((always_inline)) {
+            Dot::template step<decltype(p)::value>(s, w, a, 0);
+          });
       int32x4_t sum[1][2];
       Dot::finish(s, sum);
       epilogue<Fmt, 1>(b, x, g, sum, acc[k]);
-    }
+    });
     TERN_MCA_END();
   }
-  for (int k = 0; k < NT; ++k)
+  unroll<NT>([&](auto k) __attribute__((always_inline)) {
     store_tile(y + k * kTileRows, acc[k][0], k == NT - 1 ? n_valid_last : kTileRows);
+  });
 }
 
 // f(Int<n>{}) for a run-time n in [1, N].
@@ -302,7 +338,7 @@ template <class Gemm, class Gemv, class Fmt>
 void gemm_format(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r0, int r1, int t0,
                  int t1) {
   const int groups = w.n_groups();
-  auto rows_at = [&](int r) {
+  auto rows_at = [&](int r) __attribute__((always_inline)) {
     return Rows{qa.q.data() + size_t(r) * w.n_in, qa.d.data() + size_t(r) * groups,
                 qa.s.data() + size_t(r) * groups, w.n_in, groups};
   };
@@ -313,9 +349,10 @@ void gemm_format(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r
     int t = t0;
     for (; t + NT <= t1; t += NT) gemv_tiles<Gemv, Fmt, NT>(w, t, x, yr + t * kTileRows);
     if (t < t1) {
-      with_count<NT>(t1 - t, [&](auto nt) {
-        gemv_tiles<Gemv, Fmt, decltype(nt)::value>(w, t, x, yr + t * kTileRows);
-      });
+      with_count<NT>(
+          t1 - t, [&](auto nt) __attribute__((always_inline)) {
+            gemv_tiles<Gemv, Fmt, decltype(nt)::value>(w, t, x, yr + t * kTileRows);
+          });
     }
     return;
   }
@@ -325,9 +362,10 @@ void gemm_format(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r
     const auto* blk = reinterpret_cast<const typename Fmt::Block*>(w.tile(t));
     for (int r = r0; r < r1; r += R) {
       float* yr = y + size_t(r) * w.n_out + t * kTileRows;
-      with_count<R>(std::min(R, r1 - r), [&](auto n) {
-        tile_kernel<Gemm, Fmt, decltype(n)::value>(blk, rows_at(r), yr, w.n_out, n_valid);
-      });
+      with_count<R>(
+          std::min(R, r1 - r), [&](auto n) __attribute__((always_inline)) {
+            tile_kernel<Gemm, Fmt, decltype(n)::value>(blk, rows_at(r), yr, w.n_out, n_valid);
+          });
     }
   }
 }
@@ -356,26 +394,29 @@ struct SdotDot {
   struct Sums {
     int32x4_t v[R][2];
   };
-  static Quad prep(int8x16_t a, int8x16_t b, int8x16_t c, int8x16_t d) {
+  [[gnu::always_inline]] static Quad prep(int8x16_t a, int8x16_t b, int8x16_t c, int8x16_t d) {
     return Quad{{a, b, c, d}};
   }
   template <int R, bool W>
-  static void zero(Sums<R, W>& s) {
-    for (int r = 0; r < R; ++r) s.v[r][0] = s.v[r][1] = vdupq_n_s32(0);
+  [[gnu::always_inline]] static void zero(Sums<R, W>& s) {
+    unroll<R>([&](auto r)
+                  __attribute__((always_inline)) { s.v[r][0] = s.v[r][1] = vdupq_n_s32(0); });
   }
   template <int P, int R, bool W>
-  static void step(Sums<R, W>& s, const Quad& q, const int8_t* a, int stride) {
-    for (int r = 0; r < R; ++r) {
+  [[gnu::always_inline]] static void step(Sums<R, W>& s, const Quad& q, const int8_t* a,
+                                          int stride) {
+    unroll<R>([&](auto r) __attribute__((always_inline)) {
       const int8x8_t x = vld1_s8(a + r * stride + 8 * P);  // inputs 8P..8P+7 of row r
-      for (int h = 0; h < 2; ++h) {
+      unroll<2>([&](auto h) __attribute__((always_inline)) {
         s.v[r][h] = vdotq_lane_s32(s.v[r][h], q.w[h], x, 0);
         s.v[r][h] = vdotq_lane_s32(s.v[r][h], q.w[2 + h], x, 1);
-      }
-    }
+      });
+    });
   }
   template <int R, bool W>
-  static void finish(const Sums<R, W>& s, int32x4_t out[R][2]) {
-    for (int r = 0; r < R; ++r) out[r][0] = s.v[r][0], out[r][1] = s.v[r][1];
+  [[gnu::always_inline]] static void finish(const Sums<R, W>& s, int32x4_t out[R][2]) {
+    unroll<R>([&](auto r)
+                  __attribute__((always_inline)) { out[r][0] = s.v[r][0], out[r][1] = s.v[r][1]; });
   }
 };
 #endif
