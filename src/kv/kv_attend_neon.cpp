@@ -329,7 +329,7 @@ TileBuffers<Code>& tile_buffers(size_t keys, size_t dims8, size_t dims16, bool i
   if (b.vf.size() < keys * dims8) b.vf.resize(keys * dims8);
   if (int_keys && b.ki.size() < keys * dims16) b.ki.resize(keys * dims16);
   if (!int_keys && b.kf.size() < keys * dims8) b.kf.resize(keys * dims8);
-  if (b.q.size() < dims8) b.q.resize(dims8), b.qc.resize(dims16);
+  if (b.q.size() < dims8) b.q.resize(dims8);
   if (b.qc.size() < dims16) b.qc.resize(dims16);
   if (b.s.size() < keys) b.s.resize(keys), b.ks.resize(keys), b.sums.resize(keys);
   return b;
