@@ -7,7 +7,11 @@
 //         per (layer, head) as a decode step does, without and with the
 //         next block's head area prefetched into L2 (what tile_blocks does).
 //
-// usage: kv_tile_bench [--rows N] [--mib M] [--reps R]
+//   --count C --table NAME: only C hot calls of that table ("scalar" runs
+//         its one-row kernel per row), nothing timed: for instruction counts
+//         under an emulator (run with C and 0, take the difference / C).
+//
+// usage: kv_tile_bench [--rows N] [--mib M] [--reps R] [--count C --table NAME]
 #include <time.h>
 
 #include <cstdio>
@@ -98,20 +102,62 @@ void run(const AttendKernels& K, Arena& A, int nr, int reps) {
               nr, best[0], best[1], best[2]);
 }
 
+// calls hot calls of table K (the scalar table has one-row kernels only).
+void count_calls(const AttendKernels& K, Arena& A, int nr, int calls) {
+  const KvLayout& L = A.L;
+  std::mt19937 rng(2);
+  std::normal_distribution<float> d(0.0f, 0.3f);
+  const size_t rows = static_cast<size_t>(nr);
+  std::vector<float> qs(rows * 64), m(rows), l(rows), acc(rows * 64);
+  std::vector<const float*> q(rows);
+  std::vector<int> n(rows, L.block_tokens);
+  for (float& x : qs) x = d(rng);
+  for (int r = 0; r < nr; ++r) {
+    q[size_t(r)] = qs.data() + size_t(r) * 64;
+    attend_start(64, &m[size_t(r)], &l[size_t(r)], acc.data() + size_t(r) * 64);
+  }
+  const AttendTileFn tile = K.tile_for_type(L.type);
+  const AttendBlockFn block = K.for_type(L.type);
+  for (int c = 0; c < calls; ++c) {
+    const HeadBlock hb = head_block(L, A.slice(0, 0), c % 3);
+    if (tile) {
+      tile(L, hb, nr, n.data(), q.data(), m.data(), l.data(), acc.data());
+    } else {
+      for (int r = 0; r < nr; ++r)
+        block(L, hb, L.block_tokens, q[size_t(r)], &m[size_t(r)], &l[size_t(r)],
+              acc.data() + size_t(r) * 64);
+    }
+  }
+  std::printf("%s rows %d: %d calls (acc[0] %g)\n", K.isa, nr, calls, double(acc[0]));
+}
+
 }  // namespace
 }  // namespace tern::kv
 
 int main(int argc, char** argv) {
-  int rows = 3, reps = 3;
+  int rows = 3, reps = 3, count = -1;
   size_t mib = 128;
+  std::string table;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--rows") rows = std::atoi(argv[i + 1]);
     if (a == "--mib") mib = size_t(std::atoi(argv[i + 1]));
     if (a == "--reps") reps = std::atoi(argv[i + 1]);
+    if (a == "--count") count = std::atoi(argv[i + 1]);
+    if (a == "--table") table = argv[i + 1];
   }
   if (rows < 1 || rows > tern::kv::kMaxTileRows) {
     std::fprintf(stderr, "--rows must be 1..%d\n", tern::kv::kMaxTileRows);
+    return 2;
+  }
+  if (count >= 0) {
+    tern::kv::Arena arena(1);
+    for (const tern::kv::AttendKernels* k : tern::kv::available_attend_kernels())
+      if (table == k->isa) {
+        tern::kv::count_calls(*k, arena, rows, count);
+        return 0;
+      }
+    std::fprintf(stderr, "no table %s on this CPU\n", table.c_str());
     return 2;
   }
   tern::kv::Arena arena(mib);
