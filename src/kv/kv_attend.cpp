@@ -117,32 +117,11 @@ const AttendKernels* avx512_attend_table(const AttendKernels& avx2);  // kv_atte
 const AttendKernels* neon_attend_table(kernels::Isa isa);
 #endif
 
-namespace {
-
-// Whether a table for isa may run: kernels' dispatch says this build and CPU
-// run it; for the NEON family, the CPU features alone (the attention tables
-// need none of kernels' NEON GEMM tables).
-bool attend_isa_runs(kernels::Isa isa) {
-  using kernels::Isa;
-  const CpuFeatures& cpu = cpu_features();
-  switch (isa) {
-    case Isa::Neon:
-      return cpu.neon;
-    case Isa::NeonDotprod:
-      return cpu.neon && cpu.dotprod;
-    case Isa::NeonI8mm:
-      return cpu.neon && cpu.dotprod && cpu.i8mm;
-    default:
-      return kernels::isa_available(isa);
-  }
-}
-
-}  // namespace
-
 const AttendKernels* attend_kernels_for(kernels::Isa isa) {
   using kernels::Isa;
   if (isa == Isa::Scalar) return &scalar_attend_kernels();
-  if (!attend_isa_runs(isa)) return nullptr;
+  // Only for an ISA kernels' dispatch says this build and CPU can run.
+  if (!kernels::isa_available(isa)) return nullptr;
   switch (isa) {
     case Isa::Avx2:
     case Isa::AvxVnni:
@@ -176,8 +155,8 @@ const AttendKernels* attend_kernels_for(kernels::Isa isa) {
 
 std::vector<const AttendKernels*> available_attend_kernels() {
   std::vector<const AttendKernels*> v;
-  for (int i = 0; i < kernels::kNumIsas; ++i) {
-    const AttendKernels* k = attend_kernels_for(kernels::Isa(i));
+  for (kernels::Isa isa : kernels::available_isas()) {
+    const AttendKernels* k = attend_kernels_for(isa);
     if (k && std::find(v.begin(), v.end(), k) == v.end()) v.push_back(k);
   }
   return v;
