@@ -62,6 +62,7 @@
 #include <arm_neon.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -229,9 +230,29 @@ struct Rows {
   int n_in, groups;
 };
 
+// float(sumi) without SCVTF (2 cycles of one pipe on Neoverse N2, against
+// 1 of either pipe for an FSUB): a sum that starts at the bits of 1.5 * 2^23
+// instead of 0 reads, as a float, 1.5 * 2^23 + sumi exactly while |sumi| <
+// 2^22 (there the floats are the integers; int8 sums stay below 32*128*127 <
+// 2^19), and subtracting 1.5 * 2^23 is exact.
+constexpr int32_t kMagicBits = 0x4B400000;
+constexpr float kMagic = 12582912.0f;  // 1.5 * 2^23
+static_assert(std::bit_cast<float>(kMagicBits) == kMagic);
+[[gnu::always_inline]] inline float32x4_t magic_to_f32(int32x4_t sum) {
+  return vsubq_f32(vreinterpretq_f32_s32(sum), vdupq_n_f32(kMagic));
+}
+template <class Dot>
+[[gnu::always_inline]] inline float32x4_t sum_to_f32(int32x4_t sum) {
+  if constexpr (Dot::kMagicSums) {
+    return magic_to_f32(sum);
+  } else {
+    return vcvtq_f32_s32(sum);
+  }
+}
+
 // acc[r][h] (rows 4h..4h+3 of the tile, activation row r) += the group's
 // terms, in the reference's order: fma(d_w * d_x, sumi), then fma(m, s_x).
-template <class Fmt, int R>
+template <class Dot, class Fmt, int R>
 [[gnu::always_inline]] inline void epilogue(const typename Fmt::Block& b, const Rows& x, int g,
                                             const int32x4_t sum[R][2], float32x4_t acc[R][2]) {
   float32x4_t d[2], m[2];
@@ -240,7 +261,7 @@ template <class Fmt, int R>
     const size_t gi = size_t(r) * x.groups + g;
     const float xd = x.d[gi];
     unroll<2>([&](auto h) __attribute__((always_inline)) {
-      acc[r][h] = vfmaq_f32(acc[r][h], vcvtq_f32_s32(sum[r][h]), vmulq_n_f32(d[h], xd));
+      acc[r][h] = vfmaq_f32(acc[r][h], sum_to_f32<Dot>(sum[r][h]), vmulq_n_f32(d[h], xd));
       if constexpr (Fmt::kMin) acc[r][h] = vfmaq_n_f32(acc[r][h], m[h], x.s[gi]);
     });
   });
@@ -279,7 +300,7 @@ __attribute__((noinline, flatten)) void tile_kernel(const typename Fmt::Block* b
         });
     int32x4_t sum[R][2];
     Dot::finish(s, sum);
-    epilogue<Fmt, R>(b, x, g, sum, acc);
+    epilogue<Dot, Fmt, R>(b, x, g, sum, acc);
     TERN_MCA_END();
   }
   unroll<R>([&](auto r) __attribute__((always_inline)) {
@@ -311,7 +332,7 @@ __attribute__((noinline, flatten)) void gemv_kernel(const typename Fmt::Block* b
           });
       int32x4_t sum[1][2];
       Dot::finish(s, sum);
-      epilogue<Fmt, 1>(b, x, g, sum, acc[k]);
+      epilogue<Dot, Fmt, 1>(b, x, g, sum, acc[k]);
     });
     TERN_MCA_END();
   }
@@ -397,6 +418,7 @@ void gemm_tiles(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r0
 #ifdef __ARM_FEATURE_DOTPROD
 struct SdotDot {
   static constexpr int kRows = 4, kGemvTiles = 4;
+  static constexpr bool kMagicSums = true;  // sums start at kMagicBits
   template <int R, bool kWide>
   struct Sums {
     int32x4_t v[R][2];
@@ -406,8 +428,9 @@ struct SdotDot {
   }
   template <int R, bool W>
   [[gnu::always_inline]] static void zero(Sums<R, W>& s) {
-    unroll<R>([&](auto r)
-                  __attribute__((always_inline)) { s.v[r][0] = s.v[r][1] = vdupq_n_s32(0); });
+    unroll<R>([&](auto r) __attribute__((always_inline)) {
+      s.v[r][0] = s.v[r][1] = vdupq_n_s32(kMagicBits);
+    });
   }
   template <int P, int R, bool W>
   [[gnu::always_inline]] static void step(Sums<R, W>& s, const Quad& q, const int8_t* a,
