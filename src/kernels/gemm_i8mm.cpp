@@ -162,12 +162,6 @@ struct MmInt5 {
   }
 };
 
-alignas(64) constexpr int32_t kMagicSums[16 * 4] = {
-#define TERN_M4 kMagicBits, kMagicBits, kMagicBits, kMagicBits
-    TERN_M4, TERN_M4, TERN_M4, TERN_M4, TERN_M4, TERN_M4, TERN_M4, TERN_M4,
-    TERN_M4, TERN_M4, TERN_M4, TERN_M4, TERN_M4, TERN_M4, TERN_M4, TERN_M4};
-#undef TERN_M4
-
 // NP activation pairs x tile rows 2K0 .. 2(K0 + NK) - 1 (NK weight row pairs)
 // of one tile: y[r][2K0 ..) for the first `rows` rows, channels < n_valid.
 template <class Fmt, int NP, int K0, int NK>
@@ -187,8 +181,7 @@ __attribute__((noinline, flatten)) void mm_kernel(const typename Fmt::Block* blk
     // from a register (a vector pipe, as busy as the SMMLAs): one address per
     // sum, which GCC cannot see through, so it neither merges the loads nor
     // hoists them out of the loop.
-    const int32_t* magic = kMagicSums;
-    __asm__ volatile("" : "+r"(magic));
+    const int32_t* magic = magic_sums();
     float32x4_t dh = vdupq_n_f32(0.0f), mh = dh;
     unroll<NK>([&](auto kk) __attribute__((always_inline)) {
       constexpr int K = K0 + decltype(kk)::value;
@@ -198,8 +191,7 @@ __attribute__((noinline, flatten)) void mm_kernel(const typename Fmt::Block* blk
       Fmt::template weights<K>(b, B);
       // The activations are loaded again for each weight row pair: GCC would
       // otherwise keep the first pairs' in registers and spill accumulators.
-      const PairGroup* xk = xg;
-      __asm__ volatile("" : "+r"(xk));
+      const PairGroup* xk = reload(xg);
       unroll<NP>([&](auto p) __attribute__((always_inline)) {
         const PairGroup& xp = xk[size_t(p) * groups];
         int32x4_t s = vld1q_s32(magic + 4 * (decltype(p)::value * NK + decltype(kk)::value));

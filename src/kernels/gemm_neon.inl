@@ -241,6 +241,27 @@ static_assert(std::bit_cast<float>(kMagicBits) == kMagic);
 [[gnu::always_inline]] inline float32x4_t magic_to_f32(int32x4_t sum) {
   return vsubq_f32(vreinterpretq_f32_s32(sum), vdupq_n_f32(kMagic));
 }
+// Sums start from these (16 vectors of kMagicBits): loaded, one address per
+// sum, rather than copied from one register -- a load port instead of a
+// vector pipe, as busy as the dot products. The kernels hide the pointer from
+// GCC once per group (magic_sums()), so it neither merges nor hoists the loads.
+alignas(64) constexpr int32_t kMagicSums[16 * 4] = {
+#define TERN_M4 kMagicBits, kMagicBits, kMagicBits, kMagicBits
+    TERN_M4, TERN_M4, TERN_M4, TERN_M4, TERN_M4, TERN_M4, TERN_M4, TERN_M4,
+    TERN_M4, TERN_M4, TERN_M4, TERN_M4, TERN_M4, TERN_M4, TERN_M4, TERN_M4};
+#undef TERN_M4
+[[gnu::always_inline]] inline const int32_t* magic_sums() {
+  const int32_t* p = kMagicSums;
+  __asm__ volatile("" : "+r"(p));
+  return p;
+}
+// p, opaque to GCC: loads through it are issued again rather than kept in
+// registers from an earlier use (which would spill accumulators).
+template <typename T>
+[[gnu::always_inline]] inline const T* reload(const T* p) {
+  __asm__ volatile("" : "+r"(p));
+  return p;
+}
 template <class Dot>
 [[gnu::always_inline]] inline float32x4_t sum_to_f32(int32x4_t sum) {
   if constexpr (Dot::kMagicSums) {
@@ -301,6 +322,57 @@ __attribute__((noinline, flatten)) void tile_kernel(const typename Fmt::Block* b
     int32x4_t sum[R][2];
     Dot::finish(s, sum);
     epilogue<Dot, Fmt, R>(b, x, g, sum, acc);
+    TERN_MCA_END();
+  }
+  unroll<R>([&](auto r) __attribute__((always_inline)) {
+    store_tile(y + size_t(r) * y_stride, acc[r], n_valid);
+  });
+}
+
+// The SDOT GEMM micro-kernel: R rows x one tile, one half of the tile (rows
+// 4h..4h+3, 8 weight registers once unpacked) at a time, so only one int32
+// sum is live besides the 2R accumulators and R = 8 fits in the 32 registers
+// (the generic tile_kernel keeps all 2R sums: R = 4).
+template <class Dot, class Fmt, int R>
+__attribute__((noinline, flatten)) void tile_kernel_halves(const typename Fmt::Block* blk,
+                                                           const Rows& x, float* y, int y_stride,
+                                                           int n_valid) {
+  float32x4_t acc[R][2];
+  unroll<R>([&](auto r)
+                __attribute__((always_inline)) { acc[r][0] = acc[r][1] = vdupq_n_f32(0.0f); });
+  for (int g = 0; g < x.groups; ++g) {
+    TERN_MCA_BEGIN("gemm");
+    const typename Fmt::Block& b = blk[g];
+    prefetch_ahead(&b, kAheadGemm, Fmt::kLines);
+    const int32_t* magic = magic_sums();
+    float32x4_t d[2], m[2];
+    Fmt::scales(b, d, m);
+    unroll<2>([&](auto h) __attribute__((always_inline)) {
+      // W[P][j]: rows 4h..4h+3 x inputs 8P+4j..8P+4j+3 (the other half's
+      // unpacking is dead code).
+      int8x16_t W[4][2];
+      Fmt::template quads<Dot>(
+          b, [&](auto p, const Quad& w) __attribute__((always_inline)) {
+            W[p][0] = w.w[h];
+            W[p][1] = w.w[2 + h];
+          });
+      const int8_t* a = reload(x.q) + g * kGroup;
+      const float* xd = reload(x.d) + g;
+      const float* xs = reload(x.s) + g;
+      unroll<R>([&](auto r) __attribute__((always_inline)) {
+        int32x4_t s = vld1q_s32(magic + 4 * (2 * decltype(r)::value + decltype(h)::value));
+        unroll<2>([&](auto i) __attribute__((always_inline)) {
+          const int8x16_t v = vld1q_s8(a + r * x.n_in + 16 * i);  // inputs 16i..16i+15
+          unroll<4>([&](auto l) __attribute__((always_inline)) {
+            s = vdotq_laneq_s32(s, W[2 * i + l / 2][l % 2], v, l);
+          });
+        });
+        const size_t gi = size_t(r) * x.groups;
+        float32x4_t& c = acc[r][h];
+        c = vfmaq_f32(c, magic_to_f32(s), vmulq_n_f32(d[h], xd[gi]));
+        if constexpr (Fmt::kMin) c = vfmaq_n_f32(c, m[h], xs[gi]);
+      });
+    });
     TERN_MCA_END();
   }
   unroll<R>([&](auto r) __attribute__((always_inline)) {
@@ -392,7 +464,12 @@ void gemm_format(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r
       float* yr = y + size_t(r) * w.n_out + t * kTileRows;
       with_count<R>(
           std::min(R, r1 - r), [&](auto n) __attribute__((always_inline)) {
-            tile_kernel<Gemm, Fmt, decltype(n)::value>(blk, rows_at(r), yr, w.n_out, n_valid);
+            if constexpr (Gemm::kHalves) {
+              tile_kernel_halves<Gemm, Fmt, decltype(n)::value>(blk, rows_at(r), yr, w.n_out,
+                                                                n_valid);
+            } else {
+              tile_kernel<Gemm, Fmt, decltype(n)::value>(blk, rows_at(r), yr, w.n_out, n_valid);
+            }
           });
     }
   }
@@ -417,8 +494,8 @@ void gemm_tiles(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r0
 // Quad order: (chunk c rows 0-3, rows 4-7, chunk c+1 rows 0-3, rows 4-7).
 #ifdef __ARM_FEATURE_DOTPROD
 struct SdotDot {
-  static constexpr int kRows = 4, kGemvTiles = 4;
-  static constexpr bool kMagicSums = true;  // sums start at kMagicBits
+  static constexpr int kRows = 8, kGemvTiles = 4;
+  static constexpr bool kMagicSums = true, kHalves = true;  // sums start at kMagicBits
   template <int R, bool kWide>
   struct Sums {
     int32x4_t v[R][2];
