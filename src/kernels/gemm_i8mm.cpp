@@ -88,16 +88,12 @@ template <int J>
 [[gnu::always_inline]] inline float32x4_t dup_pair(float32x4_t v) {
   return vreinterpretq_f32_f64(vdupq_laneq_f64(vreinterpretq_f64_f32(v), J));
 }
-// The fp16 scales of tile rows 4h..4h+3 as fp32.
-[[gnu::always_inline]] inline float32x4_t load_f16x4(const uint16_t* p) {
-  return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
-}
 
 // The SMMLA B operands of one weight row pair: B[P] = tile rows 2K, 2K+1 x
 // inputs 8P..8P+7 (chunks 2P, 2P+1 zipped; int4/int5: the low nibbles of
 // chunks c, c+1 are inputs 8(c/2).., their high nibbles inputs 16 + 8(c/2)..).
 // scales(b, h, d, m): tile rows 4h..4h+3's d and m (the minimum term) as fp32.
-struct MmInt4 {
+struct MmInt4 : Int4Fmt {
   using Block = Int4Block;
   static constexpr bool kMin = true;
   template <int K>
@@ -112,13 +108,9 @@ struct MmInt4 {
       B[2 + j] = vreinterpretq_s8_u8(vshrq_n_u8(z, 4));
     });
   }
-  [[gnu::always_inline]] static void scales(const Block& b, int h, float32x4_t& d, float32x4_t& m) {
-    d = load_f16x4(b.d + 4 * h);
-    m = load_f16x4(b.m + 4 * h);
-  }
 };
 
-struct MmInt8 {
+struct MmInt8 : Int8Fmt {
   using Block = Int8Block;
   static constexpr bool kMin = false;
   template <int K>
@@ -129,15 +121,13 @@ struct MmInt8 {
       B[P] = zip32(load16(&b.q[c][4 * h][0]), load16(&b.q[c + 1][4 * h][0]), K % 2);
     });
   }
-  [[gnu::always_inline]] static void scales(const Block& b, int h, float32x4_t& d, float32x4_t&) {
-    d = load_f16x4(b.d + 4 * h);
-  }
 };
 
 // qh has chunk c's bit 4 at bit c (low nibbles) and 4 + c (high nibbles) of
-// the byte in chunk position: zipped like the chunks and shifted right by c
-// (c + 1 in the bytes that came from chunk c + 1), one shift serves both.
-struct MmInt5 {
+// the byte in chunk position. Zipped like the chunks, with qh >> 1 in the
+// positions of chunk c + 1, one right shift by c (c = 0, 2; none for 0)
+// serves both nibbles of both chunks, and no shift counts take registers.
+struct MmInt5 : Int5Fmt {
   using Block = Int5Block;
   static constexpr bool kMin = true;
   template <int K>
@@ -145,20 +135,17 @@ struct MmInt5 {
     constexpr int h = K / 2;
     const uint8x16_t m1f = vdupq_n_u8(0x1f), m10 = vdupq_n_u8(0x10);
     const int8x16_t qh = load16(&b.qh[4 * h][0]);
-    const uint8x16_t hz = vreinterpretq_u8_s8(zip32(qh, qh, K % 2));
+    const int8x16_t qh1 = vreinterpretq_s8_u8(vshrq_n_u8(vreinterpretq_u8_s8(qh), 1));
+    const uint8x16_t hz = vreinterpretq_u8_s8(zip32(qh, qh1, K % 2));
     unroll<2>([&](auto j) __attribute__((always_inline)) {
       constexpr int c = 2 * decltype(j)::value;
       const uint8x16_t u = vreinterpretq_u8_s8(
           zip32(load16(&b.q[c][4 * h][0]), load16(&b.q[c + 1][4 * h][0]), K % 2));
-      const int8x16_t shift = zip32(vdupq_n_s8(int8_t(-c)), vdupq_n_s8(int8_t(-(c + 1))), false);
-      const uint8x16_t t = vshlq_u8(hz, shift);  // qh >> c or c + 1
-      B[j] = vreinterpretq_s8_u8(vandq_u8(vsliq_n_u8(u, t, 4), m1f));
-      B[2 + j] = vreinterpretq_s8_u8(vsriq_n_u8(vandq_u8(t, m10), u, 4));
+      uint8x16_t t = hz;  // qh >> c or c + 1
+      if constexpr (c != 0) t = vshrq_n_u8(hz, c);
+      B[2 + j] = vreinterpretq_s8_u8(vsriq_n_u8(vandq_u8(t, m10), u, 4));  // before SLI
+      B[j] = vreinterpretq_s8_u8(vandq_u8(vsliq_n_u8(u, t, 4), m1f));      // overwrites u
     });
-  }
-  [[gnu::always_inline]] static void scales(const Block& b, int h, float32x4_t& d, float32x4_t& m) {
-    d = load_f16x4(b.d + 4 * h);
-    m = vmulq_n_f32(d, -16.0f);  // exact: the reference's -16 d
   }
 };
 
@@ -185,10 +172,12 @@ __attribute__((noinline, flatten)) void mm_kernel(const typename Fmt::Block* blk
     float32x4_t dh = vdupq_n_f32(0.0f), mh = dh;
     unroll<NK>([&](auto kk) __attribute__((always_inline)) {
       constexpr int K = K0 + decltype(kk)::value;
-      if constexpr (K % 2 == 0 || K == K0) Fmt::scales(b, K / 2, dh, mh);
+      if constexpr (K % 2 == 0 || K == K0) Fmt::half_scales(b, K / 2, dh, mh);
       const float32x4_t dk = dup_pair<K % 2>(dh), mk = dup_pair<K % 2>(mh);
+      // Each weight row pair loads its raw chunks again (the zip1 and zip2
+      // of one pair of loads are for different k: kept, they need registers).
       int8x16_t B[4];
-      Fmt::template weights<K>(b, B);
+      Fmt::template weights<K>(*reload(&b), B);
       // The activations are loaded again for each weight row pair: GCC would
       // otherwise keep the first pairs' in registers and spill accumulators.
       const PairGroup* xk = reload(xg);

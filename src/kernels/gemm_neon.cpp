@@ -31,7 +31,7 @@ struct WideningDot {
     return Quad{{a, b, c, d}};
   }
   template <int R, bool W>
-  [[gnu::always_inline]] static void zero(Sums<R, W>& s) {
+  [[gnu::always_inline]] static void zero(Sums<R, W>& s, const int32_t*) {
     unroll<R>([&](auto r) __attribute__((always_inline)) {
       unroll<4>([&](auto i) __attribute__((always_inline)) {
         if constexpr (W) {

@@ -119,6 +119,11 @@ struct Quad {
   out[1] = vcvt_high_f32_f16(h);
 }
 
+// The 4 fp16 values at p as fp32.
+[[gnu::always_inline]] inline float32x4_t load_f16x4(const uint16_t* p) {
+  return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p)));
+}
+
 // Software prefetch of the block `ahead` blocks after p (its `lines` 64-byte
 // lines) into L1; the address may lie past the matrix (a prefetch never faults).
 template <typename Block>
@@ -144,6 +149,11 @@ struct Int8Fmt {
   }
   [[gnu::always_inline]] static void scales(const Block& b, float32x4_t d[2], float32x4_t[2]) {
     load_f16x8(b.d, d);
+  }
+  // Tile rows 4h..4h+3 only.
+  [[gnu::always_inline]] static void half_scales(const Block& b, int h, float32x4_t& d,
+                                                 float32x4_t&) {
+    d = load_f16x4(b.d + 4 * h);
   }
 };
 
@@ -177,6 +187,11 @@ struct Int4Fmt {
     load_f16x8(b.d, d);
     load_f16x8(b.m, m);
   }
+  [[gnu::always_inline]] static void half_scales(const Block& b, int h, float32x4_t& d,
+                                                 float32x4_t& m) {
+    d = load_f16x4(b.d + 4 * h);
+    m = load_f16x4(b.m + 4 * h);
+  }
 };
 
 // Int5: as Int4, with bit 4 of each code from qh. qh has chunk c's bits at bit
@@ -206,8 +221,10 @@ struct Int5Fmt {
       unroll<4>([&](auto i) __attribute__((always_inline)) {
         const uint8x16_t u = vreinterpretq_u8_s8(raw.w[i]);
         const uint8x16_t t = vshlq_u8(vreinterpretq_u8_s8(qh.w[i]), shift.w[i]);  // qh >> c
-        lo.w[i] = vreinterpretq_s8_u8(vandq_u8(vsliq_n_u8(u, t, 4), m1f));
+        // hi first: SLI overwrites its first operand, and u's last use
+        // there saves a register copy.
         hi.w[i] = vreinterpretq_s8_u8(vsriq_n_u8(vandq_u8(t, m10), u, 4));
+        lo.w[i] = vreinterpretq_s8_u8(vandq_u8(vsliq_n_u8(u, t, 4), m1f));
       });
       f(k, lo);
       f(Int<2 + decltype(k)::value>{}, hi);
@@ -218,6 +235,11 @@ struct Int5Fmt {
     load_f16x8(b.d, d);
     m[0] = vmulq_n_f32(d[0], -16.0f);  // exact: the reference's -16 d
     m[1] = vmulq_n_f32(d[1], -16.0f);
+  }
+  [[gnu::always_inline]] static void half_scales(const Block& b, int h, float32x4_t& d,
+                                                 float32x4_t& m) {
+    d = load_f16x4(b.d + 4 * h);
+    m = vmulq_n_f32(d, -16.0f);
   }
 };
 
@@ -314,7 +336,7 @@ __attribute__((noinline, flatten)) void tile_kernel(const typename Fmt::Block* b
     prefetch_ahead(&b, kAheadGemm, Fmt::kLines);
     const int8_t* a = x.q + g * kGroup;
     typename Dot::template Sums<R, Fmt::kWide> s;
-    Dot::zero(s);
+    Dot::zero(s, magic_sums());
     Fmt::template quads<Dot>(
         b, [&](auto p, const Quad& w) __attribute__((always_inline)) {
           Dot::template step<decltype(p)::value>(s, w, a, x.n_in);
@@ -345,9 +367,9 @@ __attribute__((noinline, flatten)) void tile_kernel_halves(const typename Fmt::B
     const typename Fmt::Block& b = blk[g];
     prefetch_ahead(&b, kAheadGemm, Fmt::kLines);
     const int32_t* magic = magic_sums();
-    float32x4_t d[2], m[2];
-    Fmt::scales(b, d, m);
     unroll<2>([&](auto h) __attribute__((always_inline)) {
+      float32x4_t d, m;
+      Fmt::half_scales(b, h, d, m);
       // W[P][j]: rows 4h..4h+3 x inputs 8P+4j..8P+4j+3 (the other half's
       // unpacking is dead code).
       int8x16_t W[4][2];
@@ -369,8 +391,8 @@ __attribute__((noinline, flatten)) void tile_kernel_halves(const typename Fmt::B
         });
         const size_t gi = size_t(r) * x.groups;
         float32x4_t& c = acc[r][h];
-        c = vfmaq_f32(c, magic_to_f32(s), vmulq_n_f32(d[h], xd[gi]));
-        if constexpr (Fmt::kMin) c = vfmaq_n_f32(c, m[h], xs[gi]);
+        c = vfmaq_f32(c, magic_to_f32(s), vmulq_n_f32(d, xd[gi]));
+        if constexpr (Fmt::kMin) c = vfmaq_n_f32(c, m, xs[gi]);
       });
     });
     TERN_MCA_END();
@@ -393,11 +415,12 @@ __attribute__((noinline, flatten)) void gemv_kernel(const typename Fmt::Block* b
   for (int g = 0; g < x.groups; ++g) {
     TERN_MCA_BEGIN("gemv");
     const int8_t* a = x.q + g * kGroup;
+    const int32_t* magic = magic_sums();
     unroll<NT>([&](auto k) __attribute__((always_inline)) {
       const typename Fmt::Block& b = blk[k * tile_blocks + g];
       if (ahead > 0) prefetch_ahead(&b, ahead, Fmt::kLines);
       typename Dot::template Sums<1, Fmt::kWide> s;
-      Dot::zero(s);
+      Dot::zero(s, magic + 8 * k);
       Fmt::template quads<Dot>(
           b, [&](auto p, const Quad& w) __attribute__((always_inline)) {
             Dot::template step<decltype(p)::value>(s, w, a, 0);
@@ -503,10 +526,12 @@ struct SdotDot {
   [[gnu::always_inline]] static Quad prep(int8x16_t a, int8x16_t b, int8x16_t c, int8x16_t d) {
     return Quad{{a, b, c, d}};
   }
+  // The sums start at kMagicBits, loaded from magic[0 .. 8R).
   template <int R, bool W>
-  [[gnu::always_inline]] static void zero(Sums<R, W>& s) {
+  [[gnu::always_inline]] static void zero(Sums<R, W>& s, const int32_t* magic) {
     unroll<R>([&](auto r) __attribute__((always_inline)) {
-      s.v[r][0] = s.v[r][1] = vdupq_n_s32(kMagicBits);
+      s.v[r][0] = vld1q_s32(magic + 8 * r);
+      s.v[r][1] = vld1q_s32(magic + 8 * r + 4);
     });
   }
   template <int P, int R, bool W>
