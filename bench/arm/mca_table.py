@@ -41,7 +41,7 @@ PEER_SRC = os.path.join(os.path.expanduser("~"), ".cache", "tern-peer", "llama.c
 MARCH = {"neon": "-march=armv8-a", "dotprod": "-march=armv8.2-a+dotprod",
          "i8mm": "-march=armv8.2-a+dotprod+i8mm"}
 # tern's full-shape instances (the remainder instances are the same loops, shorter).
-TERN_SHAPES = {("neon", "tile_kernel", 3), ("neon", "gemv_kernel", 2), ("dotprod", "tile_kernel_halves", 8),
+TERN_SHAPES = {("neon", "tile_kernel", 3), ("neon", "gemv_kernel", 2), ("dotprod", "tile_kernel_halves", 8), ("dotprod", "tile_kernel_halves", 16),
                ("dotprod", "gemv_kernel", 4), ("i8mm", "mm_kernel", 8, 2), ("i8mm", "mm_kernel", 4, 4)}
 LLAMA_FUNCS = ["ggml_gemv_q4_0_4x4_q8_0", "ggml_gemv_q4_0_4x8_q8_0", "ggml_gemm_q4_0_4x4_q8_0",
                "ggml_gemm_q4_0_4x8_q8_0", "ggml_gemm_q4_0_8x8_q8_0", "ggml_gemv_q8_0_4x4_q8_0",
@@ -88,7 +88,8 @@ def tern_regions(tmp):
                 continue
             if "LLVM-MCA-END" in line and region:
                 name = subprocess.run(["c++filt", func], capture_output=True, text=True).stdout
-                t = re.search(r"(tile_kernel_halves|tile_kernel|gemv_kernel)<[^<>]*?(\w+Dot), [^<>]*?(\w+)Fmt, (\d+)>", name)
+                t = re.search(r"(tile_kernel_halves|tile_kernel|gemv_kernel)<[^<>]*?(\w+Dot), [^<>]*?(\w+)Fmt, "
+                              r"(\d+)(?:, (\d+), (\d+))?>", name)
                 mm = re.search(r"mm_kernel<[^<>]*?Mm(\w+), (\d+), (\d+), (\d+)>", name)
                 region = None
                 if mm:  # gemm_i8mm.cpp: NP activation pairs x NK weight row pairs (2 channels each)
@@ -97,11 +98,12 @@ def tern_regions(tmp):
                         continue
                     kernel, label = "mm_kernel", f"tern {isa} GEMM {fmt.lower()} ({2 * np_} rows x {2 * nk} ch x 32)"
                 elif t:
-                    kernel, _, fmt, n = t.groups()
-                    if (isa, kernel, int(n)) not in TERN_SHAPES:
+                    kernel, _, fmt, n, h0, nh = t.groups()  # tile_kernel_halves: tile halves h0 .. h0+nh-1
+                    if (isa, kernel, int(n)) not in TERN_SHAPES or (h0 and h0 != "0"):
                         continue
+                    ch = 4 * int(nh) if nh else 8
                     label = f"tern {isa} {'GEMM' if kernel.startswith('tile_kernel') else 'GEMV'} {fmt.lower()} " \
-                            f"({n} {'rows' if kernel.startswith('tile_kernel') else 'tiles'} x 8 ch x 32)"
+                            f"({n} {'rows' if kernel.startswith('tile_kernel') else 'tiles'} x {ch} ch x 32)"
                 else:
                     continue
                 spills = sum(1 for b in body if re.search(r"\[sp\b", b) and re.search(r"\b[qdsv]\d", b))

@@ -355,19 +355,21 @@ __attribute__((noinline, flatten)) void tile_kernel(const typename Fmt::Block* b
 // 4h..4h+3, 8 weight registers once unpacked) at a time, so only one int32
 // sum is live besides the 2R accumulators and R = 8 fits in the 32 registers
 // (the generic tile_kernel keeps all 2R sums: R = 4).
-template <class Dot, class Fmt, int R>
+template <class Dot, class Fmt, int R, int H0 = 0, int NH = 2>
 __attribute__((noinline, flatten)) void tile_kernel_halves(const typename Fmt::Block* blk,
                                                            const Rows& x, float* y, int y_stride,
                                                            int n_valid) {
-  float32x4_t acc[R][2];
-  unroll<R>([&](auto r)
-                __attribute__((always_inline)) { acc[r][0] = acc[r][1] = vdupq_n_f32(0.0f); });
+  float32x4_t acc[R][NH];
+  unroll<R>([&](auto r) __attribute__((always_inline)) {
+    unroll<NH>([&](auto i) __attribute__((always_inline)) { acc[r][i] = vdupq_n_f32(0.0f); });
+  });
   for (int g = 0; g < x.groups; ++g) {
     TERN_MCA_BEGIN("gemm");
     const typename Fmt::Block& b = blk[g];
     prefetch_ahead(&b, kAheadGemm, Fmt::kLines);
     const int32_t* magic = magic_sums();
-    unroll<2>([&](auto h) __attribute__((always_inline)) {
+    unroll<NH>([&](auto hh) __attribute__((always_inline)) {
+      constexpr int h = H0 + decltype(hh)::value;
       float32x4_t d, m;
       Fmt::half_scales(b, h, d, m);
       // W[P][j]: rows 4h..4h+3 x inputs 8P+4j..8P+4j+3 (the other half's
@@ -382,7 +384,7 @@ __attribute__((noinline, flatten)) void tile_kernel_halves(const typename Fmt::B
       const float* xd = reload(x.d) + g;
       const float* xs = reload(x.s) + g;
       unroll<R>([&](auto r) __attribute__((always_inline)) {
-        int32x4_t s = vld1q_s32(magic + 4 * (2 * decltype(r)::value + decltype(h)::value));
+        int32x4_t s = vld1q_s32(magic + 4 * ((NH * decltype(r)::value + decltype(hh)::value) % 16));
         unroll<2>([&](auto i) __attribute__((always_inline)) {
           const int8x16_t v = vld1q_s8(a + r * x.n_in + 16 * i);  // inputs 16i..16i+15
           unroll<4>([&](auto l) __attribute__((always_inline)) {
@@ -390,7 +392,7 @@ __attribute__((noinline, flatten)) void tile_kernel_halves(const typename Fmt::B
           });
         });
         const size_t gi = size_t(r) * x.groups;
-        float32x4_t& c = acc[r][h];
+        float32x4_t& c = acc[r][hh];
         c = vfmaq_f32(c, magic_to_f32(s), vmulq_n_f32(d, xd[gi]));
         if constexpr (Fmt::kMin) c = vfmaq_n_f32(c, m, xs[gi]);
       });
@@ -398,7 +400,13 @@ __attribute__((noinline, flatten)) void tile_kernel_halves(const typename Fmt::B
     TERN_MCA_END();
   }
   unroll<R>([&](auto r) __attribute__((always_inline)) {
-    store_tile(y + size_t(r) * y_stride, acc[r], n_valid);
+    if constexpr (NH == 2) {
+      store_tile(y + size_t(r) * y_stride, acc[r], n_valid);
+    } else {
+      float tmp[4];
+      vst1q_f32(tmp, acc[r][0]);
+      std::memcpy(y + size_t(r) * y_stride + 4 * H0, tmp, sizeof(float) * size_t(n_valid - 4 * H0));
+    }
   });
 }
 
@@ -483,7 +491,17 @@ void gemm_format(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r
   for (int t = t0; t < t1; ++t) {
     const int n_valid = std::min(kTileRows, w.n_out - t * kTileRows);
     const auto* blk = reinterpret_cast<const typename Fmt::Block*>(w.tile(t));
-    for (int r = r0; r < r1; r += R) {
+    int r = r0;
+    if constexpr (Gemm::kHalves) {
+      // 16 rows x one tile half at a time: 16 accumulators, as 8 rows x 8.
+      for (; r + 16 <= r1; r += 16) {
+        float* yr = y + size_t(r) * w.n_out + t * kTileRows;
+        tile_kernel_halves<Gemm, Fmt, 16, 0, 1>(blk, rows_at(r), yr, w.n_out, std::min(4, n_valid));
+        if (n_valid > 4)
+          tile_kernel_halves<Gemm, Fmt, 16, 1, 1>(blk, rows_at(r), yr, w.n_out, n_valid);
+      }
+    }
+    for (; r < r1; r += R) {
       float* yr = y + size_t(r) * w.n_out + t * kTileRows;
       with_count<R>(
           std::min(R, r1 - r), [&](auto n) __attribute__((always_inline)) {
