@@ -19,7 +19,10 @@ For each loop and CPU model it prints llvm-mca's cycles per iteration, the
 multiply-adds an iteration does (16 per SDOT, 32 per SMMLA, 8 per SMULL/SMLAL
 of 8 bytes), MACs per cycle, and that as a fraction of the model's own peak for
 the instruction (a stream of independent SDOTs or SMMLAs through the same
-model), plus the loop's bound from its 128-bit loads and dot products alone.
+model), plus the loop's bound from its 128-bit loads and dot products alone and its
+real bound in the model, the cycles of its busiest pipe (on Neoverse N2 the
+two vector pipes run the dot products, the nibble unpacking and the fp32
+epilogue alike, so that one is usually far above the load/dot bound).
 Vector spills inside tern's loops are counted: any is a regression.
 
 CPU models: LLVM 16 (llvm-mca-16) has real models for neoverse-n2 (which it
@@ -176,17 +179,24 @@ def llama_regions(tmp, src):
     return out
 
 
-def mca_cycles(mca, cpu, lines, tmp):
+def mca_run(mca, cpu, lines, tmp):
+    """(cycles per iteration, the busiest pipe's cycles per iteration)."""
     path = os.path.join(tmp, "loop.s")
     with open(path, "w") as f:
         f.write("".join(lines))
     p = subprocess.run([mca, "-mtriple=aarch64", f"-mcpu={cpu}", "-mattr=+dotprod,+i8mm,+fullfp16",
-                        "-iterations=200", path], capture_output=True, text=True)
+                        "-iterations=200", "-resource-pressure", path], capture_output=True, text=True)
     it = re.search(r"^Iterations:\s+(\d+)", p.stdout, re.M)
     cyc = re.search(r"^Total Cycles:\s+(\d+)", p.stdout, re.M)
     if not it or not cyc:
         sys.exit(f"llvm-mca failed for {cpu}:\n{p.stderr[-2000:]}")
-    return int(cyc.group(1)) / int(it.group(1))
+    pr = re.search(r"^Resource pressure per iteration:\n.*\n(.*)$", p.stdout, re.M)
+    busiest = max((float(v) for v in pr.group(1).split() if v != "-"), default=0.0) if pr else 0.0
+    return int(cyc.group(1)) / int(it.group(1)), busiest
+
+
+def mca_cycles(mca, cpu, lines, tmp):
+    return mca_run(mca, cpu, lines, tmp)[0]
 
 
 def peaks(mca, cpu, tmp):
@@ -226,7 +236,7 @@ def main():
             print(f"# {c}: per cycle {p['sdot']:.2f} SDOT ({16 * p['sdot']:.0f} MACs), {p['smmla']:.2f} SMMLA "
                   f"({32 * p['smmla']:.0f} MACs), {p['smull']:.2f} SMULL, {p['ldr']:.2f} q-register loads")
         hdr = ["loop", "cpu", "insns", "spills", "cycles/iter", "MACs/iter", "MACs/cycle", "% of peak",
-               "load/dot bound", "cycles/bound"]
+               "load/dot bound", "cycles/bound", "pipe bound", "cycles/pipe"]
         rows = []
         for r in regions:
             kind = dot_kind(r["lines"])
@@ -234,14 +244,14 @@ def main():
             loads = sum(2 if re.match(r"^\s*ldp\s+q", l) else 1
                         for l in r["lines"] if re.match(r"^\s*(ldr\s+q|ldp\s+q|ld1\s+\{v)", l))
             for c in cpus:
-                cyc = mca_cycles(mca, c, r["lines"], tmp)
+                cyc, pipe = mca_run(mca, c, r["lines"], tmp)
                 p = pk[c]
                 per = {"smmla": 32, "sdot": 16, "smull": 8}[kind]
                 peak = per * p[kind]
                 bound = max(loads / p["ldr"], (macs / per) / p[kind])
                 rows.append([r["name"], c, str(len(r["lines"])), "-" if r["spills"] is None else str(r["spills"]),
                              f"{cyc:.1f}", str(macs), f"{macs / cyc:.1f}", f"{100 * macs / cyc / peak:.0f}% {kind}",
-                             f"{bound:.1f}", f"{cyc / bound:.2f}"])
+                             f"{bound:.1f}", f"{cyc / bound:.2f}", f"{pipe:.1f}", f"{cyc / pipe:.2f}"])
         if a.markdown:
             print("| " + " | ".join(hdr) + " |")
             print("|" + "---|" * len(hdr))

@@ -23,7 +23,11 @@
 //    registers are live besides the accumulators, so 8 pairs x 2 weight row
 //    pairs (16 rows x 4 channels, the tile in two passes) or 4 pairs x 4
 //    (8 rows x 8 channels) fit: the weight unpacking, a fixed cost per weight
-//    byte, is shared by 16 or 8 rows instead of 4.
+//    byte, is shared by 16 or 8 rows instead of 4. The activations, scales
+//    and raw weight chunks are loaded again for each k rather than kept
+//    (loads have 3 ports on N2, the vector pipes are the bound).
+// A PairGroup is 96 bytes for 64 bytes of activations: a task's copy (8 rows
+// of 4096 inputs: 48 KB) still fits the 64 KB L1 of an N2 next to a tile.
 #include <vector>
 
 #include "dispatch.h"

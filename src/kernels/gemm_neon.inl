@@ -1,64 +1,101 @@
 // The aarch64 matrix-product micro-kernels, written once over a Dot policy
 // that supplies the integer dot products: Armv8.0 widening multiplies
-// (gemm_neon.cpp), SDOT (gemm_dotprod.cpp) or SMMLA (gemm_i8mm.cpp). Each of
-// those files includes this one and compiles its own copy with its own -march:
-// hence the anonymous namespace.
+// (gemm_neon.cpp) or SDOT (gemm_dotprod.cpp, and the GEMV of the i8mm table).
+// gemm_i8mm.cpp's SMMLA GEMM kernels are its own, built from the formats and
+// epilogue pieces here. Each of those files includes this one and compiles
+// its own copy with its own -march: hence the anonymous namespace.
 //
 // Why packed.h's layout suits NEON as it is. A 16-byte half of a chunk,
 // q[c][0..3][0..3], holds 4 consecutive inputs of 4 rows: exactly the B operand
-// of SDOT's indexed form, vdotq_lane_s32(acc, w, x, lane), whose 4 int32 lanes
-// are the 4 rows and whose `lane` picks the 4 activation bytes from a register
-// loaded once -- no broadcast, no horizontal sum, and the fp16 scales d[0..3],
-// d[4..7] convert (fcvtl) straight into the lanes they scale. For SMMLA (A: 2x8
-// activations, B: 2 rows x 8 consecutive inputs) one vzip1q_s32/vzip2q_s32 of
-// chunks c and c+1 gives rows (0,1) and (2,3) with their 8 consecutive inputs.
-// The zips are bytewise permutations, so they commute with the nibble unpacking
-// and run on the raw bytes (int4: 4 zips per 8 inputs of 8 rows, shared by all
-// the activation rows of the micro-kernel), and the int5 high bits follow with
-// a per-byte shift count permuted the same way. Those zips are 8 of the 169
-// instructions of a 4-row int4 group (5 %; int8: 16 of ~150): not worth a
-// second packed layout (packing would have to know the ISA, and every format
-// would need a second packer and its tests).
+// of SDOT's indexed form, vdotq_laneq_s32(acc, w, x, lane), whose 4 int32 lanes
+// are the 4 rows and whose `lane` picks 4 activation bytes from a register
+// loaded once (16 inputs) -- no broadcast, no horizontal sum, and the fp16
+// scales d[0..3], d[4..7] convert (fcvtl) straight into the lanes they scale.
+// For SMMLA (A: 2x8 activations, B: 2 rows x 8 consecutive inputs) one
+// vzip1q_s32/vzip2q_s32 of chunks c and c+1 gives rows (0,1) and (2,3) with
+// their 8 consecutive inputs; the zips are bytewise permutations, so they
+// commute with the nibble unpacking and run on the raw bytes (gemm_i8mm.cpp).
+// They are 8 of the ~164 vector instructions of an 8-row int4 SMMLA group
+// (5 %): not worth a second packed layout (packing would have to know the ISA, and every
+// format would need a second packer and its tests).
 // Armv8.0 has no 4-byte dot product: smull/smlal of 8 bytes by the 4
 // activation bytes replicated (ld1r) give int16 products per (row, input),
 // added across the group in int16 (int4/int5: 8 products a lane, at most
 // 8*31*127 = 31496) or widened every 2 products with sadalp (int8).
 //
-// Register budget (32 q registers) and tile shapes. With one scale per 32
-// inputs the fp32 epilogue is paid every group -- scvtf, fmul (d_w * d_x, as the
-// reference rounds it), fma and the minimum's fma for each output lane, 8
-// instructions per row and tile per group -- against 16 SDOTs or 8 SMMLAs'
-// worth of a row's multiplies: the epilogue, not the multiplies, bounds tall
-// tiles. MNN-LLM's 12x8x4 (sdot) and 10x8x8 (i8mm) amortize per-channel scales
-// over the whole reduction; here a tall tile would only add fp32 accumulators.
-//   GEMM (>= 2 rows), R = 4 activation rows x 8 channels (one tile): 8 int32
-//   group sums + 8 fp32 accumulators + 4 weight registers (one step: 8 inputs
-//   of 8 rows) + activations and unpacking temporaries: ~26 registers for
-//   SDOT and SMMLA (SMMLA: 2 row pairs x 4 row-pair accumulators of 2x2). On
-//   Armv8.0 the int16 sums take 4 registers a row: R = 3 (~28 registers).
+// What bounds the loops: the fp32 epilogue. With one scale per 32 inputs it is
+// paid every group, per 4 outputs: the int32 -> fp32 conversion, d_w * d_x (an
+// fmul: the reference rounds the product), the fma and, int4/int5, the
+// minimum's fma -- 4 vector instructions against 8 SDOTs or 4 SMMLAs of
+// multiplies. Neoverse N2 (and V1) run all of them on the same two 128-bit
+// vector pipes (V1: four, with SVE), so even with free weight unpacking an
+// exact per-32 epilogue caps the GEMM at 8/(8+4) = 67% of the SDOT peak and
+// 4/(4+4) = 50% of the SMMLA peak (int8, no minimum: 73% and 57%); the
+// issue's 80% is out of reach whatever the tile. What the kernels do about it:
+//  - No SCVTF (2 cycles of pipe V0 in LLVM's N2 model, against 1 of either
+//    pipe for an FSUB): sums start at the bits of 1.5 * 2^23 (kMagicBits)
+//    and, read as a float, are 1.5 * 2^23 + sumi exactly; one FSUB gives
+//    float(sumi). The starting values come from loads (load ports, 3 a
+//    cycle), not register copies (vector pipes).
+//  - Tall tiles: the weight unpacking (a fixed cost per weight byte: an AND or
+//    a shift per 16 codes, plus the SMMLA zips and the scale conversions) is
+//    shared by 8 or 16 activation rows instead of 4.
+//  - SMMLA's fp32 accumulators stay in its 2x2 layout (the scales are
+//    duplicated to match, once per tile and group; the outputs un-permuted at
+//    the store) and its A operands come from a copy of the activations made
+//    once per task (gemm_i8mm.cpp): no lane inserts or zips per group.
+//
+// Register budget (32 q registers) and tile shapes. MNN-LLM's 12x8x4 (sdot)
+// and 10x8x8 (i8mm) amortize per-channel scales over the whole reduction; here
+// the accumulators are what a tall tile costs:
+//   SDOT GEMM (tile_kernel_halves): 8 rows x 8 channels, one tile half (rows
+//   4h..4h+3) at a time: 16 fp32 accumulators + 8 unpacked weight registers
+//   of the half + one int32 sum + an activation register + scales; 16 rows x
+//   4 channels (16 accumulators, the tile in two passes) when a task has 16
+//   rows: the unpacking is then shared by 16 rows.
+//   SMMLA GEMM (gemm_i8mm.cpp): 8 rows x 8 channels or 16 rows x 4, one
+//   weight row pair (4 B operands) at a time, likewise 16 accumulators.
+//   Armv8.0 GEMM (tile_kernel): R = 3 rows x 8 channels; its int16 sums take
+//   4 registers a row (~28 registers).
 //   Each tile (a few KB) is applied to all the task's rows from L1.
 //   GEMV (one row): 4 tiles (32 channels) side by side on SDOT (4 independent
-//   accumulator chains, one 640-byte int4 stream a group), 2 on Armv8.0;
-//   memory bound, with a software prefetch g_gemv_prefetch blocks ahead.
-// llvm-mca (bench/arm_mca.sh; LLVM 14's apple-m1 model, the only real model it
-// has among these cores), cycles per activation row x tile x group (256
-// multiply-adds): SDOT 10.8 (int4), 13.0 (int5), 8.6 (int8); SMMLA 11.5, 15.8,
-// 8.5 (M1 has no i8mm: its model guesses SMMLA's cost); Armv8.0 30.7, 28.0,
-// 55.4. For scale, AVX2 measures 9 and AVX-512 VNNI 5.1 (packed.h). All are
-// bound by the vector pipes, a third of whose work is the fp32 epilogue.
+//   accumulator chains, one 640-byte int4 stream a group), 2 on Armv8.0; with
+//   a software prefetch g_gemv_prefetch blocks ahead. Each weight is used
+//   once, so nothing amortizes the unpacking: per int4 tile and group 16
+//   SDOTs, 16 unpacking instructions, 8 epilogue ones and 4 fcvtl (2 cycles
+//   each on N2) -- ~48 pipe cycles, 3x the 16 of the loads and SDOTs alone.
+// llvm-mca-16 (bench/arm/mca_table.py; estimates from LLVM's scheduling
+// models, not measurements), multiply-adds per cycle, Neoverse N2 / Apple M1
+// (M1 has no i8mm: its model guesses SMMLA's cost and loads 2 q registers a
+// cycle), every loop at its busiest pipe's bound on N2:
+//                           int4        int5        int8
+//   SMMLA GEMM 16x4     27.3 / 31.7  24.8 / 31.9  33.0 / 34.1   (43% of peak)
+//   SMMLA GEMM 8x8      24.3 / 28.6  21.1 / 28.2  30.1 / 29.4   (was 4x8:
+//                                                 15.7, 12.6, 18.9 on N2)
+//   SDOT GEMM 16x4      19.9 / 27.2  18.7 / 24.3  22.9 / 31.0
+//   SDOT GEMM 8x8       18.8 / 25.5  17.0 / 23.9  22.5 / 27.6   (was 4x8:
+//                                                 14.5, 12.3, 17.9 on N2)
+//   SDOT GEMV 4 tiles   10.7 / 17.4   7.3 / 11.3  19.4 / 20.2   (was 9.8,
+//                                                 6.4, 17.0 on N2)
+//   Armv8.0 GEMM 3x8     6.4 /  8.3   6.9 /  9.6   5.5 /  4.6
+// llama.cpp's repacked Q4_0 loops through the same models: gemm_q4_0_4x8
+// (SMMLA, 16 rows x 4) 25.0 / 38.6, gemm_q4_0_4x4 (SDOT) 19.3 / 29.6,
+// gemv_q4_0_4x4 10.1 / 11.5. Q4_0 has no minimum (3 epilogue instructions per
+// 4 outputs, not 4); tern's int4 is Q4_1's format.
 //
 // Every output lane walks the groups in order with the same fused
 // multiply-adds as gemm_tiles_ref (vfmaq, never mul + add), so the results are
 // bit-identical to the scalar reference.
 //
-// Dot policy (R activation rows, one tile):
+// Dot policy (R activation rows, one tile; SDOT and Armv8.0):
 //   Quad prep(c0h0, c0h1, c1h0, c1h1)   the raw bytes of two consecutive chunks (h: rows 0-3,
-//                                       4-7) in the policy's operand order (identity or zips)
-//   Sums<R, kWide>, zero(Sums&)         running integer sums of one group (kWide: int8 codes)
+//                                       4-7) in the policy's operand order
+//   Sums<R, kWide>, zero(Sums&, magic)  running integer sums of one group (kWide: int8 codes);
+//                                       kMagicSums: they start at kMagicBits (from magic)
 //   step<P>(Sums&, Quad, a, stride)     adds inputs 8P..8P+7 of the group; row r's activations
 //                                       of the group at a + r*stride
-//   finish(Sums&, int32x4_t out[R][2])  the exact int32 sums, out[r][h] = rows 4h..4h+3
-//   kRows, kGemvTiles                   the micro-kernel shapes
+//   finish(Sums&, int32x4_t out[R][2])  the int32 sums, out[r][h] = rows 4h..4h+3
+//   kRows, kGemvTiles, kHalves          the micro-kernel shapes (kHalves: tile_kernel_halves)
 #include <arm_neon.h>
 
 #include <algorithm>
@@ -74,13 +111,13 @@
 // GCC's pre-allocation scheduler hoists the weight loads and unpacking of a
 // whole group ahead of their dot products; with 16 accumulators live that
 // spilled up to 40 registers a group (R = 4 int4 on SDOT). Without it the
-// kernels keep everything in registers (checked in bench/arm_mca.sh's output);
-// the out-of-order cores this runs on schedule the loads themselves.
+// kernels keep everything in registers (bench/arm/mca_table.py counts the
+// spills); the out-of-order cores this runs on schedule the loads themselves.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-schedule-insns")
 #endif
 
-#ifdef TERN_MCA_MARKERS  // bench/arm_mca.sh: the loop bodies llvm-mca analyses
+#ifdef TERN_MCA_MARKERS  // bench/arm/mca_table.py: the loop bodies llvm-mca analyses
 #define TERN_MCA_BEGIN(name) __asm__ volatile("# LLVM-MCA-BEGIN " name)
 #define TERN_MCA_END() __asm__ volatile("# LLVM-MCA-END")
 #else
