@@ -19,7 +19,10 @@ For each loop and CPU model it prints llvm-mca's cycles per iteration, the
 multiply-adds an iteration does (16 per SDOT, 32 per SMMLA, 8 per SMULL/SMLAL
 of 8 bytes), MACs per cycle, and that as a fraction of the model's own peak for
 the instruction (a stream of independent SDOTs or SMMLAs through the same
-model), plus the loop's bound from its 128-bit loads and dot products alone.
+model), plus the loop's bound from its 128-bit loads and dot products alone and its
+real bound in the model, the cycles of its busiest pipe (on Neoverse N2 the
+two vector pipes run the dot products, the nibble unpacking and the fp32
+epilogue alike, so that one is usually far above the load/dot bound).
 Vector spills inside tern's loops are counted: any is a regression.
 
 CPU models: LLVM 16 (llvm-mca-16) has real models for neoverse-n2 (which it
@@ -41,8 +44,8 @@ PEER_SRC = os.path.join(os.path.expanduser("~"), ".cache", "tern-peer", "llama.c
 MARCH = {"neon": "-march=armv8-a", "dotprod": "-march=armv8.2-a+dotprod",
          "i8mm": "-march=armv8.2-a+dotprod+i8mm"}
 # tern's full-shape instances (the remainder instances are the same loops, shorter).
-TERN_SHAPES = {("neon", "tile_kernel", 3), ("neon", "gemv_kernel", 2), ("dotprod", "tile_kernel", 4),
-               ("dotprod", "gemv_kernel", 4), ("i8mm", "tile_kernel", 4)}
+TERN_SHAPES = {("neon", "tile_kernel", 3), ("neon", "gemv_kernel", 2), ("dotprod", "tile_kernel_halves", 8), ("dotprod", "tile_kernel_halves", 16),
+               ("dotprod", "gemv_kernel", 4), ("i8mm", "mm_kernel", 8, 2), ("i8mm", "mm_kernel", 4, 4)}
 LLAMA_FUNCS = ["ggml_gemv_q4_0_4x4_q8_0", "ggml_gemv_q4_0_4x8_q8_0", "ggml_gemm_q4_0_4x4_q8_0",
                "ggml_gemm_q4_0_4x8_q8_0", "ggml_gemm_q4_0_8x8_q8_0", "ggml_gemv_q8_0_4x4_q8_0",
                "ggml_gemm_q8_0_4x8_q8_0", "ggml_vec_dot_q4_0_q8_0", "ggml_vec_dot_q4_1_q8_1",
@@ -88,16 +91,25 @@ def tern_regions(tmp):
                 continue
             if "LLVM-MCA-END" in line and region:
                 name = subprocess.run(["c++filt", func], capture_output=True, text=True).stdout
-                t = re.search(r"(tile_kernel|gemv_kernel)<[^<>]*?(\w+Dot), [^<>]*?(\w+)Fmt, (\d+)>", name)
+                t = re.search(r"(tile_kernel_halves|tile_kernel|gemv_kernel)<[^<>]*?(\w+Dot), [^<>]*?(\w+)Fmt, "
+                              r"(\d+)(?:, (\d+), (\d+))?>", name)
+                mm = re.search(r"mm_kernel<[^<>]*?Mm(\w+), (\d+), (\d+), (\d+)>", name)
                 region = None
-                if not t:
-                    continue
-                kernel, _, fmt, n = t.groups()
-                if (isa, kernel, int(n)) not in TERN_SHAPES:
+                if mm:  # gemm_i8mm.cpp: NP activation pairs x NK weight row pairs (2 channels each)
+                    fmt, np_, k0, nk = mm.group(1), int(mm.group(2)), int(mm.group(3)), int(mm.group(4))
+                    if (isa, "mm_kernel", np_, nk) not in TERN_SHAPES or k0 != 0:
+                        continue
+                    kernel, label = "mm_kernel", f"tern {isa} GEMM {fmt.lower()} ({2 * np_} rows x {2 * nk} ch x 32)"
+                elif t:
+                    kernel, _, fmt, n, h0, nh = t.groups()  # tile_kernel_halves: tile halves h0 .. h0+nh-1
+                    if (isa, kernel, int(n)) not in TERN_SHAPES or (h0 and h0 != "0"):
+                        continue
+                    ch = 4 * int(nh) if nh else 8
+                    label = f"tern {isa} {'GEMM' if kernel.startswith('tile_kernel') else 'GEMV'} {fmt.lower()} " \
+                            f"({n} {'rows' if kernel.startswith('tile_kernel') else 'tiles'} x {ch} ch x 32)"
+                else:
                     continue
                 spills = sum(1 for b in body if re.search(r"\[sp\b", b) and re.search(r"\b[qdsv]\d", b))
-                label = f"tern {isa} {'GEMM' if kernel == 'tile_kernel' else 'GEMV'} {fmt.lower()} " \
-                        f"({n} {'rows' if kernel == 'tile_kernel' else 'tiles'} x 8 ch x 32)"
                 out.append({"who": "tern", "name": label, "lines": body, "spills": spills, "isa": isa})
                 continue
             if region and is_insn(line):
@@ -167,17 +179,24 @@ def llama_regions(tmp, src):
     return out
 
 
-def mca_cycles(mca, cpu, lines, tmp):
+def mca_run(mca, cpu, lines, tmp):
+    """(cycles per iteration, the busiest pipe's cycles per iteration)."""
     path = os.path.join(tmp, "loop.s")
     with open(path, "w") as f:
         f.write("".join(lines))
     p = subprocess.run([mca, "-mtriple=aarch64", f"-mcpu={cpu}", "-mattr=+dotprod,+i8mm,+fullfp16",
-                        "-iterations=200", path], capture_output=True, text=True)
+                        "-iterations=200", "-resource-pressure", path], capture_output=True, text=True)
     it = re.search(r"^Iterations:\s+(\d+)", p.stdout, re.M)
     cyc = re.search(r"^Total Cycles:\s+(\d+)", p.stdout, re.M)
     if not it or not cyc:
         sys.exit(f"llvm-mca failed for {cpu}:\n{p.stderr[-2000:]}")
-    return int(cyc.group(1)) / int(it.group(1))
+    pr = re.search(r"^Resource pressure per iteration:\n.*\n(.*)$", p.stdout, re.M)
+    busiest = max((float(v) for v in pr.group(1).split() if v != "-"), default=0.0) if pr else 0.0
+    return int(cyc.group(1)) / int(it.group(1)), busiest
+
+
+def mca_cycles(mca, cpu, lines, tmp):
+    return mca_run(mca, cpu, lines, tmp)[0]
 
 
 def peaks(mca, cpu, tmp):
@@ -217,7 +236,7 @@ def main():
             print(f"# {c}: per cycle {p['sdot']:.2f} SDOT ({16 * p['sdot']:.0f} MACs), {p['smmla']:.2f} SMMLA "
                   f"({32 * p['smmla']:.0f} MACs), {p['smull']:.2f} SMULL, {p['ldr']:.2f} q-register loads")
         hdr = ["loop", "cpu", "insns", "spills", "cycles/iter", "MACs/iter", "MACs/cycle", "% of peak",
-               "load/dot bound", "cycles/bound"]
+               "load/dot bound", "cycles/bound", "pipe bound", "cycles/pipe"]
         rows = []
         for r in regions:
             kind = dot_kind(r["lines"])
@@ -225,14 +244,14 @@ def main():
             loads = sum(2 if re.match(r"^\s*ldp\s+q", l) else 1
                         for l in r["lines"] if re.match(r"^\s*(ldr\s+q|ldp\s+q|ld1\s+\{v)", l))
             for c in cpus:
-                cyc = mca_cycles(mca, c, r["lines"], tmp)
+                cyc, pipe = mca_run(mca, c, r["lines"], tmp)
                 p = pk[c]
                 per = {"smmla": 32, "sdot": 16, "smull": 8}[kind]
                 peak = per * p[kind]
                 bound = max(loads / p["ldr"], (macs / per) / p[kind])
                 rows.append([r["name"], c, str(len(r["lines"])), "-" if r["spills"] is None else str(r["spills"]),
                              f"{cyc:.1f}", str(macs), f"{macs / cyc:.1f}", f"{100 * macs / cyc / peak:.0f}% {kind}",
-                             f"{bound:.1f}", f"{cyc / bound:.2f}"])
+                             f"{bound:.1f}", f"{cyc / bound:.2f}", f"{pipe:.1f}", f"{cyc / pipe:.2f}"])
         if a.markdown:
             print("| " + " | ".join(hdr) + " |")
             print("|" + "---|" * len(hdr))

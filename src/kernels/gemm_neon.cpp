@@ -20,6 +20,7 @@ namespace {
 // Quad order as SDOT's: (chunk c rows 0-3, rows 4-7, chunk c+1 rows 0-3, rows 4-7).
 struct WideningDot {
   static constexpr int kRows = 3, kGemvTiles = 2;
+  static constexpr bool kMagicSums = false, kHalves = false;  // the sums are widened from int16
   // v[r][2h + k]: rows 4h+2k, 4h+2k+1 of activation row r; int16 lanes
   // (row, input j) while !kWide, int32 lanes (row, pair of inputs) when kWide.
   template <int R, bool kWide>
@@ -30,7 +31,7 @@ struct WideningDot {
     return Quad{{a, b, c, d}};
   }
   template <int R, bool W>
-  [[gnu::always_inline]] static void zero(Sums<R, W>& s) {
+  [[gnu::always_inline]] static void zero(Sums<R, W>& s, const int32_t*) {
     unroll<R>([&](auto r) __attribute__((always_inline)) {
       unroll<4>([&](auto i) __attribute__((always_inline)) {
         if constexpr (W) {
