@@ -23,7 +23,7 @@
 #include <type_traits>
 
 #include "tern/kernels/packed.h"
-#include "tern/kernels/x86_simd.h"
+#include "x86_simd.h"
 
 namespace tern::kernels::x86 {
 namespace {

@@ -10,7 +10,7 @@
 #include <limits>
 
 #include "dispatch.h"
-#include "tern/kernels/x86_simd.h"
+#include "x86_simd.h"
 
 namespace tern::kernels::avx2 {
 

@@ -21,7 +21,7 @@
 #include <limits>
 #include <vector>
 
-#include "tern/kernels/x86_simd.h"
+#include "../kernels/x86_simd.h"  // private to the x86 files of kernels and kv
 #include "tern/kv/kv_attend.h"
 
 namespace tern::kv {

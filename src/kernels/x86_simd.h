@@ -2,8 +2,9 @@
 // Small AVX2 helpers shared by the per-ISA kernel files, and the one home of
 // the vector exp polynomial (kernels' ops and kv's block attention use it).
 // Include only from files compiled with TERN_AVX2_FLAGS (*_avx2.cpp,
-// *_avxvnni.cpp, *_avx512.cpp, in kernels/ or kv/): the functions are static
-// so every such file keeps its own copy, compiled with its own flags.
+// *_avxvnni.cpp, *_avx512.cpp, in kernels/ or kv/; private, not under
+// include/): the functions are static so every such file keeps its own copy,
+// compiled with its own flags.
 #include <immintrin.h>
 
 #include <cstdint>
