@@ -52,11 +52,11 @@ kernels=$(QEMU_CPU=$CPU QEMU_LD_PREFIX=$S qemu-aarch64 $TERN info --json |
   python3 -c 'import json, sys; print(json.load(sys.stdin)["kernels"])')
 h=$((PP / 2))
 g=$((TG / 2))
-echo "qemu-aarch64 -cpu $CPU, 1 thread, $(basename "$MODEL"); tern kernels: $kernels; llama.cpp: $(head -c 200 "$(dirname "$LLAMA")/../PEER_INFO" 2>/dev/null | sed -n 's/.*GGML_CPU_ARM_ARCH=\([^ ]*\).*/\1/p')"
-t_pp=$(count $TERN bench -m "$MODEL" -t 1 -r 1 --pp $PP --tg 0 --json)
-t_ph=$(count $TERN bench -m "$MODEL" -t 1 -r 1 --pp $h --tg 0 --json)
-t_tg=$(count $TERN bench -m "$MODEL" -t 1 -r 1 --pp 0 --tg $TG --json)
-t_th=$(count $TERN bench -m "$MODEL" -t 1 -r 1 --pp 0 --tg $g --json)
+echo "qemu-aarch64 -cpu $CPU, 1 thread, $(basename "$MODEL"); tern kernels: $kernels; llama.cpp: $(grep -o "GGML_CPU_ARM_ARCH=[^ ]*" "$(dirname "$LLAMA")/../PEER_INFO" 2>/dev/null || echo "?")"
+t_pp=$(count $TERN bench -m "$MODEL" -t 1 -r 1 --pp $PP --tg 0 --batch 1 --json)
+t_ph=$(count $TERN bench -m "$MODEL" -t 1 -r 1 --pp $h --tg 0 --batch 1 --json)
+t_tg=$(count $TERN bench -m "$MODEL" -t 1 -r 1 --pp 0 --tg $TG --batch 1 --json)
+t_th=$(count $TERN bench -m "$MODEL" -t 1 -r 1 --pp 0 --tg $g --batch 1 --json)
 l_pp=$(count "$LLAMA" -m "$MODEL" -t 1 -r 1 --no-warmup -p $PP -n 0)
 l_ph=$(count "$LLAMA" -m "$MODEL" -t 1 -r 1 --no-warmup -p $h -n 0)
 l_tg=$(count "$LLAMA" -m "$MODEL" -t 1 -r 1 --no-warmup -p 0 -n $TG)
