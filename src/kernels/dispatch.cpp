@@ -284,45 +284,29 @@ void rope(float* q, int n_q, float* k, int n_k, int pos, const RopeParams& p) {
 
 }  // namespace tern::kernels
 
-#ifndef TERN_HAVE_AVX2
+// The tables this build lacks (their files are compiled only for their
+// architecture and compiler): nullptr, so kernel_table() never offers them.
+#define TERN_NO_TABLE(fn)   \
+  const KernelTable* fn() { \
+    return nullptr;         \
+  }
 namespace tern::kernels {
-const KernelTable* avx2_kernels() {
-  return nullptr;
-}
-}  // namespace tern::kernels
+#ifndef TERN_HAVE_AVX2
+TERN_NO_TABLE(avx2_kernels)
 #endif
 #ifndef TERN_HAVE_AVXVNNI
-namespace tern::kernels {
-const KernelTable* avxvnni_kernels() {
-  return nullptr;
-}
-}  // namespace tern::kernels
+TERN_NO_TABLE(avxvnni_kernels)
 #endif
 #ifndef TERN_HAVE_AVX512
-namespace tern::kernels {
-const KernelTable* avx512_kernels() {
-  return nullptr;
-}
-}  // namespace tern::kernels
+TERN_NO_TABLE(avx512_kernels)
 #endif
 #ifndef TERN_HAVE_NEON
-namespace tern::kernels {
-const KernelTable* neon_kernels() {
-  return nullptr;
-}
-}  // namespace tern::kernels
+TERN_NO_TABLE(neon_kernels)
 #endif
 #ifndef TERN_HAVE_DOTPROD
-namespace tern::kernels {
-const KernelTable* dotprod_kernels() {
-  return nullptr;
-}
-}  // namespace tern::kernels
+TERN_NO_TABLE(dotprod_kernels)
 #endif
 #ifndef TERN_HAVE_I8MM
-namespace tern::kernels {
-const KernelTable* i8mm_kernels() {
-  return nullptr;
-}
-}  // namespace tern::kernels
+TERN_NO_TABLE(i8mm_kernels)
 #endif
+}  // namespace tern::kernels

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attention_batches.h"
 #include "dispatch.h"
 #include "neon_simd.h"
 
@@ -241,21 +242,11 @@ void attention_f16(const float* q, float* out, int64_t q_stride, int n_tok, int 
                                    head_dim);
     return;
   }
-  const int tok_chunk = kMaxQueries / n_grp;
-  for (int i0 = 0; i0 < n_tok; i0 += tok_chunk) {
-    const float* qs[kMaxQueries];
-    float* os[kMaxQueries];
-    int n_kv[kMaxQueries];
-    int n_q = 0;
-    for (int i = i0; i < std::min(n_tok, i0 + tok_chunk); ++i) {
-      for (int g = 0; g < n_grp; ++g, ++n_q) {
-        qs[n_q] = q + i * q_stride + g * head_dim;
-        os[n_q] = out + i * q_stride + g * head_dim;
-        n_kv[n_q] = n_kv0 + i;
-      }
-    }
-    attend_queries(qs, os, n_kv, n_q, k, v, kv_stride, head_dim);
-  }
+  for_query_batches<kMaxQueries>(
+      q, out, q_stride, n_tok, n_grp, n_kv0, head_dim,
+      [&](const float* const* qs, float* const* os, const int* n_kv, int n_q) {
+        attend_queries(qs, os, n_kv, n_q, k, v, kv_stride, head_dim);
+      });
 }
 
 KernelTable table(const char* isa, GemmTilesFn gemm_tiles) {
