@@ -11,7 +11,8 @@
 # selection); asking for i8mm kernels on a CPU without i8mm falls back, never
 # SIGILL. The scheduler's unit tests run at neoverse-n1 (the Raspberry Pi 5
 # class), one `tern run` and one `tern serve` chat on the real default model
-# at max; the run's greedy text must equal the x86 build's.
+# at max; the run's greedy text must equal the x86 build's. The kernel tests
+# also run at cortex-a53, cortex-a76 and a64fx (SVE, no dotprod).
 # Emulated NEON is slow (qemu runs each vector instruction through a helper:
 # the scheduler's tests take minutes at one CPU model): the test set is chosen
 # to fit CI.
@@ -67,6 +68,20 @@ for m in "${MODELS[@]}"; do
     log "-cpu $cpu: tern_${t}_tests $(grep -o 'PASSED.*' $B/qemu-$cpu-$t.log | tail -1)"
   done
   log "-cpu $cpu: done in $(($(date +%s) - t0)) s"
+done
+
+# More cores users run, kernel tests only: Cortex-A53 (Armv8.0 little core),
+# Cortex-A76 (Raspberry Pi 5 itself) and A64FX (SVE without dotprod: the NEON
+# table, never one that needs SDOT).
+for m in cortex-a53:neon cortex-a76:neon-dotprod a64fx:neon; do
+  cpu=${m%%:*}
+  want=${m#*:}
+  if ! TERN_EXPECT_ISA=$want run "$cpu" $B/tern_kernels_tests --gtest_brief=1 > $B/qemu-$cpu-kernels.log 2>&1; then
+    tail -40 $B/qemu-$cpu-kernels.log >&2
+    echo "[arm64] -cpu $cpu: tern_kernels_tests failed (log: $B/qemu-$cpu-kernels.log)" >&2
+    exit 1
+  fi
+  log "-cpu $cpu: $want, tern_kernels_tests $(grep -o 'PASSED.*' $B/qemu-$cpu-kernels.log | tail -1)"
 done
 
 # Tables built with +i8mm or +dotprod must never be called on a CPU without
