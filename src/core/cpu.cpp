@@ -1,5 +1,6 @@
 #include "tern/core/cpu.h"
 
+#include <cstdio>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -77,7 +78,11 @@ CpuFeatures detect() {
   f.sve2 = hw2 & (1ul << 1);                         // SVE2
   f.i8mm = hw2 & (1ul << 13);                        // I8MM
   f.bf16 = hw2 & (1ul << 14);                        // BF16
-  f.brand = "aarch64";
+  if (FILE* m = std::fopen("/sys/devices/system/cpu/cpu0/regs/identification/midr_el1", "r")) {
+    unsigned long long midr = 0;
+    if (std::fscanf(m, "%llx", &midr) == 1) f.brand = arm_core_name(midr);
+    std::fclose(m);
+  }
 #elif defined(__aarch64__) && defined(__APPLE__)
   // Not verified on a Mac (no Apple hardware here): the documented sysctl names.
   auto has = [](const char* name) {
@@ -98,6 +103,37 @@ CpuFeatures detect() {
 }
 
 }  // namespace
+
+std::string arm_core_name(uint64_t midr) {
+  const unsigned implementer = unsigned(midr >> 24) & 0xff, part = unsigned(midr >> 4) & 0xfff;
+  struct Core {
+    unsigned implementer, part;
+    const char* name;
+  };
+  static constexpr Core kCores[] = {
+      {0x41, 0xd03, "Arm Cortex-A53"},      {0x41, 0xd04, "Arm Cortex-A35"},
+      {0x41, 0xd05, "Arm Cortex-A55"},      {0x41, 0xd07, "Arm Cortex-A57"},
+      {0x41, 0xd08, "Arm Cortex-A72"},      {0x41, 0xd09, "Arm Cortex-A73"},
+      {0x41, 0xd0a, "Arm Cortex-A75"},      {0x41, 0xd0b, "Arm Cortex-A76"},
+      {0x41, 0xd0c, "Arm Neoverse N1"},     {0x41, 0xd0d, "Arm Cortex-A77"},
+      {0x41, 0xd40, "Arm Neoverse V1"},     {0x41, 0xd41, "Arm Cortex-A78"},
+      {0x41, 0xd42, "Arm Cortex-A78AE"},    {0x41, 0xd44, "Arm Cortex-X1"},
+      {0x41, 0xd46, "Arm Cortex-A510"},     {0x41, 0xd47, "Arm Cortex-A710"},
+      {0x41, 0xd48, "Arm Cortex-X2"},       {0x41, 0xd49, "Arm Neoverse N2"},
+      {0x41, 0xd4b, "Arm Cortex-A78C"},     {0x41, 0xd4f, "Arm Neoverse V2"},
+      {0x41, 0xd80, "Arm Cortex-A520"},     {0x41, 0xd81, "Arm Cortex-A720"},
+      {0x41, 0xd82, "Arm Cortex-X4"},       {0x41, 0xd84, "Arm Neoverse V3"},
+      {0x41, 0xd8e, "Arm Neoverse N3"},     {0x46, 0x001, "Fujitsu A64FX"},
+      {0x61, 0x022, "Apple M1 (Icestorm)"}, {0x61, 0x023, "Apple M1 (Firestorm)"},
+      {0x61, 0x032, "Apple M2 (Blizzard)"}, {0x61, 0x033, "Apple M2 (Avalanche)"},
+  };
+  for (const Core& c : kCores) {
+    if (c.implementer == implementer && c.part == part) return c.name;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "aarch64 implementer 0x%02x part 0x%03x", implementer, part);
+  return buf;
+}
 
 const CpuFeatures& cpu_features() {
   static const CpuFeatures f = detect();

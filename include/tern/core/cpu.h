@@ -2,6 +2,7 @@
 // CPU features read once at start-up (CPUID on x86-64; the kernel's hardware
 // capability bits on Linux aarch64, sysctl on macOS): the single input to
 // kernel dispatch (kernels::active_isa()).
+#include <cstdint>
 #include <string>
 
 namespace tern {
@@ -31,5 +32,11 @@ struct CpuFeatures {
 };
 
 const CpuFeatures& cpu_features();
+
+// The core an aarch64 MIDR_EL1 value names ("Arm Cortex-A76", "Arm
+// Neoverse N1", ...; "implementer 0x.. part 0x.." when unknown). On Linux
+// aarch64 cpu_features().brand is this name for cpu0, read from
+// /sys/devices/system/cpu/cpu0/regs/identification/midr_el1.
+std::string arm_core_name(uint64_t midr);
 
 }  // namespace tern
