@@ -139,113 +139,15 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
              w.v.data() + size_t(t) * kvd);
   });
 
-  // attn[t] = softmax(q_t . K[lo..pos]) V[lo..pos], per head (lo = 0, or
-  // pos - window + 1 on a local layer); GQA maps query
-  // head h to kv head h / group. A task is one kv head for a block of
-  // consecutive tokens of one sequence: the block's group x tokens queries
-  // share each K/V row read. Blocks run latest (longest) first. A decoding
-  // token (one per sequence), or a prompt chunk of at most one block of
-  // tokens (a server's chunk deep in a long prompt), whose context spans
-  // several of the KV's segments is split instead (split-K): one task per kv
-  // head and segment, then a merge per kv head in segment order, which is
-  // what attend() does within one task, so the numbers are the same either
-  // way. (Unsplit, a 2-token chunk at depth 4096 was n_kv_heads long tasks:
-  // 3 on 2 workers for SmolLM2, one worker idle a third of the time.)
-  const int group = c.n_heads / c.n_kv_heads;
-  const int window = c.layer_window(l);  // 0: attend the whole prefix
-  const int tok_block = std::max(1, 32 / group);
-  // Local layers' tokens each start at their own position: never split.
-  const bool split_ok = kv.can_split() && group <= kv::kMaxTileRows && window <= 0;
-  const int seg_tok = kv.attend_segment_tokens();
-  // One (kvh, segment) of a token: m, l and acc for its group's rows.
-  const size_t part_stride = size_t(group) * size_t(hd + 2);
-  w.attn_blocks.clear();
-  w.attn_splits.clear();
-  size_t part = 0;
-  {
-    int t = 0;
-    for (size_t ei = 0; ei < batch.entries.size(); ++ei) {
-      const int n = int(batch.entries[ei].tokens.size());
-      const int ctx = w.tok_pos[size_t(t)] + n;
-      const auto& runs = batch.entries[ei].embeddings;
-      const bool bidir = std::any_of(runs.begin(), runs.end(),
-                                     [](const EmbeddingRun& r) { return r.bidirectional; });
-      if (split_ok && !bidir && n <= tok_block && ctx > seg_tok) {
-        const int n_seg = (ctx + seg_tok - 1) / seg_tok;
-        w.attn_splits.push_back({int(ei), t, n, n_seg, part});
-        part += size_t(n_seg) * size_t(c.n_kv_heads) * size_t(n) * part_stride;
-      } else {
-        // Causal stretches in blocks; a bidirectional run's tokens one by one,
-        // each attending up to the run's end.
-        auto causal = [&](int j0, int j1) {
-          for (int j = j0; j < j1; j += tok_block) {
-            const int t0 = t + j;
-            w.attn_blocks.push_back(
-                {int(ei), t0, std::min(tok_block, j1 - j), w.tok_pos[size_t(t0)]});
-          }
-        };
-        int j = 0;
-        for (const EmbeddingRun& r : batch.entries[ei].embeddings) {
-          if (!r.bidirectional) continue;
-          causal(j, r.offset);
-          const int last = w.tok_pos[size_t(t + r.offset + r.n - 1)];
-          for (int k = r.offset; k < r.offset + r.n; ++k)
-            w.attn_blocks.push_back({int(ei), t + k, 1, last});
-          j = r.offset + r.n;
-        }
-        causal(j, n);
-      }
-      t += n;
-    }
-  }
-  if (w.attn_part.size() < part) w.attn_part.resize(part);
-  const int64_t n_block_tasks = int64_t(w.attn_blocks.size()) * c.n_kv_heads;
-  int64_t n_split_tasks = 0;
-  for (const auto& sp : w.attn_splits) n_split_tasks += int64_t(sp.n_seg) * c.n_kv_heads;
-  pool.run(n_block_tasks + n_split_tasks, [&](int64_t task, int) {
-    if (task < n_block_tasks) {
-      const int kvh = int(task % c.n_kv_heads);
-      const auto& bt = w.attn_blocks[w.attn_blocks.size() - 1 - size_t(task / c.n_kv_heads)];
-      const size_t at = size_t(bt.t0) * qd + size_t(kvh) * group * hd;
-      kv.attend(batch.entries[size_t(bt.entry)].seq, l, kvh, bt.pos0, bt.n_tok, group,
-                w.q.data() + at, qd, w.attn.data() + at, qd, window);
-      return;
-    }
-    int64_t k = task - n_block_tasks;
-    size_t si = 0;
-    while (k >= int64_t(w.attn_splits[si].n_seg) * c.n_kv_heads) {
-      k -= int64_t(w.attn_splits[si].n_seg) * c.n_kv_heads;
-      ++si;
-    }
-    const auto& sp = w.attn_splits[si];
-    const int kvh = int(k / sp.n_seg), seg = int(k % sp.n_seg), rows = sp.n_tok * group;
-    const size_t stride = size_t(sp.n_tok) * part_stride;
-    float* st = w.attn_part.data() + sp.off + (size_t(kvh) * sp.n_seg + size_t(seg)) * stride;
-    const size_t at = size_t(sp.t0) * qd + size_t(kvh) * group * hd;
-    kv.attend_segment(batch.entries[size_t(sp.entry)].seq, l, kvh, w.tok_pos[size_t(sp.t0)],
-                      sp.n_tok, group, w.q.data() + at, qd, seg, st, st + rows, st + 2 * rows);
-  });
-  if (!w.attn_splits.empty()) {
-    pool.run(int64_t(w.attn_splits.size()) * c.n_kv_heads, [&](int64_t task, int) {
-      const auto& sp = w.attn_splits[size_t(task / c.n_kv_heads)];
-      const int kvh = int(task % c.n_kv_heads), rows = sp.n_tok * group;
-      const size_t stride = size_t(sp.n_tok) * part_stride;
-      float acc[512];  // head_dim <= 512 (the KV layout's limit)
-      for (int r = 0; r < rows; ++r) {
-        const int tk = r / group, g = r % group;
-        float m = 0, lsum = 0;
-        kv::attend_start(hd, &m, &lsum, acc);
-        for (int seg = 0; seg < sp.n_seg; ++seg) {
-          const float* st =
-              w.attn_part.data() + sp.off + (size_t(kvh) * sp.n_seg + size_t(seg)) * stride;
-          kv::attend_merge(hd, st[r], st[rows + r], st + 2 * rows + size_t(r) * hd, &m, &lsum, acc);
-        }
-        kv::attend_finish(
-            hd, lsum, acc,
-            w.attn.data() + size_t(sp.t0 + tk) * qd + size_t(kvh) * group * hd + size_t(g) * hd);
-      }
-    });
-  }
+  // attn = softmax(q K^T) V per query head, against each token's own
+  // sequence (GQA: a KV head serves `group` query heads), in pool tasks.
+  w.attn_plan.plan(batch, w.tok_pos,
+                   {.n_kv_heads = c.n_kv_heads,
+                    .group = c.n_heads / c.n_kv_heads,
+                    .head_dim = hd,
+                    .window = c.layer_window(l)},
+                   kv);
+  w.attn_plan.run(batch, l, w.tok_pos, kv, w.q.data(), w.attn.data(), pool);
 
   // x += attn @ Wo
   kernels::quantize_activations(w.attn.data(), T, qd, w.qa, pool);

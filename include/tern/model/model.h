@@ -10,6 +10,7 @@
 #include "tern/core/aligned.h"
 #include "tern/gguf/gguf.h"
 #include "tern/kernels/packed.h"
+#include "tern/model/attention_plan.h"
 #include "tern/model/batch.h"
 #include "tern/model/config.h"
 
@@ -50,21 +51,9 @@ struct Workspace {
   kernels::QuantizedActs qa;
   std::vector<int> tok_entry, tok_pos;  // (T) which entry, which position
   std::vector<SeqId> seqs;              // the batch's sequences
-  // Attention tasks of a step: token blocks (entry, first token, count), and
-  // split-K decodes (entry, token, segments, offset of their partial states).
-  struct AttnBlock {
-    int entry, t0, n_tok;
-    int pos0;  // token t0 attends [0, pos0 + 1) (its position, or its bidirectional run's end - 1)
-  };
-  struct AttnSplit {
-    int entry, t0, n_tok, n_seg;  // n_tok tokens (1: a decode; a few: a small chunk at depth)
-    size_t off;
-  };
-  std::vector<AttnBlock> attn_blocks;
-  std::vector<AttnSplit> attn_splits;
-  std::vector<float> attn_part;     // the splits' per-segment softmax states
-  std::vector<LoraRows> lora_rows;  // the entries that run an adapter (lora_linear)
-  LoraStep lora;                    // its scratch
+  AttentionPlan attn_plan;              // the attention tasks of a layer (attention_plan.h)
+  std::vector<LoraRows> lora_rows;      // the entries that run an adapter (lora_linear)
+  LoraStep lora;                        // its scratch
   void ensure(const ModelConfig& c, int tokens);
 };
 
