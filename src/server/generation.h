@@ -36,7 +36,7 @@ Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, con
                              const std::string& client, sched::Stream::Notify notify);
 
 // submit_generation on the prep pool (the caller's coroutine resumes on its
-// own executor); parses the JSON body first when `body` is given.
+// own executor).
 awaitable<Submission> prepare_generation(ServerContext& ctx, const GenerationRequest& g,
                                          const std::string& rid, const std::string& client,
                                          sched::Stream::Notify notify);

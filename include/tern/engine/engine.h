@@ -113,7 +113,8 @@ class Engine {
   // The memory budget the KV cache charges (EngineOptions::budget), or null.
   MemoryBudget* memory_budget() const { return budget_; }
 
-  // The KV cache itself, for tests and benchmarks (fault injection, invariants).
+  // The KV cache itself: the persistent prefix cache saves and loads it
+  // (cli/cache_dir.cpp); tests and benchmarks inject faults and check invariants.
   kv::PagedKv& kv();
   const kv::PagedKv& kv() const;
 
