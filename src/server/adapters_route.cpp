@@ -84,10 +84,8 @@ awaitable<bool> handle_adapter_load(ServerContext& ctx, beast::tcp_stream& strea
       [&]() -> awaitable<Response> {
         try {
           co_return load(ctx, req);
-        } catch (const ApiError& e) {
-          co_return error_response(req, e);
-        } catch (const InvalidArgument& e) {
-          co_return error_response(req, ApiError::bad_request(e.what()));
+        } catch (const std::exception& e) {
+          co_return error_response(req, ApiError::from(e));
         }
       },
       net::use_awaitable);

@@ -159,12 +159,8 @@ awaitable<bool> handle_generation(ServerContext& ctx, beast::tcp_stream& stream,
       g.session = std::string(h->value());
     }
     sub = co_await prepare_generation(ctx, g, rid, client, waker->notifier());
-  } catch (const ApiError& e) {
-    refused = e;
-  } catch (const InvalidArgument& e) {
-    refused = ApiError::bad_request(e.what());
   } catch (const std::exception& e) {
-    refused = ApiError(500, "server_error", std::string("Internal error: ") + e.what());
+    refused = ApiError::from(e);
   }
   if (refused) {
     Response res = error_response(req, *refused);

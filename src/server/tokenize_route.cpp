@@ -109,10 +109,8 @@ awaitable<bool> handle_tokenize(ServerContext& ctx, beast::tcp_stream& stream, c
                                  : tokenize_body(tok, ctx.engine.chat_template(), body,
                                                  ctx.scheduler.n_ctx(), ctx.unknown_fields());
           co_return json_response(req, http::status::ok, dump(out));
-        } catch (const ApiError& e) {
-          co_return error_response(req, e);
-        } catch (const InvalidArgument& e) {
-          co_return error_response(req, ApiError::bad_request(e.what()));
+        } catch (const std::exception& e) {
+          co_return error_response(req, ApiError::from(e));
         }
       },
       net::use_awaitable);

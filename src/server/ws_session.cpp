@@ -417,12 +417,8 @@ awaitable<void> WsSession::on_generate(const json& msg, const std::string& id, b
     Active& a = active_[id] = Active{sub.stream, request_id, std::move(exchange), {}, {}};
     if (sub.split_reasoning) a.split.emplace(sub.in_reasoning);
     if (!a.responses && g.uses_tools()) a.tools.emplace(tool_syntax(ctx_));
-  } catch (const ApiError& e) {
-    send_error(id, e);
-  } catch (const InvalidArgument& e) {
-    send_error(id, ApiError::bad_request(e.what()));
   } catch (const std::exception& e) {
-    send_error(id, ApiError(500, "server_error", std::string("Internal error: ") + e.what()));
+    send_error(id, ApiError::from(e));
   }
 }
 

@@ -2,6 +2,7 @@
 // An error a client caused (or an overload it hit), reported in OpenAI's error
 // shape with the right HTTP status:
 //   {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}
+#include <exception>
 #include <string>
 
 #include "tern/core/error.h"
@@ -30,6 +31,15 @@ class ApiError : public InvalidArgument {
   }
   static ApiError not_found(const std::string& message) {
     return ApiError(404, "invalid_request_error", message, {}, "not_found");
+  }
+  // The one mapping of an exception met while serving a request (every
+  // route and the WebSocket protocol use it): an ApiError as it is, any other
+  // InvalidArgument (a bad value found deeper down) as a 400, anything else
+  // a 500 "Internal error".
+  static ApiError from(const std::exception& e) {
+    if (const auto* a = dynamic_cast<const ApiError*>(&e)) return *a;
+    if (dynamic_cast<const InvalidArgument*>(&e)) return bad_request(e.what());
+    return ApiError(500, "server_error", std::string("Internal error: ") + e.what());
   }
 
  private:
