@@ -96,16 +96,21 @@ awaitable<beast::error_code> read_request(ServerContext& ctx, beast::tcp_stream&
 }
 
 // The API of a generation route, or nullptr when `req` is not a generation.
-std::unique_ptr<ApiExchange> generation_api(ServerContext& ctx, const Request& req,
-                                            std::string_view path, const std::string& rid) {
-  if (req.method() != http::verb::post) return nullptr;
-  if (path == "/v1/chat/completions")
-    return make_openai_exchange(ctx, GenerationRequest::Kind::Chat);
-  if (path == "/v1/completions")
-    return make_openai_exchange(ctx, GenerationRequest::Kind::Completion);
-  if (path == "/v1/messages") return make_anthropic_exchange(ctx, rid);
-  if (path == "/v1/responses") return make_responses_exchange(ctx, rid);
-  return nullptr;
+// The wire shape of a generation route (post_route's table), or null.
+std::unique_ptr<ApiExchange> generation_api(ServerContext& ctx, PostRoute route,
+                                            const std::string& rid) {
+  switch (route) {
+    case PostRoute::Chat:
+      return make_openai_exchange(ctx, GenerationRequest::Kind::Chat);
+    case PostRoute::Completion:
+      return make_openai_exchange(ctx, GenerationRequest::Kind::Completion);
+    case PostRoute::Messages:
+      return make_anthropic_exchange(ctx, rid);
+    case PostRoute::Responses:
+      return make_responses_exchange(ctx, rid);
+    default:
+      return nullptr;
+  }
 }
 
 }  // namespace
@@ -169,12 +174,12 @@ awaitable<void> run_http_session(ServerContext& ctx, tcp::socket socket) {
         co_await run_ws_session(ctx, std::move(stream), std::move(req), rid);
         co_return;
       }
-      if (auto api = generation_api(ctx, req, path, rid)) {
+      const PostRoute post = req.method() == http::verb::post ? post_route(path) : PostRoute::None;
+      if (auto api = generation_api(ctx, post, rid)) {
         keep = co_await handle_generation(ctx, stream, std::move(req), rid, conn, std::move(api));
-      } else if (req.method() == http::verb::post &&
-                 (path == "/tokenize" || path == "/detokenize")) {
+      } else if (post == PostRoute::Tokenize || post == PostRoute::Detokenize) {
         keep = co_await handle_tokenize(ctx, stream, req, rid);
-      } else if (req.method() == http::verb::post && path == "/v1/adapters") {
+      } else if (post == PostRoute::Adapters) {
         keep = co_await handle_adapter_load(ctx, stream, req, rid);
       } else if (req.method() == http::verb::get && path == "/v1/kv/events") {
         keep = co_await handle_kv_events(ctx, stream, req, rid);

@@ -169,6 +169,23 @@ void add_cors_headers(const ServerContext& ctx, const Request& req, http::fields
   }
 }
 
+PostRoute post_route(std::string_view path) {
+  struct Entry {
+    std::string_view path;
+    PostRoute route;
+  };
+  static constexpr Entry kPost[] = {
+      {"/v1/chat/completions", PostRoute::Chat}, {"/v1/completions", PostRoute::Completion},
+      {"/v1/messages", PostRoute::Messages},     {"/v1/responses", PostRoute::Responses},
+      {"/tokenize", PostRoute::Tokenize},        {"/detokenize", PostRoute::Detokenize},
+      {"/v1/adapters", PostRoute::Adapters},
+  };
+  for (const Entry& e : kPost) {
+    if (e.path == path) return e.route;
+  }
+  return PostRoute::None;
+}
+
 bool needs_api_key(std::string_view path) {
   return path.substr(0, 4) == "/v1/" || path == "/metrics" || path == "/tokenize" ||
          path == "/detokenize";
@@ -228,8 +245,8 @@ Response handle_simple(ServerContext& ctx, const Request& req, const std::string
     res.set(http::field::allow, "GET, DELETE");
     return res;
   }
-  if (path == "/v1/chat/completions" || path == "/v1/completions" || path == "/v1/messages" ||
-      path == "/v1/responses" || path == "/tokenize" || path == "/detokenize") {
+  // POST-only paths (/v1/adapters also answers GET, handled above).
+  if (const PostRoute r = post_route(path); r != PostRoute::None && r != PostRoute::Adapters) {
     Response res = error_response(
         req, ApiError(405, "invalid_request_error", "Use POST for " + std::string(path) + ".", {},
                       "method_not_allowed"));

@@ -2,6 +2,7 @@
 // The routes that answer at once (no generation): /health, /v1/models,
 // /metrics, the demo page, 404/405, CORS preflight, plus the response helpers
 // every route uses and the API-key check.
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -36,6 +37,20 @@ void check_api_key(const ServerContext& ctx, const Request& req, bool allow_quer
 
 // Routes needing auth: everything under /v1/, /metrics, /tokenize and /detokenize.
 bool needs_api_key(std::string_view path);
+
+// The POST routes, one table (routes.cpp) for the session's dispatch and for
+// handle_simple's 405 on their paths with another method.
+enum class PostRoute : uint8_t {
+  None,
+  Chat,
+  Completion,
+  Messages,
+  Responses,
+  Tokenize,
+  Detokenize,
+  Adapters
+};
+PostRoute post_route(std::string_view path);
 
 // Answers a request that is not a generation. `rid` names it in logs.
 Response handle_simple(ServerContext& ctx, const Request& req, const std::string& rid);
