@@ -61,22 +61,36 @@ struct Arena {
   }
 };
 
+// nr query rows of head_dim 64 (seeded), each in a fresh softmax state,
+// every row attending the whole block.
+struct TileRows {
+  std::vector<float> qs, m, l, acc;
+  std::vector<const float*> q;
+  std::vector<int> n;
+  TileRows(int nr, int block_tokens)
+      : qs(size_t(nr) * 64),
+        m(size_t(nr)),
+        l(size_t(nr)),
+        acc(size_t(nr) * 64),
+        q(size_t(nr)),
+        n(size_t(nr), block_tokens) {
+    std::mt19937 rng(2);
+    std::normal_distribution<float> d(0.0f, 0.3f);
+    for (float& x : qs) x = d(rng);
+    for (int r = 0; r < nr; ++r) {
+      q[size_t(r)] = qs.data() + size_t(r) * 64;
+      attend_start(64, &m[size_t(r)], &l[size_t(r)], acc.data() + size_t(r) * 64);
+    }
+  }
+};
+
 void run(const AttendKernels& K, Arena& A, int nr, int reps) {
   const KvLayout& L = A.L;
   const AttendTileFn tile = K.tile_for_type(L.type);
-  std::mt19937 rng(2);
-  std::normal_distribution<float> d(0.0f, 0.3f);
-  const size_t rows = static_cast<size_t>(nr);
-  std::vector<float> qs(rows * 64), m(rows), l(rows), acc(rows * 64);
-  std::vector<const float*> q(rows);
-  std::vector<int> n(rows, L.block_tokens);
-  for (float& x : qs) x = d(rng);
-  for (int r = 0; r < nr; ++r) {
-    q[size_t(r)] = qs.data() + size_t(r) * 64;
-    attend_start(64, &m[size_t(r)], &l[size_t(r)], acc.data() + size_t(r) * 64);
-  }
+  TileRows t(nr, L.block_tokens);
   auto call = [&](const uint8_t* slice, int h) {
-    tile(L, head_block(L, slice, h), nr, n.data(), q.data(), m.data(), l.data(), acc.data());
+    tile(L, head_block(L, slice, h), nr, t.n.data(), t.q.data(), t.m.data(), t.l.data(),
+         t.acc.data());
   };
   double best[3] = {1e30, 1e30, 1e30};
   for (int rep = 0; rep < reps; ++rep) {
@@ -105,30 +119,20 @@ void run(const AttendKernels& K, Arena& A, int nr, int reps) {
 // calls hot calls of table K (the scalar table has one-row kernels only).
 void count_calls(const AttendKernels& K, Arena& A, int nr, int calls) {
   const KvLayout& L = A.L;
-  std::mt19937 rng(2);
-  std::normal_distribution<float> d(0.0f, 0.3f);
-  const size_t rows = static_cast<size_t>(nr);
-  std::vector<float> qs(rows * 64), m(rows), l(rows), acc(rows * 64);
-  std::vector<const float*> q(rows);
-  std::vector<int> n(rows, L.block_tokens);
-  for (float& x : qs) x = d(rng);
-  for (int r = 0; r < nr; ++r) {
-    q[size_t(r)] = qs.data() + size_t(r) * 64;
-    attend_start(64, &m[size_t(r)], &l[size_t(r)], acc.data() + size_t(r) * 64);
-  }
+  TileRows t(nr, L.block_tokens);
   const AttendTileFn tile = K.tile_for_type(L.type);
   const AttendBlockFn block = K.for_type(L.type);
   for (int c = 0; c < calls; ++c) {
     const HeadBlock hb = head_block(L, A.slice(0, 0), c % 3);
     if (tile) {
-      tile(L, hb, nr, n.data(), q.data(), m.data(), l.data(), acc.data());
+      tile(L, hb, nr, t.n.data(), t.q.data(), t.m.data(), t.l.data(), t.acc.data());
     } else {
       for (int r = 0; r < nr; ++r)
-        block(L, hb, L.block_tokens, q[size_t(r)], &m[size_t(r)], &l[size_t(r)],
-              acc.data() + size_t(r) * 64);
+        block(L, hb, L.block_tokens, t.q[size_t(r)], &t.m[size_t(r)], &t.l[size_t(r)],
+              t.acc.data() + size_t(r) * 64);
     }
   }
-  std::printf("%s rows %d: %d calls (acc[0] %g)\n", K.isa, nr, calls, double(acc[0]));
+  std::printf("%s rows %d: %d calls (acc[0] %g)\n", K.isa, nr, calls, double(t.acc[0]));
 }
 
 }  // namespace
