@@ -3,12 +3,12 @@
 #include <limits>
 #include <optional>
 
-#include "api_exchange.h"
 #include "json_fields.h"
 #include "openai_tools.h"
-#include "tern/sampling/reasoning_split.h"
+#include "renderers.h"
+#include "sampling_fields.h"
 #include "tern/server/media_translate.h"
-#include "tern/server/openai_response.h"
+#include "tern/server/openai_bodies.h"
 
 namespace tern::server {
 namespace {
@@ -79,24 +79,11 @@ void parse_messages(const json& body, GenerationRequest& r, UnknownFields unknow
 void parse_sampling(const json& body, GenerationRequest& r) {
   SamplingParams& p = r.params;
   int64_t i = 0;
-  double d = 0;
   if (!get_int(body, "max_tokens", i)) missing("max_tokens");
   if (i < 1) bad_value("max_tokens", std::to_string(i) + " is less than the minimum of 1.");
   p.max_tokens = int(std::min<int64_t>(i, std::numeric_limits<int>::max()));
   r.max_tokens_given = true;
-  if (get_number(body, "temperature", d)) {
-    check_range("temperature", d, 0.0, 1.0);
-    p.temperature = float(d);
-  }
-  if (get_number(body, "top_p", d)) {
-    check_range("top_p", d, 0.0, 1.0);
-    p.top_p = d == 0.0 ? 1.0f : float(d);
-    if (d == 0.0) p.top_k = 1;
-  }
-  if (get_int(body, "top_k", i)) {
-    if (i < 0) bad_value("top_k", "must be >= 0.");
-    p.top_k = int(std::min<int64_t>(i, std::numeric_limits<int>::max()));
-  }
+  read_sampling(body, kAnthropicSampling, p);
   if (const json* v = field(body, "stop_sequences")) {
     if (!v->is_array()) wrong_type("stop_sequences", "an array of strings", *v);
     for (const auto& s : *v) {
@@ -108,11 +95,7 @@ void parse_sampling(const json& body, GenerationRequest& r) {
       bad_value("stop_sequences",
                 "at most " + std::to_string(kMaxStopStrings) + " stop sequences are allowed.");
   }
-  try {
-    p.validate();
-  } catch (const InvalidArgument& e) {
-    throw ApiError::bad_request(e.what());
-  }
+  validate_sampling(p);
 }
 
 // Structured output and extended thinking are known but not supported (their neutral values
@@ -254,94 +237,86 @@ json anthropic_error_body(const ApiError& e) {
 
 namespace {
 
+using Kind = AnswerEvent::Kind;
+
 // The event sequence: message_start, content_block_start, content_block_delta
 // (text_delta) per piece, content_block_stop, message_delta (stop_reason,
-// usage), message_stop; an engine failure is an `error` event.
-class AnthropicExchange final : public ApiExchange {
+// usage), message_stop; an engine failure is an `error` event. Thinking and
+// each tool call are blocks of their own.
+class AnthropicRenderer final : public EventRenderer {
  public:
-  AnthropicExchange(ServerContext& ctx, const std::string& rid) : ctx_(ctx), id_("msg_" + rid) {}
+  explicit AnthropicRenderer(AnthropicRendering r) : r_(std::move(r)) {}
 
-  GenerationRequest parse(const json& raw) override {
-    ImageList images;
-    const json body = anthropic_with_media_markers(ctx_.media, raw, images);
-    GenerationRequest g = parse_text(body);
-    g.images = std::move(images);
-    return g;
-  }
-
-  GenerationRequest parse_text(const json& body) {
-    // A reasoning model (--reasoning-format) thinks whether asked or not;
-    // `thinking: {type: enabled}` shows that thinking as thinking blocks, as
-    // Anthropic's extended thinking does. budget_tokens is not enforced
-    // beyond max_tokens. Without it, only the answer is returned.
-    if (ctx_.split_reasoning) {
-      const json* t = body.is_object() ? field(body, "thinking") : nullptr;
-      const json* type = t && t->is_object() ? field(*t, "type") : nullptr;
-      if (type && *type == "enabled") {
-        json rest = body;
-        rest.erase("thinking");
-        show_thinking_ = true;
-        GenerationRequest g = parse_anthropic_request(rest, ctx_.unknown_fields());
-        tools_ = g.uses_tools();
-        return g;
-      }
-    }
-    GenerationRequest g = parse_anthropic_request(body, ctx_.unknown_fields());
-    tools_ = g.uses_tools();
-    return g;
-  }
-
-  std::string start(const Submission& s) override {
-    json message = anthropic_message(id_, ctx_.model_id, "", sched::Finish{});
+  std::string open() override {
+    json message = anthropic_message(r_.id, r_.model, "", sched::Finish{});
     message["content"] = json::array();
     message["stop_reason"] = nullptr;
-    message["usage"] = anthropic_usage({s.prompt_tokens, 0, 0});
+    message["usage"] = anthropic_usage({r_.prompt_tokens, 0, 0});
     std::string out = sse_event("message_start", {{"type", "message_start"}, {"message", message}});
-    if (tools_) parser_.emplace(tool_syntax(ctx_));
-    if (s.split_reasoning) {
-      split_.emplace(s.in_reasoning);
-      in_reasoning_ = s.in_reasoning;
-      return out;  // blocks open as their text arrives
-    }
+    if (r_.blocks_on_demand) return out;
     return out + open_block(Block::Text);
   }
 
-  std::string stream_text(const std::string& text) override {
-    if (!split_) return answer(text);
-    return stream_parts(split_->push(text));
-  }
-
-  std::string stream_end(const sched::Finish& f) override {
-    if (f.reason == sched::FinishReason::Error)
-      return sse_event("error", anthropic_error_body(ApiError(500, "server_error",
-                                                              "Generation failed: " + f.error)));
-    std::string out;
-    if (split_) out += stream_parts(split_->flush());
-    if (parser_) out += answer_parts(parser_->flush());
-    // The answer's block, even if empty (unless the reply is tool calls).
-    if (block_ != Block::Text && n_calls_ == 0) out += open_block(Block::Text);
-    return out + close_block() +
-           sse_event(
-               "message_delta",
-               {{"type", "message_delta"},
-                {"delta",
-                 {{"stop_reason", stop_reason(f)}, {"stop_sequence", anthropic_stop_sequence(f)}}},
-                {"usage", anthropic_usage(f.usage)}}) +
-           sse_event("message_stop", {{"type", "message_stop"}});
-  }
-
-  json body(const std::string& text, const sched::Finish& f) override {
-    if (!split_) return with_tool_use(anthropic_message(id_, ctx_.model_id, text, f), text, f);
-    const auto parts = ReasoningSplitter::split(text, in_reasoning_);
-    json m =
-        with_tool_use(anthropic_message(id_, ctx_.model_id, parts.content, f), parts.content, f);
-    if (show_thinking_ && !parts.reasoning.empty())
-      m["content"].insert(m["content"].begin(), thinking_block(parts.reasoning));
+  json body(std::span<const ChoiceOutput> c) override {
+    const Answer& a = c[0].answer;
+    json m = anthropic_message(r_.id, r_.model, a.content, c[0].finish);
+    if (!a.calls.empty()) {  // the text block (if any text) and a tool_use block per call
+      m["content"] = json::array();
+      if (!a.content.empty()) m["content"].push_back({{"type", "text"}, {"text", a.content}});
+      for (size_t i = 0; i < a.calls.size(); ++i)
+        m["content"].push_back(tool_use_block(i, a.calls[i].name, a.calls[i].arguments));
+      m["stop_reason"] = stop_reason(a.calls.size(), c[0].finish);
+    }
+    if (r_.thinking_blocks && !a.reasoning.empty())
+      m["content"].insert(m["content"].begin(), thinking_block(a.reasoning));
     return m;
   }
 
  private:
   enum class Block { None, Thinking, Text, ToolUse };
+
+  std::string render_event(const AnswerEvent& e) override {
+    switch (e.kind) {
+      case Kind::Reasoning: {
+        if (!r_.thinking_blocks) return {};
+        std::string out = block_ != Block::Thinking ? open_block(Block::Thinking) : "";
+        return out + block_delta({{"type", "thinking_delta"}, {"thinking", e.text}});
+      }
+      case Kind::Content: {
+        std::string out = block_ != Block::Text ? open_block(Block::Text) : "";
+        return out + block_delta({{"type", "text_delta"}, {"text", e.text}});
+      }
+      case Kind::Call: {  // start (empty input), one input_json_delta, stop
+        std::string out = close_block();
+        block_ = Block::ToolUse;
+        ++index_;
+        json block = tool_use_block(e.call, e.name, e.text);
+        block["input"] = json::object();
+        out += sse_event("content_block_start", {{"type", "content_block_start"},
+                                                 {"index", index_},
+                                                 {"content_block", std::move(block)}});
+        return out + block_delta({{"type", "input_json_delta"}, {"partial_json", e.text}});
+      }
+      case Kind::CallStart:
+      case Kind::CallArguments:
+        return {};
+      case Kind::End:
+        break;
+    }
+    const sched::Finish& f = e.finish;
+    if (f.reason == sched::FinishReason::Error)
+      return sse_event("error", anthropic_error_body(ApiError(500, "server_error",
+                                                              "Generation failed: " + f.error)));
+    // The answer's block, even if empty (unless the reply is tool calls).
+    std::string out = block_ != Block::Text && e.calls == 0 ? open_block(Block::Text) : "";
+    return out + close_block() +
+           sse_event("message_delta", {{"type", "message_delta"},
+                                       {"delta",
+                                        {{"stop_reason", stop_reason(e.calls, f)},
+                                         {"stop_sequence", anthropic_stop_sequence(f)}}},
+                                       {"usage", anthropic_usage(f.usage)}}) +
+           sse_event("message_stop", {{"type", "message_stop"}});
+  }
 
   static json thinking_block(const std::string& thinking) {
     // No signature: tern's thinking is not encrypted or verified.
@@ -364,98 +339,87 @@ class AnthropicExchange final : public ApiExchange {
     return sse_event("content_block_stop", {{"type", "content_block_stop"}, {"index", index_}});
   }
 
-  std::string delta(const std::string& text) {
-    return sse_event("content_block_delta", {{"type", "content_block_delta"},
-                                             {"index", index_},
-                                             {"delta", {{"type", "text_delta"}, {"text", text}}}});
+  std::string block_delta(json delta) {
+    return sse_event(
+        "content_block_delta",
+        {{"type", "content_block_delta"}, {"index", index_}, {"delta", std::move(delta)}});
   }
 
-  std::string stream_parts(const ReasoningSplitter::Parts& p) {
-    std::string out;
-    if (show_thinking_ && !p.reasoning.empty()) {
-      if (block_ != Block::Thinking) out += open_block(Block::Thinking);
-      out += sse_event("content_block_delta",
-                       {{"type", "content_block_delta"},
-                        {"index", index_},
-                        {"delta", {{"type", "thinking_delta"}, {"thinking", p.reasoning}}}});
-    }
-    if (!p.content.empty()) {
-      if (block_ != Block::Text) out += open_block(Block::Text);
-      out += answer(p.content);
-    }
-    return out;
-  }
-
-  // Answer text: as is, or split into text and tool_use blocks.
-  std::string answer(const std::string& text) {
-    if (!parser_) return delta(text);
-    return answer_parts(parser_->push(text));
-  }
-
-  // Each call is a tool_use block: start (empty input), one input_json_delta, stop.
-  std::string answer_parts(const ToolCallParser::Parts& p) {
-    std::string out;
-    if (!p.content.empty()) {
-      if (block_ != Block::Text) out += open_block(Block::Text);
-      out += delta(p.content);
-    }
-    for (const ParsedToolCall& c : p.calls) {
-      out += close_block();
-      block_ = Block::ToolUse;
-      ++index_;
-      json block = tool_use_block(c);
-      block["input"] = json::object();
-      out += sse_event("content_block_start", {{"type", "content_block_start"},
-                                               {"index", index_},
-                                               {"content_block", std::move(block)}});
-      out += sse_event("content_block_delta",
-                       {{"type", "content_block_delta"},
-                        {"index", index_},
-                        {"delta", {{"type", "input_json_delta"}, {"partial_json", c.arguments}}}});
-    }
-    return out;
-  }
-
-  json tool_use_block(const ParsedToolCall& c) {
+  json tool_use_block(size_t call, const std::string& name, const std::string& arguments) const {
     return {{"type", "tool_use"},
-            {"id", "toolu_" + id_.substr(4) + "_" + std::to_string(n_calls_++)},
-            {"name", c.name},
-            {"input", json::parse(c.arguments, nullptr, false)}};
+            {"id", "toolu_" + r_.id.substr(4) + "_" + std::to_string(call)},
+            {"name", name},
+            {"input", json::parse(arguments, nullptr, false)}};
   }
 
-  const char* stop_reason(const sched::Finish& f) const {
-    return n_calls_ > 0 && f.reason == sched::FinishReason::Stop ? "tool_use"
-                                                                 : anthropic_stop_reason(f);
+  static const char* stop_reason(size_t calls, const sched::Finish& f) {
+    return calls > 0 && f.reason == sched::FinishReason::Stop ? "tool_use"
+                                                              : anthropic_stop_reason(f);
   }
 
-  // Not streaming: the text block (if any text) and a tool_use block per call.
-  json with_tool_use(json m, const std::string& text, const sched::Finish& f) {
-    if (!tools_) return m;
-    ToolCallParser parser(tool_syntax(ctx_));
-    ToolCallParser::Parts a = parser.push(text), b = parser.flush();
-    a.content += b.content;
-    for (auto& c : b.calls) a.calls.push_back(std::move(c));
-    m["content"] = json::array();
-    if (!a.content.empty() || a.calls.empty())
-      m["content"].push_back({{"type", "text"}, {"text", a.content}});
-    for (const ParsedToolCall& c : a.calls) m["content"].push_back(tool_use_block(c));
-    m["stop_reason"] = stop_reason(f);
-    return m;
-  }
-
-  ServerContext& ctx_;
-  std::string id_;
-  std::optional<ReasoningSplitter> split_;  // a reasoning model's output
-  bool in_reasoning_ = false;
-  bool show_thinking_ = false;  // the request enabled thinking
-  bool tools_ = false;          // tool_use blocks are parsed from the answer
-  std::optional<ToolCallParser> parser_;
-  int n_calls_ = 0;
+  AnthropicRendering r_;
   Block block_ = Block::None;  // the open content block
   int index_ = -1;             // its index
 };
 
+class AnthropicExchange final : public ApiExchange {
+ public:
+  AnthropicExchange(ServerContext& ctx, const std::string& rid) : ctx_(ctx), id_("msg_" + rid) {}
+
+  GenerationRequest parse(const json& raw) override {
+    ImageList images;
+    const json body = anthropic_with_media_markers(ctx_.media, raw, images);
+    GenerationRequest g = parse_text(body);
+    g.images = std::move(images);
+    return g;
+  }
+
+  AnswerOptions answer_options(const Submission& s, bool) override {
+    return chat_answer(ctx_, s, tools_);
+  }
+
+  std::unique_ptr<AnswerRenderer> renderer(const Submission& s) override {
+    return make_anthropic_renderer({.id = id_,
+                                    .model = ctx_.model_id,
+                                    .prompt_tokens = s.prompt_tokens,
+                                    .thinking_blocks = show_thinking_,
+                                    .blocks_on_demand = s.split_reasoning});
+  }
+
+ private:
+  GenerationRequest parse_text(const json& body) {
+    // A reasoning model (--reasoning-format) thinks whether asked or not;
+    // `thinking: {type: enabled}` shows that thinking as thinking blocks, as
+    // Anthropic's extended thinking does. budget_tokens is not enforced
+    // beyond max_tokens. Without it, only the answer is returned.
+    if (ctx_.split_reasoning) {
+      const json* t = body.is_object() ? field(body, "thinking") : nullptr;
+      const json* type = t && t->is_object() ? field(*t, "type") : nullptr;
+      if (type && *type == "enabled") {
+        json rest = body;
+        rest.erase("thinking");
+        show_thinking_ = true;
+        GenerationRequest g = parse_anthropic_request(rest, ctx_.unknown_fields());
+        tools_ = g.uses_tools();
+        return g;
+      }
+    }
+    GenerationRequest g = parse_anthropic_request(body, ctx_.unknown_fields());
+    tools_ = g.uses_tools();
+    return g;
+  }
+
+  ServerContext& ctx_;
+  std::string id_;
+  bool show_thinking_ = false;  // the request enabled thinking
+  bool tools_ = false;          // tool_use blocks are parsed from the answer
+};
+
 }  // namespace
+
+std::unique_ptr<AnswerRenderer> make_anthropic_renderer(AnthropicRendering r) {
+  return std::make_unique<AnthropicRenderer>(std::move(r));
+}
 
 std::unique_ptr<ApiExchange> make_anthropic_exchange(ServerContext& ctx, const std::string& rid) {
   return std::make_unique<AnthropicExchange>(ctx, rid);

@@ -9,8 +9,8 @@
 #include "context.h"
 #include "net.h"
 #include "tern/sched/stream.h"
+#include "tern/server/openai_bodies.h"
 #include "tern/server/openai_request.h"
-#include "tern/server/openai_response.h"
 
 namespace tern::server {
 

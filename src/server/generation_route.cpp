@@ -41,17 +41,6 @@ awaitable<bool> write_chunk(Exchange& x, const std::string& data, bool chunked) 
   co_return !ec;
 }
 
-// The closing events once every choice has ended: the first error as the
-// API's in-stream error, else the API's end of stream.
-std::string end_of_stream(ApiExchange& api, const std::vector<std::optional<sched::Finish>>& e) {
-  std::vector<sched::Finish> f;
-  for (const auto& x : e) {
-    if (x->reason == sched::FinishReason::Error) return api.stream_end(*x);
-    f.push_back(*x);
-  }
-  return api.stream_done(f);
-}
-
 // Server-sent events in the wire format of the request's API.
 awaitable<bool> pump_sse(Exchange& x) {
   http::response<http::empty_body> res{http::status::ok, x.req.version()};
@@ -70,21 +59,13 @@ awaitable<bool> pump_sse(Exchange& x) {
   if (auto [ec, n] = co_await http::async_write_header(x.stream, sr, use_nothrow); ec)
     co_return false;
 
-  std::string out = x.api.start(x.sub);
-  const size_t n_choices = x.sub.streams.size();
-  if (!x.sub.echo.empty())
-    for (size_t i = 0; i < n_choices; ++i) out += x.api.stream_choice(i, {.text = x.sub.echo});
-  std::vector<std::optional<sched::Finish>> ended(n_choices);
+  AnswerStream answer(x.api, x.sub, /*streaming=*/true);
+  std::string out = answer.open();
   for (;;) {
-    bool all_ended = true;
-    for (size_t i = 0; i < n_choices; ++i) {
-      if (ended[i]) continue;
-      auto c = x.sub.streams[i]->drain();
-      if (c.finish) ended[i] = *c.finish;
-      if (!c.empty()) out += x.api.stream_choice(i, c);
-      all_ended = all_ended && ended[i];
-    }
-    if (all_ended) out += end_of_stream(x.api, ended);
+    for (size_t i = 0; i < x.sub.streams.size(); ++i)
+      if (!answer.ended(i)) out += answer.push(i, x.sub.streams[i]->drain());
+    const bool all_ended = answer.all_ended();
+    if (all_ended) out += answer.close();
     if (!out.empty()) {
       if (!co_await write_chunk(x, out, chunked)) co_return false;
       out.clear();
@@ -101,14 +82,13 @@ awaitable<bool> pump_sse(Exchange& x) {
 
 // One JSON body when every choice is complete.
 awaitable<bool> pump_whole(Exchange& x) {
-  x.api.start(x.sub);
+  AnswerStream answer(x.api, x.sub, /*streaming=*/false);
   const size_t n = x.sub.streams.size();
   std::vector<ChoiceOutput> out(n);
   std::vector<bool> ended(n, false);
   for (auto& o : out) o.text = x.sub.echo;
   for (;;) {
     bool all_ended = true;
-    const sched::Finish* failed = nullptr;
     for (size_t i = 0; i < n; ++i) {
       if (!ended[i]) {
         auto c = x.sub.streams[i]->drain();
@@ -117,8 +97,8 @@ awaitable<bool> pump_whole(Exchange& x) {
         if (c.finish) ended[i] = true, out[i].finish = std::move(*c.finish);
       }
       all_ended = all_ended && ended[i];
-      if (ended[i] && out[i].finish.reason == sched::FinishReason::Error) failed = &out[i].finish;
     }
+    const sched::Finish* failed = all_ended ? answer.failed(out) : nullptr;
     if (all_ended && failed) {
       Response err = error_response(
           x.req, ApiError(500, "server_error", "Generation failed: " + failed->error));
@@ -126,7 +106,7 @@ awaitable<bool> pump_whole(Exchange& x) {
       co_return co_await write_response(x.ctx, x.stream, std::move(err), x.rid, "generation");
     }
     if (all_ended) {
-      Response res = json_response(x.req, http::status::ok, dump(x.api.body_choices(out)));
+      Response res = json_response(x.req, http::status::ok, dump(answer.body(out)));
       res.set("X-Request-Id", x.rid);
       add_cors_headers(x.ctx, x.req, res);
       co_return co_await write_response(x.ctx, x.stream, std::move(res), x.rid, "generation");

@@ -1,21 +1,138 @@
 // OpenAI chat completions and completions as an ApiExchange: parsing in
-// openai_request.cpp, the bodies and chunks in openai_response.cpp (several
+// openai_request.cpp, the bodies and chunks in openai_bodies.cpp (several
 // choices and log probabilities in openai_choices.cpp). A reasoning model's
 // thinking is split out for single-choice requests without logprobs.
-#include <optional>
-
-#include "api_exchange.h"
+#include "renderers.h"
 #include "tern/engine/engine.h"
-#include "tern/sampling/reasoning_split.h"
-#include "tern/sampling/tool_calls.h"
-#include "tern/server/openai_choices.h"
-#include "tern/server/openai_response.h"
 #include "tern/tokenizer/tokenizer.h"
 
 namespace tern::server {
 namespace {
 
 using json = nlohmann::json;
+using Kind = AnswerEvent::Kind;
+
+class OpenAiRenderer final : public AnswerRenderer {
+ public:
+  explicit OpenAiRenderer(OpenAiRendering r)
+      : r_(std::move(r)), offsets_(size_t(r_.n), r_.echo_bytes) {}
+
+  std::string open() override {
+    if (r_.meta.kind != GenerationRequest::Kind::Chat) return "";
+    if (!choices()) return sse_event(chunk_role(r_.meta, r_.include_usage));
+    std::string out;
+    for (int i = 0; i < r_.n; ++i)
+      out += sse_event(choice_role_chunk(r_.meta, i, r_.include_usage));
+    return out;
+  }
+
+  std::string render(size_t index, const sched::StreamChunk& c,
+                     std::span<const AnswerEvent> events) override {
+    if (choices()) return render_choice(index, c);
+    std::string out;
+    for (const AnswerEvent& e : events) out += render_event(e);
+    return out;
+  }
+
+  std::string close(std::span<const sched::Finish> f) override {
+    std::string out;
+    if (choices()) {
+      // The first error as the stream's error, else the usage of every choice.
+      for (const sched::Finish& x : f)
+        if (x.reason == sched::FinishReason::Error) return error_event(x) + std::string(kSseDone);
+      if (r_.include_usage) out += sse_event(choices_usage_chunk(r_.meta, f));
+    }
+    return out += kSseDone;
+  }
+
+  json body(std::span<const ChoiceOutput> c) override {
+    if (choices()) {
+      std::vector<ChoiceResult> r;
+      for (size_t i = 0; i < c.size(); ++i)
+        r.push_back({c[i].text, logprobs_json(i, c[i].logprobs), c[i].finish});
+      return choices_body(r_.meta, r);
+    }
+    const Answer& a = c[0].answer;
+    const sched::Finish& f = c[0].finish;
+    json j = completion_body(r_.meta, a.content, f);
+    if (!a.calls.empty()) {
+      std::vector<ToolCallOut> calls;
+      for (size_t i = 0; i < a.calls.size(); ++i)
+        calls.push_back({call_id(i), a.calls[i].name, a.calls[i].arguments});
+      json& choice = j["choices"][0];
+      if (a.content.empty()) choice["message"]["content"] = nullptr;
+      choice["message"]["tool_calls"] = tool_calls_json(calls);
+      if (called(calls.size(), f)) choice["finish_reason"] = "tool_calls";
+    }
+    if (!a.reasoning.empty()) j["choices"][0]["message"]["reasoning_content"] = a.reasoning;
+    return j;
+  }
+
+ private:
+  std::string render_event(const AnswerEvent& e) {
+    const bool u = r_.include_usage;
+    switch (e.kind) {
+      case Kind::Reasoning: {
+        json j = chunk_text(r_.meta, "", u);
+        j["choices"][0]["delta"] = json{{"reasoning_content", e.text}};
+        return sse_event(j);
+      }
+      case Kind::Content:
+        return sse_event(chunk_text(r_.meta, e.text, u));
+      case Kind::CallStart:  // a call's name as soon as it is known
+        return sse_event(
+            chunk_tool_call_head(r_.meta, int(e.call), {call_id(e.call), e.name, ""}, u));
+      case Kind::CallArguments:  // then its arguments as they are written
+        return sse_event(chunk_tool_call_args(r_.meta, int(e.call), e.text, u));
+      case Kind::Call:  // already out, piece by piece
+        return {};
+      case Kind::End:
+        break;
+    }
+    if (e.finish.reason == sched::FinishReason::Error) return error_event(e.finish);
+    json fin = chunk_finish(r_.meta, e.finish, u);
+    if (called(e.calls, e.finish)) fin["choices"][0]["finish_reason"] = "tool_calls";
+    std::string out = sse_event(fin);
+    if (u) out += sse_event(chunk_usage(r_.meta, e.finish));
+    return out;
+  }
+
+  std::string render_choice(size_t index, const sched::StreamChunk& c) {
+    std::string out;
+    if (!c.text.empty() || !c.logprobs.empty())
+      out += sse_event(choice_text_chunk(r_.meta, int(index), c.text,
+                                         logprobs_json(index, c.logprobs), r_.include_usage));
+    if (c.finish && c.finish->reason != sched::FinishReason::Error)
+      out += sse_event(choice_finish_chunk(r_.meta, int(index), *c.finish, r_.include_usage));
+    return out;
+  }
+
+  static std::string error_event(const sched::Finish& f) {
+    return sse_event(error_body(ApiError(500, "server_error", "Generation failed: " + f.error)));
+  }
+
+  // The reply made calls (and was not cut off by max_tokens).
+  static bool called(size_t calls, const sched::Finish& f) {
+    return calls > 0 && f.reason != sched::FinishReason::Length;
+  }
+
+  std::string call_id(size_t index) const {
+    return "call_" + r_.meta.id.substr(r_.meta.id.find('-') + 1) + "_" + std::to_string(index);
+  }
+
+  // Several choices or log probabilities: rendered by openai_choices.cpp.
+  bool choices() const { return r_.n > 1 || r_.logprobs; }
+
+  // The request's logprobs shape for tokens of choice `index`, or null.
+  json logprobs_json(size_t index, std::span<const TokenLogprob> lps) {
+    if (!r_.logprobs) return nullptr;
+    if (r_.meta.kind == GenerationRequest::Kind::Chat) return chat_logprobs(lps, r_.token_text);
+    return completion_logprobs(lps, r_.token_text, offsets_[index]);
+  }
+
+  OpenAiRendering r_;
+  std::vector<size_t> offsets_;  // completions: text_offset of each choice's next token
+};
 
 class OpenAiExchange final : public ApiExchange {
  public:
@@ -32,165 +149,37 @@ class OpenAiExchange final : public ApiExchange {
     return g;
   }
 
-  std::string start(const Submission& s) override {
-    meta_ = s.meta;
-    if (s.split_reasoning && !choices()) {
-      split_.emplace(s.in_reasoning);
-      in_reasoning_ = s.in_reasoning;
-    }
-    offsets_.assign(size_t(n_), s.echo.size());
-    if (tools_) parser_.emplace(tool_syntax(ctx_), /*stream_arguments=*/true);
-    if (meta_.kind != GenerationRequest::Kind::Chat) return "";
-    if (!choices()) return sse_event(chunk_role(meta_, usage_));
-    std::string out;
-    for (int i = 0; i < n_; ++i) out += sse_event(choice_role_chunk(meta_, i, usage_));
-    return out;
+  AnswerOptions answer_options(const Submission& s, bool streaming) override {
+    if (n_ > 1 || logprobs_) return {};  // each choice's text as generated
+    return chat_answer(ctx_, s, tools_, streaming);
   }
 
-  std::string stream_choice(size_t index, const sched::StreamChunk& c) override {
-    if (!choices()) return ApiExchange::stream_choice(index, c);
-    std::string out;
-    if (!c.text.empty() || !c.logprobs.empty())
-      out += sse_event(
-          choice_text_chunk(meta_, int(index), c.text, logprobs_json(index, c.logprobs), usage_));
-    if (c.finish && c.finish->reason != sched::FinishReason::Error)
-      out += sse_event(choice_finish_chunk(meta_, int(index), *c.finish, usage_));
-    return out;
-  }
-
-  std::string stream_done(const std::vector<sched::Finish>& f) override {
-    if (!choices()) return ApiExchange::stream_done(f);
-    std::string out;
-    if (usage_) out += sse_event(choices_usage_chunk(meta_, f));
-    return out += kSseDone;
-  }
-
-  json body_choices(const std::vector<ChoiceOutput>& c) override {
-    if (!choices()) return ApiExchange::body_choices(c);
-    std::vector<ChoiceResult> r;
-    for (size_t i = 0; i < c.size(); ++i)
-      r.push_back({c[i].text, logprobs_json(i, c[i].logprobs), c[i].finish});
-    return choices_body(meta_, r);
-  }
-
-  std::string stream_text(const std::string& text) override {
-    if (!split_) return stream_content(text);
-    return stream_parts(split_->push(text));
-  }
-
-  std::string stream_end(const sched::Finish& f) override {
-    std::string out;
-    if (split_) out += stream_parts(split_->flush());
-    if (parser_) out += stream_calls(parser_->flush());
-    if (f.reason == sched::FinishReason::Error) {
-      out += sse_event(error_body(ApiError(500, "server_error", "Generation failed: " + f.error)));
-    } else {
-      json fin = chunk_finish(meta_, f, usage_);
-      if (called(f)) fin["choices"][0]["finish_reason"] = "tool_calls";
-      out += sse_event(fin);
-      if (usage_) out += sse_event(chunk_usage(meta_, f));
-    }
-    return out += kSseDone;
-  }
-
-  json body(const std::string& text, const sched::Finish& f) override {
-    if (!split_) return with_tool_calls(completion_body(meta_, text, f), text, f);
-    const auto parts = ReasoningSplitter::split(text, in_reasoning_);
-    json j = with_tool_calls(completion_body(meta_, parts.content, f), parts.content, f);
-    if (!parts.reasoning.empty()) j["choices"][0]["message"]["reasoning_content"] = parts.reasoning;
-    return j;
+  std::unique_ptr<AnswerRenderer> renderer(const Submission& s) override {
+    const Tokenizer& tok = ctx_.engine.tokenizer();
+    return make_openai_renderer(
+        {.meta = s.meta,
+         .include_usage = usage_,
+         .n = n_,
+         .logprobs = logprobs_,
+         .token_text =
+             [&tok](int32_t id) { return tok.token_to_piece(id, /*render_special=*/true); },
+         .echo_bytes = s.echo.size()});
   }
 
  private:
-  // Reasoning streams as delta.reasoning_content, the answer as delta.content.
-  std::string stream_parts(const ReasoningSplitter::Parts& p) {
-    std::string out;
-    if (!p.reasoning.empty()) {
-      json j = chunk_text(meta_, "", usage_);
-      j["choices"][0]["delta"] = json{{"reasoning_content", p.reasoning}};
-      out += sse_event(j);
-    }
-    if (!p.content.empty()) out += stream_content(p.content);
-    return out;
-  }
-
-  // Answer text: as is, or split into content and tool calls.
-  std::string stream_content(const std::string& text) {
-    if (!parser_) return sse_event(chunk_text(meta_, text, usage_));
-    return stream_calls(parser_->push(text));
-  }
-
-  std::string stream_calls(const ToolCallParser::Parts& p) {
-    std::string out;
-    if (!p.content.empty()) out += sse_event(chunk_text(meta_, p.content, usage_));
-    // A call's name as soon as it is known, then its arguments as they are written.
-    for (const ToolCallParser::CallDelta& d : p.deltas) {
-      const int index = int(d.index);
-      if (!d.name.empty()) {
-        calls_.push_back({call_id(index), d.name, ""});
-        out += sse_event(chunk_tool_call_head(meta_, index, calls_.back(), usage_));
-      }
-      if (!d.arguments.empty())
-        out += sse_event(chunk_tool_call_args(meta_, index, d.arguments, usage_));
-    }
-    return out;
-  }
-
-  // The reply made calls (and was not cut off by max_tokens).
-  bool called(const sched::Finish& f) const {
-    return !calls_.empty() && f.reason != sched::FinishReason::Length;
-  }
-
-  // Not streaming: the answer split into content and message.tool_calls.
-  json with_tool_calls(json j, const std::string& content, const sched::Finish& f) {
-    if (!tools_) return j;
-    ToolCallParser parser(tool_syntax(ctx_));
-    ToolCallParser::Parts a = parser.push(content);
-    ToolCallParser::Parts b = parser.flush();
-    a.content += b.content;
-    for (auto& c : b.calls) a.calls.push_back(std::move(c));
-    for (size_t i = 0; i < a.calls.size(); ++i)
-      calls_.push_back({call_id(int(i)), a.calls[i].name, a.calls[i].arguments});
-    json& choice = j["choices"][0];
-    choice["message"]["content"] = a.content.empty() && !calls_.empty() ? json() : json(a.content);
-    if (!calls_.empty()) choice["message"]["tool_calls"] = tool_calls_json(calls_);
-    if (called(f)) choice["finish_reason"] = "tool_calls";
-    return j;
-  }
-
-  std::string call_id(int index) const {
-    return "call_" + meta_.id.substr(meta_.id.find('-') + 1) + "_" + std::to_string(index);
-  }
-
-  // Several choices or log probabilities: rendered by openai_choices.cpp.
-  bool choices() const { return n_ > 1 || logprobs_; }
-
-  // The request's logprobs shape for tokens of choice `index`, or null.
-  json logprobs_json(size_t index, std::span<const TokenLogprob> lps) {
-    if (!logprobs_) return nullptr;
-    const Tokenizer& tok = ctx_.engine.tokenizer();
-    const TokenText text = [&](int32_t id) {
-      return tok.token_to_piece(id, /*render_special=*/true);
-    };
-    if (meta_.kind == GenerationRequest::Kind::Chat) return chat_logprobs(lps, text);
-    return completion_logprobs(lps, text, offsets_[index]);
-  }
-
   ServerContext& ctx_;
   GenerationRequest::Kind kind_;
   bool usage_ = false;  // stream_options.include_usage
-  ResponseMeta meta_;
-  std::optional<ReasoningSplitter> split_;  // chat with --reasoning-format splitting
-  bool in_reasoning_ = false;
   int n_ = 1;
   bool logprobs_ = false;
-  bool tools_ = false;                    // tool calls are parsed from the answer
-  std::optional<ToolCallParser> parser_;  // streaming with tools
-  std::vector<ToolCallOut> calls_;        // the calls so far
-  std::vector<size_t> offsets_;           // completions: text_offset of each choice's next token
+  bool tools_ = false;  // tool calls are parsed from the answer
 };
 
 }  // namespace
+
+std::unique_ptr<AnswerRenderer> make_openai_renderer(OpenAiRendering r) {
+  return std::make_unique<OpenAiRenderer>(std::move(r));
+}
 
 std::unique_ptr<ApiExchange> make_openai_exchange(ServerContext& ctx,
                                                   GenerationRequest::Kind kind) {

@@ -5,6 +5,7 @@
 
 #include "json_fields.h"
 #include "openai_tools.h"
+#include "sampling_fields.h"
 #include "tern/sampling/json_schema.h"
 
 namespace tern::server {
@@ -197,61 +198,16 @@ void parse_common(const json& body, GenerationRequest& r, UnknownFields policy) 
   parse_n(body, r);
   SamplingParams& p = r.params;
   parse_logit_bias(body, p);
-  double d = 0;
-  int64_t i = 0;
   parse_max_tokens(body, "max_tokens", r);
-  if (get_number(body, "temperature", d)) {
-    check_range("temperature", d, 0.0, 2.0);
-    p.temperature = float(d);
-  }
-  if (get_number(body, "top_p", d)) {
-    check_range("top_p", d, 0.0, 1.0);
-    if (d == 0.0) {
-      p.top_p = 1.0f;  // a zero nucleus keeps only the most likely token: greedy
-      p.top_k = 1;
-    } else {
-      p.top_p = float(d);
-    }
-  }
-  if (get_number(body, "presence_penalty", d)) {
-    check_range("presence_penalty", d, -2.0, 2.0);
-    p.presence_penalty = float(d);
-  }
-  if (get_number(body, "frequency_penalty", d)) {
-    check_range("frequency_penalty", d, -2.0, 2.0);
-    p.frequency_penalty = float(d);
-  }
-  if (get_int(body, "seed", i)) p.seed = uint64_t(i);
+  read_sampling(body, kOpenAiSampling, p);
   parse_stop(body, p);
-  // llama.cpp extensions.
-  if (get_int(body, "top_k", i)) {
-    if (i < 0) bad_value("top_k", "must be >= 0.");
-    p.top_k = int(std::min<int64_t>(i, std::numeric_limits<int>::max()));
-  }
-  if (get_number(body, "min_p", d)) {
-    check_range("min_p", d, 0.0, 1.0);
-    p.min_p = float(d);
-  }
-  if (get_number(body, "repeat_penalty", d)) {
-    if (d <= 0) bad_value("repeat_penalty", "must be greater than 0.");
-    p.repeat_penalty = float(d);
-  }
-  if (get_int(body, "repeat_last_n", i)) {
-    check_range("repeat_last_n", double(i), -1, kMaxRepeatLastN);
-    p.repeat_last_n = int(i);
-  }
-  get_bool(body, "ignore_eos", p.ignore_eos);
   get_bool(body, "stream", r.stream);
   if (const json* v = field(body, "stream_options")) {
     if (!v->is_object()) wrong_type("stream_options", "an object", *v);
     check_fields(*v, "stream_options.", {"include_usage"}, policy);
     get_bool(*v, "include_usage", r.include_usage);
   }
-  try {
-    p.validate();
-  } catch (const InvalidArgument& e) {
-    throw ApiError::bad_request(e.what());
-  }
+  validate_sampling(p);
 }
 
 std::string message_content(const json& m, const std::string& where, const std::string& role) {

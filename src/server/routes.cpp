@@ -8,7 +8,7 @@
 #include "tern/kernels/ops.h"
 #include "tern/sched/scheduler.h"
 #include "tern/server/anthropic_messages.h"
-#include "tern/server/openai_response.h"
+#include "tern/server/openai_bodies.h"
 
 namespace tern::server {
 namespace {

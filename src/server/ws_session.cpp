@@ -23,7 +23,6 @@
 #include "routes.h"
 #include "session.h"
 #include "tern/engine/engine.h"
-#include "tern/sampling/reasoning_split.h"
 #include "tern/sched/scheduler.h"
 #include "waker.h"
 
@@ -57,15 +56,8 @@ class WsSession final : public ShutdownListener {
   struct Active {
     std::shared_ptr<sched::Stream> stream;
     std::string request_id;
-    // A `responses` op: the Responses API's exchange renders (and stores)
-    // the response object at the end, from the whole text.
-    std::unique_ptr<ApiExchange> responses;
-    std::string text;
-    // Chat output of a reasoning model: deltas carry `reasoning` beside `text`.
-    std::optional<ReasoningSplitter> split;
-    // Chat with tools: calls come out of the text as `tool_call` messages.
-    std::optional<ToolCallParser> tools;
-    int n_calls = 0;
+    std::unique_ptr<ApiExchange> exchange;  // parses and renders (ws_exchange.cpp)
+    std::unique_ptr<AnswerStream> answer;   // its answer on the way out
   };
 
   awaitable<void> reader();
@@ -73,8 +65,7 @@ class WsSession final : public ShutdownListener {
   awaitable<void> writer();
   awaitable<void> watchdog();
   void collect();
-  std::string tool_calls_out(const std::string& id, Active& a, const std::string& text, bool end,
-                             std::vector<std::string>& calls);
+  void enqueue_lines(const std::string& lines);
   bool outbox_full() const { return outbox_bytes_ >= ctx_.opts.ws_outbox_bytes; }
   void enqueue(std::string frame) {
     outbox_bytes_ += frame.size();
@@ -204,69 +195,22 @@ awaitable<bool> WsSession::read_message(beast::flat_buffer& buf) {
   co_return true;
 }
 
-// Chat with tools: a `tool_call` message (into `calls`) per call parsed from
-// `text`; returns the content around them (all that is left at the end).
-std::string WsSession::tool_calls_out(const std::string& id, Active& a, const std::string& text,
-                                      bool end, std::vector<std::string>& calls) {
-  ToolCallParser::Parts parts = a.tools->push(text);
-  if (end) {
-    ToolCallParser::Parts rest = a.tools->flush();
-    parts.content += rest.content;
-    for (auto& call : rest.calls) parts.calls.push_back(std::move(call));
+// The renderer's messages, one per line, each a frame.
+void WsSession::enqueue_lines(const std::string& lines) {
+  for (size_t at = 0, nl; at < lines.size(); at = nl + 1) {
+    nl = lines.find('\n', at);
+    enqueue(lines.substr(at, nl - at));
   }
-  for (const ParsedToolCall& call : parts.calls) {
-    const int index = a.n_calls++;
-    calls.push_back(dump(json{{"type", "tool_call"},
-                              {"id", id},
-                              {"index", index},
-                              {"call_id", "call_" + a.request_id + "_" + std::to_string(index)},
-                              {"name", call.name},
-                              {"arguments", call.arguments}}));
-  }
-  return parts.content;
 }
 
 // Moves each stream's news into the outbox, without suspending, while it has room.
 void WsSession::collect() {
   for (auto it = active_.begin(); it != active_.end() && !outbox_full();) {
-    auto c = it->second.stream->drain();
-    if (it->second.responses) it->second.text += c.text;
-    std::vector<std::string> calls;  // sent after the text that came before them
-    if (it->second.tools)
-      c.text = tool_calls_out(it->first, it->second, c.text, bool(c.finish), calls);
-    if (auto& split = it->second.split) {
-      auto parts = split->push(c.text);
-      if (c.finish) {
-        auto rest = split->flush();
-        parts.reasoning += rest.reasoning;
-        parts.content += rest.content;
-      }
-      if (!parts.empty() || c.n_tokens > 0) {
-        json d{
-            {"type", "delta"}, {"id", it->first}, {"text", parts.content}, {"tokens", c.n_tokens}};
-        if (!parts.reasoning.empty()) d["reasoning"] = parts.reasoning;
-        enqueue(dump(d));
-      }
-    } else if (!c.text.empty() || c.n_tokens > 0) {
-      enqueue(dump(
-          json{{"type", "delta"}, {"id", it->first}, {"text", c.text}, {"tokens", c.n_tokens}}));
-    }
-    for (auto& frame : calls) enqueue(std::move(frame));
-    if (!c.finish) {
+    enqueue_lines(it->second.answer->push(0, it->second.stream->drain()));
+    if (it->second.answer->all_ended())
+      it = active_.erase(it);
+    else
       ++it;
-      continue;
-    }
-    const bool called = it->second.n_calls > 0 && c.finish->reason == sched::FinishReason::Stop;
-    json done = {{"type", "done"},
-                 {"id", it->first},
-                 {"finish_reason", called ? "tool_calls" : sched::to_string(c.finish->reason)},
-                 {"usage", usage_json(c.finish->usage)},
-                 {"timings", timings_json(c.finish->timings)}};
-    if (!c.finish->error.empty()) done["error"] = c.finish->error;
-    if (it->second.responses && c.finish->reason != sched::FinishReason::Error)
-      done["response"] = it->second.responses->body(it->second.text, *c.finish);
-    enqueue(dump(done));
-    it = active_.erase(it);
   }
 }
 
@@ -368,34 +312,12 @@ awaitable<void> WsSession::on_generate(const json& msg, const std::string& id, b
                      "Too many generations on this socket (at most " +
                          std::to_string(ctx_.opts.ws_max_generations) + ").",
                      {}, "too_many_generations");
-    const std::vector<std::string> own = {"type", "id"};
     const std::string request_id = rid_ + "." + std::to_string(++n_generations_);
-    std::unique_ptr<ApiExchange> exchange;
-    if (responses) exchange = make_responses_exchange(ctx_, request_id);
+    std::unique_ptr<ApiExchange> exchange = make_ws_exchange(ctx_, id, request_id, responses);
     // Off the reactor thread: validation, the chat template and the tokenizer.
     // (Remote media is fetched on the reactor first, when there is any.)
-    GenerationRequest g = co_await prepare_with_remote_media(ctx_, peer_, [&] {
-      if (exchange) {
-        json body = msg;
-        for (const auto& k : own) body.erase(k);
-        return exchange->parse(body);
-      }
-      return msg.contains("prompt")
-                 ? parse_completion_request(msg, own, ctx_.unknown_fields())
-                 : parse_chat_with_media(ctx_.media, msg, own, ctx_.unknown_fields());
-    });
-    // One stream of deltas per generate: several choices or log probabilities
-    // are the HTTP API's (PROTOCOL.md).
-    if (g.n != 1)
-      throw ApiError::bad_request(
-          "Unsupported value: 'n': the WebSocket generates one choice; "
-          "send n separate generate messages.",
-          "n", "unsupported_value");
-    if (g.params.logprobs >= 0)
-      throw ApiError::bad_request(
-          "Unsupported parameter: 'logprobs' is not available over the WebSocket; use the HTTP "
-          "API.",
-          "logprobs", "unsupported_parameter");
+    GenerationRequest g =
+        co_await prepare_with_remote_media(ctx_, peer_, [&] { return exchange->parse(msg); });
     // The connection is the session unless the message names one (`user`).
     if (g.session.empty()) g.session = client_;
     Submission sub = co_await prepare_generation(ctx_, g, request_id, client_, waker_->notifier());
@@ -406,17 +328,10 @@ awaitable<void> WsSession::on_generate(const json& msg, const std::string& id, b
     }
     ctx_.log->info("[{}] generate id={} prompt={} tokens max_tokens={}", request_id,
                    id.substr(0, 32), sub.prompt_tokens, g.params.max_tokens);
-    send(json{{"type", "start"},
-              {"id", id},
-              {"request_id", request_id},
-              {"model", ctx_.model_id},
-              {"prompt_tokens", sub.prompt_tokens}});
-    if (!sub.echo.empty())
-      send(json{{"type", "delta"}, {"id", id}, {"text", sub.echo}, {"tokens", 0}});
-    if (exchange) exchange->start(sub);  // (its SSE events are not sent: deltas are)
-    Active& a = active_[id] = Active{sub.stream, request_id, std::move(exchange), {}, {}};
-    if (sub.split_reasoning) a.split.emplace(sub.in_reasoning);
-    if (!a.responses && g.uses_tools()) a.tools.emplace(tool_syntax(ctx_));
+    auto answer = std::make_unique<AnswerStream>(*exchange, sub, /*streaming=*/true);
+    enqueue_lines(answer->open());
+    waker_->wake();
+    active_[id] = Active{sub.stream, request_id, std::move(exchange), std::move(answer)};
   } catch (const std::exception& e) {
     send_error(id, ApiError::from(e));
   }

@@ -14,7 +14,7 @@
 
 #include "tern/sampling/logprobs.h"
 #include "tern/sched/stream.h"
-#include "tern/server/openai_response.h"
+#include "tern/server/openai_bodies.h"
 
 namespace tern::server {
 

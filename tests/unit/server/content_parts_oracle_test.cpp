@@ -12,7 +12,7 @@
 #include "tern/server/anthropic_messages.h"
 #include "tern/server/media_parts.h"
 #include "tern/server/media_translate.h"
-#include "tern/server/openai_responses.h"
+#include "tern/server/responses_api.h"
 #include "tern/tokenizer/chat_template.h"
 #include "testutil.h"
 

@@ -1,4 +1,4 @@
-#include "tern/server/openai_response.h"
+#include "tern/server/openai_bodies.h"
 
 namespace tern::server {
 namespace {

@@ -1,4 +1,4 @@
-#include "tern/server/openai_response.h"
+#include "tern/server/openai_bodies.h"
 
 #include <gtest/gtest.h>
 
@@ -22,7 +22,7 @@ sched::Finish finish(sched::FinishReason r, int prompt, int completion) {
 const ResponseMeta kChat{"chatcmpl-1", 1700000000, "smol", GenerationRequest::Kind::Chat};
 const ResponseMeta kText{"cmpl-1", 1700000000, "smol", GenerationRequest::Kind::Completion};
 
-TEST(OpenAiResponse, ChatCompletionBody) {
+TEST(OpenAiBodies, ChatCompletionBody) {
   const json j = completion_body(kChat, "Hello!", finish(sched::FinishReason::Length, 10, 4));
   EXPECT_EQ(j["object"], "chat.completion");
   EXPECT_EQ(j["id"], "chatcmpl-1");
@@ -42,7 +42,7 @@ TEST(OpenAiResponse, ChatCompletionBody) {
   EXPECT_NEAR(j["timings"]["prompt_per_second"].get<double>(), 500.0, 1e-9);
 }
 
-TEST(OpenAiResponse, TextCompletionBody) {
+TEST(OpenAiBodies, TextCompletionBody) {
   const json j = completion_body(kText, "abc", finish(sched::FinishReason::Stop, 3, 2));
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["choices"][0]["text"], "abc");
@@ -50,7 +50,7 @@ TEST(OpenAiResponse, TextCompletionBody) {
   EXPECT_FALSE(j["choices"][0].contains("message"));
 }
 
-TEST(OpenAiResponse, ChatChunksInOrder) {
+TEST(OpenAiBodies, ChatChunksInOrder) {
   const json role = chunk_role(kChat, false);
   EXPECT_EQ(role["object"], "chat.completion.chunk");
   EXPECT_EQ(role["choices"][0]["delta"]["role"], "assistant");
@@ -73,12 +73,12 @@ TEST(OpenAiResponse, ChatChunksInOrder) {
   EXPECT_EQ(usage["usage"]["total_tokens"], 6);
 }
 
-TEST(OpenAiResponse, CancelledReadsAsStop) {
+TEST(OpenAiBodies, CancelledReadsAsStop) {
   EXPECT_STREQ(openai_finish_reason(sched::FinishReason::Cancelled), "stop");
   EXPECT_STREQ(openai_finish_reason(sched::FinishReason::Length), "length");
 }
 
-TEST(OpenAiResponse, ErrorShape) {
+TEST(OpenAiBodies, ErrorShape) {
   const json j =
       error_body(ApiError::bad_request("Bad temperature", "temperature", "invalid_value"));
   EXPECT_EQ(j["error"]["message"], "Bad temperature");
@@ -90,7 +90,7 @@ TEST(OpenAiResponse, ErrorShape) {
   EXPECT_TRUE(k["error"]["code"].is_null());
 }
 
-TEST(OpenAiResponse, SseFramingAndInvalidUtf8) {
+TEST(OpenAiBodies, SseFramingAndInvalidUtf8) {
   const std::string ev = sse_event(json{{"a", 1}});
   EXPECT_EQ(ev, "data: {\"a\":1}\n\n");
   // Never throws on bytes that are not UTF-8: they become U+FFFD.

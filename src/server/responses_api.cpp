@@ -1,15 +1,15 @@
-#include "tern/server/openai_responses.h"
+#include "tern/server/responses_api.h"
 
 #include <limits>
 #include <optional>
 
-#include "api_exchange.h"
 #include "json_fields.h"
 #include "openai_tools.h"
+#include "renderers.h"
+#include "sampling_fields.h"
 #include "tern/core/random_id.h"
-#include "tern/sampling/reasoning_split.h"
 #include "tern/server/media_translate.h"
-#include "tern/server/openai_response.h"
+#include "tern/server/openai_bodies.h"
 
 namespace tern::server {
 namespace {
@@ -116,7 +116,6 @@ void reject_unsupported(const json& body) {
 void parse_sampling(const json& body, ResponsesRequest& r) {
   SamplingParams& p = r.g.params;
   int64_t i = 0;
-  double d = 0;
   if (get_int(body, "max_output_tokens", i)) {
     if (i < 1)
       bad_value("max_output_tokens", std::to_string(i) + " is less than the minimum of 1.");
@@ -124,22 +123,8 @@ void parse_sampling(const json& body, ResponsesRequest& r) {
     r.g.max_tokens_given = true;
     r.echo["max_output_tokens"] = i;
   }
-  if (get_number(body, "temperature", d)) {
-    check_range("temperature", d, 0.0, 2.0);
-    p.temperature = float(d);
-    r.echo["temperature"] = d;
-  }
-  if (get_number(body, "top_p", d)) {
-    check_range("top_p", d, 0.0, 1.0);
-    p.top_p = d == 0.0 ? 1.0f : float(d);  // a zero nucleus is greedy
-    if (d == 0.0) p.top_k = 1;
-    r.echo["top_p"] = d;
-  }
-  try {
-    p.validate();
-  } catch (const InvalidArgument& e) {
-    throw ApiError::bad_request(e.what());
-  }
+  read_sampling(body, kResponsesSampling, p, &r.echo);
+  validate_sampling(p);
 }
 
 }  // namespace
@@ -294,14 +279,213 @@ json responses_object(const ResponsesMeta& m, const std::string& text, const sch
 
 namespace {
 
+using Kind = AnswerEvent::Kind;
+
 // The event sequence the OpenAI SDK's stream parser expects: response.created,
 // response.in_progress, response.output_item.added, response.content_part.added,
 // response.output_text.delta per piece, response.output_text.done,
 // response.content_part.done, response.output_item.done, then
 // response.completed (or response.incomplete / response.failed). A reasoning
 // model's thinking comes first as its own item (output_index 0), with
-// response.reasoning_text.delta / .done in place of the output_text ones.
-// Every event carries a sequence_number.
+// response.reasoning_text.delta / .done in place of the output_text ones;
+// each tool call is an output item after the message. Every event carries a
+// sequence_number.
+class ResponsesRenderer final : public EventRenderer {
+ public:
+  explicit ResponsesRenderer(ResponsesRendering r) : r_(std::move(r)) {}
+
+  std::string open() override {
+    const json in_progress = responses_object(r_.meta, "", nullptr);
+    // One statement per event: sequence numbers follow the order of the calls.
+    std::string out = event("response.created", {{"response", in_progress}});
+    out += event("response.in_progress", {{"response", in_progress}});
+    if (r_.items_on_demand) return out;
+    return out + open_message();
+  }
+
+  json body(std::span<const ChoiceOutput> c) override {
+    const Answer& a = c[0].answer;
+    const sched::Finish& f = c[0].finish;
+    text_ = a.content;
+    reasoning_ = a.reasoning;
+    for (const ParsedToolCall& call : a.calls)
+      calls_.push_back({call_id(calls_.size()), call.name, call.arguments});
+    json done = responses_object(r_.meta, text_, &f, reasoning_);
+    add_calls(done, f);
+    // A reply that only calls has no message item.
+    if (text_.empty() && !calls_.empty() && f.reason != sched::FinishReason::Error)
+      done["output"].erase(size_t(message_index()));
+    remember(f, done);
+    return done;
+  }
+
+ private:
+  std::string render_event(const AnswerEvent& e) override {
+    switch (e.kind) {
+      case Kind::Reasoning:
+        return reasoning_delta(e.text);
+      case Kind::Content: {
+        // One statement per event: sequence numbers follow the order of the calls.
+        std::string out = answer_started();
+        return out += text_delta(e.text);
+      }
+      case Kind::Call: {
+        std::string out = answer_started();
+        return out += call_item(e.name, e.text);
+      }
+      case Kind::CallStart:
+      case Kind::CallArguments:
+        return {};
+      case Kind::End:
+        return end(e.finish);
+    }
+    return {};
+  }
+
+  std::string end(const sched::Finish& f) {
+    json done = responses_object(r_.meta, text_, &f, reasoning_);
+    add_calls(done, f);
+    remember(f, done);
+    if (f.reason == sched::FinishReason::Error)
+      return event("response.failed", {{"response", done}});
+    std::string out =
+        close_reasoning(f.reason == sched::FinishReason::Length ? "incomplete" : "completed");
+    if (!message_open_) out += open_message();
+    json text_done = where();
+    text_done["text"] = text_;
+    text_done["logprobs"] = json::array();
+    out += event("response.output_text.done", std::move(text_done));
+    out += event("response.content_part.done", part_fields(text_));
+    out += event("response.output_item.done",
+                 {{"output_index", message_index()}, {"item", done["output"][message_index()]}});
+    out += event(std::string("response.") + responses_status(f), {{"response", done}});
+    return out;
+  }
+
+  // The message item follows a reasoning item when the answer had one.
+  int message_index() const { return reasoning_.empty() ? 0 : 1; }
+
+  json where() const {
+    return {{"item_id", r_.meta.item_id}, {"output_index", message_index()}, {"content_index", 0}};
+  }
+  json reasoning_where() const {
+    return {{"item_id", r_.meta.reasoning_id}, {"output_index", 0}, {"content_index", 0}};
+  }
+  json part_fields(const std::string& text) const {
+    json e = where();
+    e["part"] = {{"type", "output_text"}, {"text", text}, {"annotations", json::array()}};
+    return e;
+  }
+  std::string event(const std::string& type, json fields) {
+    fields["type"] = type;
+    fields["sequence_number"] = sequence_++;
+    return sse_event(type, fields);
+  }
+
+  std::string open_message() {
+    message_open_ = true;
+    std::string out = event("response.output_item.added",
+                            {{"output_index", message_index()},
+                             {"item", responses_message_item(r_.meta, "", "in_progress")}});
+    return out + event("response.content_part.added", part_fields(""));
+  }
+
+  // The answer (text or a call) has begun: the reasoning item is done and
+  // the message item is open.
+  std::string answer_started() {
+    std::string out = close_reasoning("completed");
+    if (!message_open_) out += open_message();
+    return out;
+  }
+
+  std::string text_delta(const std::string& text) {
+    text_ += text;
+    json e = where();
+    e["delta"] = text;
+    e["logprobs"] = json::array();
+    return event("response.output_text.delta", std::move(e));
+  }
+
+  std::string reasoning_delta(const std::string& text) {
+    std::string out;
+    if (!reasoning_open_) {  // the decoder gives all reasoning before any answer
+      reasoning_open_ = true;
+      out += event(
+          "response.output_item.added",
+          {{"output_index", 0}, {"item", responses_reasoning_item(r_.meta, "", "in_progress")}});
+      json added = reasoning_where();
+      added["part"] = {{"type", "reasoning_text"}, {"text", ""}};
+      out += event("response.content_part.added", std::move(added));
+    }
+    reasoning_ += text;
+    json e = reasoning_where();
+    e["delta"] = text;
+    return out + event("response.reasoning_text.delta", std::move(e));
+  }
+
+  std::string close_reasoning(const char* status) {
+    if (!reasoning_open_) return {};
+    reasoning_open_ = false;
+    json done = reasoning_where();
+    done["text"] = reasoning_;
+    std::string out = event("response.reasoning_text.done", done);
+    done.erase("text");
+    done["part"] = {{"type", "reasoning_text"}, {"text", reasoning_}};
+    out += event("response.content_part.done", std::move(done));
+    out += event(
+        "response.output_item.done",
+        {{"output_index", 0}, {"item", responses_reasoning_item(r_.meta, reasoning_, status)}});
+    return out;
+  }
+
+  // A call is its own output item after the message: added, its arguments
+  // (one delta), done.
+  std::string call_item(const std::string& name, const std::string& arguments) {
+    calls_.push_back({call_id(calls_.size()), name, arguments});
+    const int index = message_index() + int(calls_.size());
+    const std::string item_id = "fc" + calls_.back().id.substr(4);
+    json item = function_call_item(calls_.back(), "in_progress");
+    item["arguments"] = "";
+    std::string out =
+        event("response.output_item.added", {{"output_index", index}, {"item", item}});
+    out += event("response.function_call_arguments.delta",
+                 {{"item_id", item_id}, {"output_index", index}, {"delta", arguments}});
+    out += event("response.function_call_arguments.done",
+                 {{"item_id", item_id}, {"output_index", index}, {"arguments", arguments}});
+    out +=
+        event("response.output_item.done",
+              {{"output_index", index}, {"item", function_call_item(calls_.back(), "completed")}});
+    return out;
+  }
+
+  std::string call_id(size_t index) const {
+    return "call_" + r_.meta.id.substr(5) + "_" + std::to_string(index);
+  }
+
+  static json function_call_item(const ToolCallOut& c, const char* status) {
+    return json{{"type", "function_call"}, {"id", "fc" + c.id.substr(4)}, {"call_id", c.id},
+                {"name", c.name},          {"arguments", c.arguments},    {"status", status}};
+  }
+
+  void add_calls(json& done, const sched::Finish& f) const {
+    if (f.reason == sched::FinishReason::Error) return;
+    for (const ToolCallOut& c : calls_)
+      done["output"].push_back(function_call_item(c, "completed"));
+  }
+
+  void remember(const sched::Finish& f, const json& response) {
+    if (r_.remember && f.reason != sched::FinishReason::Error) r_.remember(text_, calls_, response);
+  }
+
+  ResponsesRendering r_;
+  std::string text_;       // the answer so far
+  std::string reasoning_;  // a reasoning model's thinking so far
+  std::vector<ToolCallOut> calls_;
+  bool reasoning_open_ = false;
+  bool message_open_ = false;
+  int sequence_ = 0;
+};
+
 class ResponsesExchange final : public ApiExchange {
  public:
   // A stored response is read, continued and deleted by its id alone, so the
@@ -339,203 +523,31 @@ class ResponsesExchange final : public ApiExchange {
     return req_.g;
   }
 
-  std::string start(const Submission& s) override {
-    meta_.created_at = s.meta.created;
-    meta_.model = ctx_.model_id;
-    const json in_progress = responses_object(meta_, "", nullptr);
-    // One statement per event: sequence numbers follow the order of the calls.
-    std::string out = event("response.created", {{"response", in_progress}});
-    out += event("response.in_progress", {{"response", in_progress}});
-    if (req_.g.uses_tools()) parser_.emplace(tool_syntax(ctx_));
-    if (s.split_reasoning) {
-      split_.emplace(s.in_reasoning);
-      in_reasoning_ = s.in_reasoning;
-      return out;  // items open as their text arrives
-    }
-    return out + open_message();
+  AnswerOptions answer_options(const Submission& s, bool) override {
+    return chat_answer(ctx_, s, req_.g.uses_tools());
   }
 
-  std::string stream_text(const std::string& text) override {
-    if (!split_) return answer_text(text);
-    return stream_parts(split_->push(text));
-  }
-
-  std::string stream_end(const sched::Finish& f) override {
-    std::string out;
-    if (split_ && f.reason != sched::FinishReason::Error) out += stream_parts(split_->flush());
-    if (parser_ && f.reason != sched::FinishReason::Error) out += answer_parts(parser_->flush());
-    json done = responses_object(meta_, text_, &f, reasoning_);
-    add_calls(done, f);
-    remember(f, done);
-    if (f.reason == sched::FinishReason::Error)
-      return out + event("response.failed", {{"response", done}});
-    out += close_reasoning(f.reason == sched::FinishReason::Length ? "incomplete" : "completed");
-    if (!message_open_) out += open_message();
-    json text_done = where();
-    text_done["text"] = text_;
-    text_done["logprobs"] = json::array();
-    out += event("response.output_text.done", std::move(text_done));
-    out += event("response.content_part.done", part_fields(text_));
-    out += event("response.output_item.done",
-                 {{"output_index", message_index_}, {"item", done["output"][message_index_]}});
-    out += event(std::string("response.") + responses_status(f), {{"response", done}});
-    return out;
-  }
-
-  json body(const std::string& text, const sched::Finish& f) override {
-    if (split_) {
-      auto parts = ReasoningSplitter::split(text, in_reasoning_);
-      text_ = std::move(parts.content);
-      reasoning_ = std::move(parts.reasoning);
-    } else {
-      text_ = text;
-    }
-    if (parser_) {
-      ToolCallParser parser(tool_syntax(ctx_));
-      ToolCallParser::Parts a = parser.push(text_), b = parser.flush();
-      text_ = a.content + b.content;
-      for (auto& c : b.calls) a.calls.push_back(std::move(c));
-      for (auto& c : a.calls) calls_.push_back({call_id(calls_.size()), c.name, c.arguments});
-    }
-    json done = responses_object(meta_, text_, &f, reasoning_);
-    add_calls(done, f);
-    // A reply that only calls has no message item.
-    if (text_.empty() && !calls_.empty() && f.reason != sched::FinishReason::Error)
-      done["output"].erase(size_t(message_index_));
-    remember(f, done);
-    return done;
+  std::unique_ptr<AnswerRenderer> renderer(const Submission& s) override {
+    ResponsesMeta m = meta_;
+    m.created_at = s.meta.created;
+    m.model = ctx_.model_id;
+    auto remember = [this](const std::string& text, std::span<const ToolCallOut> calls,
+                           const json& response) { store(text, calls, response); };
+    return make_responses_renderer(
+        {.meta = std::move(m), .items_on_demand = s.split_reasoning, .remember = remember});
   }
 
  private:
-  json where() const {
-    return {{"item_id", meta_.item_id}, {"output_index", message_index_}, {"content_index", 0}};
-  }
-  json reasoning_where() const {
-    return {{"item_id", meta_.reasoning_id}, {"output_index", 0}, {"content_index", 0}};
-  }
-  json part_fields(const std::string& text) const {
-    json e = where();
-    e["part"] = {{"type", "output_text"}, {"text", text}, {"annotations", json::array()}};
-    return e;
-  }
-  std::string event(const std::string& type, json fields) {
-    fields["type"] = type;
-    fields["sequence_number"] = sequence_++;
-    return sse_event(type, fields);
-  }
-
-  std::string open_message() {
-    message_open_ = true;
-    std::string out = event("response.output_item.added",
-                            {{"output_index", message_index_},
-                             {"item", responses_message_item(meta_, "", "in_progress")}});
-    return out + event("response.content_part.added", part_fields(""));
-  }
-
-  std::string text_delta(const std::string& text) {
-    text_ += text;
-    json e = where();
-    e["delta"] = text;
-    e["logprobs"] = json::array();
-    return event("response.output_text.delta", std::move(e));
-  }
-
-  std::string close_reasoning(const char* status) {
-    if (!reasoning_open_) return {};
-    reasoning_open_ = false;
-    json done = reasoning_where();
-    done["text"] = reasoning_;
-    std::string out = event("response.reasoning_text.done", done);
-    done.erase("text");
-    done["part"] = {{"type", "reasoning_text"}, {"text", reasoning_}};
-    out += event("response.content_part.done", std::move(done));
-    out +=
-        event("response.output_item.done",
-              {{"output_index", 0}, {"item", responses_reasoning_item(meta_, reasoning_, status)}});
-    return out;
-  }
-
-  std::string stream_parts(const ReasoningSplitter::Parts& p) {
-    std::string out;
-    if (!p.reasoning.empty()) {
-      if (!reasoning_open_) {  // the splitter gives all reasoning before any answer
-        reasoning_open_ = true;
-        message_index_ = 1;
-        out += event(
-            "response.output_item.added",
-            {{"output_index", 0}, {"item", responses_reasoning_item(meta_, "", "in_progress")}});
-        json added = reasoning_where();
-        added["part"] = {{"type", "reasoning_text"}, {"text", ""}};
-        out += event("response.content_part.added", std::move(added));
-      }
-      reasoning_ += p.reasoning;
-      json e = reasoning_where();
-      e["delta"] = p.reasoning;
-      out += event("response.reasoning_text.delta", std::move(e));
-    }
-    if (!p.content.empty()) {
-      out += close_reasoning("completed");
-      if (!message_open_) out += open_message();
-      out += answer_text(p.content);
-    }
-    return out;
-  }
-
-  // Answer text: as is, or split into text and function calls.
-  std::string answer_text(const std::string& text) {
-    if (!parser_) return text_delta(text);
-    return answer_parts(parser_->push(text));
-  }
-
-  // Each call is its own output item after the message: added, its arguments
-  // (one delta), done.
-  std::string answer_parts(const ToolCallParser::Parts& p) {
-    std::string out;
-    if (!p.content.empty()) out += text_delta(p.content);
-    for (const ParsedToolCall& c : p.calls) {
-      if (!message_open_) out += open_message();
-      calls_.push_back({call_id(calls_.size()), c.name, c.arguments});
-      const int index = message_index_ + int(calls_.size());
-      const std::string item_id = "fc" + calls_.back().id.substr(4);
-      json item = function_call_item(calls_.back(), "in_progress");
-      item["arguments"] = "";
-      out += event("response.output_item.added", {{"output_index", index}, {"item", item}});
-      out += event("response.function_call_arguments.delta",
-                   {{"item_id", item_id}, {"output_index", index}, {"delta", c.arguments}});
-      out += event("response.function_call_arguments.done",
-                   {{"item_id", item_id}, {"output_index", index}, {"arguments", c.arguments}});
-      out += event(
-          "response.output_item.done",
-          {{"output_index", index}, {"item", function_call_item(calls_.back(), "completed")}});
-    }
-    return out;
-  }
-
-  std::string call_id(size_t index) const {
-    return "call_" + meta_.id.substr(5) + "_" + std::to_string(index);
-  }
-
-  static json function_call_item(const ToolCallOut& c, const char* status) {
-    return json{{"type", "function_call"}, {"id", "fc" + c.id.substr(4)}, {"call_id", c.id},
-                {"name", c.name},          {"arguments", c.arguments},    {"status", status}};
-  }
-
-  void add_calls(json& done, const sched::Finish& f) const {
-    if (f.reason == sched::FinishReason::Error) return;
-    for (const ToolCallOut& c : calls_)
-      done["output"].push_back(function_call_item(c, "completed"));
-  }
-
   // A finished response joins the store (unless store: false) so a later
   // request can continue it; its prompt is then a prefix-cache hit. The
   // history keeps the answer only: chat templates drop earlier thinking.
   // Its pictures are kept as sources, never as decoded pixels.
-  void remember(const sched::Finish& f, const json& response) {
-    if (!req_.store || f.reason == sched::FinishReason::Error) return;
+  void store(const std::string& text, std::span<const ToolCallOut> calls, const json& response) {
+    if (!req_.store) return;
     std::vector<Message> history = req_.conversation;
     for (Message& m : history) m.images.clear();
-    history.push_back({"assistant", text_});
-    for (const ToolCallOut& c : calls_)
+    history.push_back({"assistant", text});
+    for (const ToolCallOut& c : calls)
       history.back().tool_calls.push_back({c.id, c.name, c.arguments});
     ctx_.responses.put(meta_.id, std::move(history), response);
   }
@@ -543,19 +555,13 @@ class ResponsesExchange final : public ApiExchange {
   ServerContext& ctx_;
   ResponsesRequest req_;
   ResponsesMeta meta_;
-  std::string text_;       // the answer so far
-  std::string reasoning_;  // a reasoning model's thinking so far
-  std::optional<ReasoningSplitter> split_;
-  std::optional<ToolCallParser> parser_;  // with tools: calls out of the answer
-  std::vector<ToolCallOut> calls_;
-  bool in_reasoning_ = false;
-  bool reasoning_open_ = false;
-  bool message_open_ = false;
-  int message_index_ = 0;  // 1 when a reasoning item comes first
-  int sequence_ = 0;
 };
 
 }  // namespace
+
+std::unique_ptr<AnswerRenderer> make_responses_renderer(ResponsesRendering r) {
+  return std::make_unique<ResponsesRenderer>(std::move(r));
+}
 
 std::unique_ptr<ApiExchange> make_responses_exchange(ServerContext& ctx, const std::string& rid) {
   return std::make_unique<ResponsesExchange>(ctx, rid);

@@ -1,4 +1,4 @@
-#include "tern/server/openai_responses.h"
+#include "tern/server/responses_api.h"
 
 #include <gtest/gtest.h>
 
@@ -23,7 +23,7 @@ ApiError error_of(const json& body, const ResponseLookup& lookup = none) {
   return ApiError(0, "", "");
 }
 
-TEST(OpenAiResponses, InputStringAndItems) {
+TEST(ResponsesApi, InputStringAndItems) {
   auto r = parse_responses_request(json{{"input", "hi"}, {"max_output_tokens", 5}}, none);
   ASSERT_EQ(r.g.messages.size(), 1u);
   EXPECT_EQ(r.g.messages[0].role, "user");
@@ -46,7 +46,7 @@ TEST(OpenAiResponses, InputStringAndItems) {
   EXPECT_FALSE(r.store);
 }
 
-TEST(OpenAiResponses, ContinuesAStoredConversation) {
+TEST(ResponsesApi, ContinuesAStoredConversation) {
   auto lookup = [](const std::string& id) -> std::optional<std::vector<Message>> {
     if (id != "resp_1") return std::nullopt;
     return std::vector<Message>{{"user", "q1"}, {"assistant", "a1"}};
@@ -61,7 +61,7 @@ TEST(OpenAiResponses, ContinuesAStoredConversation) {
   EXPECT_EQ(e.param(), "previous_response_id");
 }
 
-TEST(OpenAiResponses, Refusals) {
+TEST(ResponsesApi, Refusals) {
   EXPECT_EQ(error_of(json::object()).param(), "input");
   EXPECT_EQ(
       error_of(json{{"input", "x"}, {"tools", json::array({{{"type", "function"}}})}}).param(),
@@ -79,8 +79,8 @@ TEST(OpenAiResponses, Refusals) {
       json{{"input", "x"}, {"text", {{"format", {{"type", "text"}}}}}, {"reasoning_x", 1}}, none));
 }
 
-TEST(OpenAiResponses, ObjectAndUsage) {
-  ResponsesMeta m{"resp_1", "msg_1", 7, "model", json{{"store", true}}};
+TEST(ResponsesApi, ObjectAndUsage) {
+  ResponsesMeta m{"resp_1", "msg_1", 7, "model", json{{"store", true}}, ""};
   EXPECT_EQ(responses_object(m, "", nullptr)["status"], "in_progress");
   sched::Finish f;
   f.reason = sched::FinishReason::Length;
