@@ -1,16 +1,4 @@
-// The byte-level pushdown automaton behind JsonMatcher. Phases per frame kind:
-//   Literal  a = bytes matched.
-//   String   0 before '"', 1 body, 2 after '\', 3 \u hex (aux digits, b value),
-//            4 inside a UTF-8 sequence (aux bytes left, b = lo | hi << 8),
-//            5/6/7 expecting the low surrogate's '\', 'u', hex; a = code points.
-//   Number   0 start, 1 after '-', 2 "0", 3 integer digits, 4 after '.',
-//            5 fraction digits, 6 after 'e', 7 exponent sign, 8 exponent digits;
-//            a = integer (or exponent) digits, aux = fraction digits, m = digits.
-//   Array    0 before '[', 1 after '[', 2 after an item, 3 after ','; a = items.
-//   Object   0 before '{', 1 after '{', 2 after a value, 3 after ',', 4 in a
-//            declared key (b = key-trie node), 5 before ':', 6 in an extra key
-//            (a String frame above), 7 before the value (b = property or
-//            kNone for an extra one); a = next property that may come.
+// The byte-level pushdown automaton behind JsonMatcher.
 #include "tern/sampling/json_matcher.h"
 
 #include <algorithm>
@@ -126,8 +114,8 @@ uint32_t JsonMatcher::plain_string_room() const {
   if (stacks_.size() != 1 || stacks_[0].depth == 0) return 0;
   const Frame& f = stacks_[0].f[stacks_[0].depth - 1];
   const JsonNode& n = g_->node(f.node);
-  if (n.kind != Kind::String || f.phase != 1) return 0;
-  return n.max_len - f.a;
+  if (n.kind != Kind::String || string_phase(f) != StringPhase::Body) return 0;
+  return n.max_len - code_points(f);
 }
 
 bool JsonMatcher::accepts_end() const {
@@ -163,10 +151,10 @@ void JsonMatcher::value_done(Stack& s, std::vector<Stack>& out, int refeed) cons
     Frame& p = s.f[s.depth - 1];
     const JsonNode& pn = g_->node(p.node);
     if (pn.kind == Kind::Array) {
-      p.a += 1;
-    } else if (p.phase == 6) {  // an extra key's string ended
-      p.phase = 5;
-      p.b = JsonNode::kNone;
+      items(p) += 1;
+    } else if (object_phase(p) == ObjectPhase::InExtraKey) {  // the key's string ended
+      set_phase(p, ObjectPhase::BeforeColon);
+      prop(p) = JsonNode::kNone;
     }
   }
   if (refeed >= 0)
@@ -176,79 +164,81 @@ void JsonMatcher::value_done(Stack& s, std::vector<Stack>& out, int refeed) cons
 }
 
 bool JsonMatcher::string_step(Frame& f, const JsonNode& n, uint8_t c, bool* closed) const {
-  switch (f.phase) {
-    case 0:
-      f.phase = 1;
+  switch (string_phase(f)) {
+    case StringPhase::Start:
+      set_phase(f, StringPhase::Body);
       return c == '"';
-    case 1:
+    case StringPhase::Body:
       if (c == '"') {
         *closed = true;
-        return f.a >= n.min_len;
+        return code_points(f) >= n.min_len;
       }
-      if (c < 0x20 || f.a >= n.max_len) return false;
+      if (c < 0x20 || code_points(f) >= n.max_len) return false;
       if (c == '\\') {
-        f.phase = 2;
+        set_phase(f, StringPhase::Escape);
         return true;
       }
       if (c < 0x80) {
-        f.a += 1;
+        code_points(f) += 1;
         return true;
       }
       {  // a UTF-8 lead byte
         uint32_t left = 0, range = 0;
         if (!utf8_lead(c, &left, &range)) return false;
-        f.a += 1;
-        f.phase = 4;
-        f.aux = uint8_t(left);
-        f.b = range;
+        code_points(f) += 1;
+        set_phase(f, StringPhase::Utf8);
+        utf8_left(f) = uint8_t(left);
+        utf8_range(f) = range;
         return true;
       }
-    case 2:
+    case StringPhase::Escape:
       if (c == 'u') {
-        f.phase = 3;
-        f.aux = 0;
-        f.b = 0;
+        set_phase(f, StringPhase::Hex);
+        hex_digits(f) = 0;
+        code_unit(f) = 0;
         return true;
       }
       if (!std::strchr("\"\\/bfnrt", c) || c == 0) return false;
-      f.a += 1;
-      f.phase = 1;
+      code_points(f) += 1;
+      set_phase(f, StringPhase::Body);
       return true;
-    case 3:
-    case 7: {
+    case StringPhase::Hex:
+    case StringPhase::LowHex: {
       const int h = hex_value(c);
       if (h < 0) return false;
-      f.b = f.b * 16 + uint32_t(h);
-      ++f.aux;
+      const bool after_high = string_phase(f) == StringPhase::LowHex;
+      uint32_t& v = code_unit(f);
+      v = v * 16 + uint32_t(h);
+      const int digits = ++hex_digits(f);
       // Refuse prefixes that can only end as a lone (or missing) low surrogate.
-      if (f.aux == 2 && f.phase == 3 && f.b >= 0xDC && f.b <= 0xDF) return false;
-      if (f.phase == 7 && ((f.aux == 1 && f.b != 0xD) || (f.aux == 2 && f.b < 0xDC))) return false;
-      if (f.aux < 4) return true;
-      const bool high = f.b >= 0xD800 && f.b <= 0xDBFF, low = f.b >= 0xDC00 && f.b <= 0xDFFF;
-      if (f.phase == 7) {
+      if (digits == 2 && !after_high && v >= 0xDC && v <= 0xDF) return false;
+      if (after_high && ((digits == 1 && v != 0xD) || (digits == 2 && v < 0xDC))) return false;
+      if (digits < 4) return true;
+      const bool high = v >= 0xD800 && v <= 0xDBFF, low = v >= 0xDC00 && v <= 0xDFFF;
+      if (after_high) {
         if (!low) return false;
       } else if (low) {
         return false;  // a lone low surrogate
       } else if (high) {
-        f.phase = 5;
+        set_phase(f, StringPhase::LowBackslash);
         return true;
       }
-      f.a += 1;
-      f.phase = 1;
+      code_points(f) += 1;  // one code point, a surrogate pair too
+      set_phase(f, StringPhase::Body);
       return true;
     }
-    case 4:
-      if (c < (f.b & 0xFF) || c > (f.b >> 8)) return false;
-      f.b = 0x80 | 0xBF << 8;
-      if (--f.aux == 0) f.phase = 1;
+    case StringPhase::Utf8:
+      if (c < (utf8_range(f) & 0xFF) || c > (utf8_range(f) >> 8)) return false;
+      utf8_range(f) = 0x80 | 0xBF << 8;
+      if (--utf8_left(f) == 0) set_phase(f, StringPhase::Body);
       return true;
-    case 5:
-      f.phase = 6;
+    case StringPhase::LowBackslash:
+      set_phase(f, StringPhase::LowU);
       return c == '\\';
-    case 6:
-      f.phase = 7;
-      f.aux = 0;
-      f.b = 0;
+    case StringPhase::LowU:
+      set_phase(f, StringPhase::LowHex);
+      hex_digits(f) = 0;
+      code_unit(f) = 0;
       return c == 'u';
   }
   return false;
@@ -256,17 +246,18 @@ bool JsonMatcher::string_step(Frame& f, const JsonNode& n, uint8_t c, bool* clos
 
 bool JsonMatcher::number_feasible(const Frame& f, const JsonNode& n) const {
   if (!n.bounded()) return true;
-  const bool neg = f.neg != 0;
+  const bool neg = f.negative != 0;
   const double inf = std::numeric_limits<double>::infinity();
-  switch (f.phase) {
-    case 1:
+  switch (number_phase(f)) {
+    case NumberPhase::Minus:
       return magnitudes_overlap(neg, 0, inf, true, n);
-    case 2:
+    case NumberPhase::Zero:
       return n.integer ? magnitudes_overlap(neg, 0, 0, true, n)
                        : magnitudes_overlap(neg, 0, 1, false, n);
-    case 3: {
-      const double v = double(f.m);
-      for (int j = 0; j + int(f.a) <= kMaxDigits; ++j) {
+    case NumberPhase::IntDigits: {
+      // More digits may follow: each count of them is a range of magnitudes.
+      const double v = double(f.significand);
+      for (int j = 0; j + int(int_digits(f)) <= kMaxDigits; ++j) {
         const double x1 = v * kPow10[j];
         const bool hit = n.integer ? magnitudes_overlap(neg, x1, x1 + kPow10[j] - 1, true, n)
                                    : magnitudes_overlap(neg, x1, (v + 1) * kPow10[j], false, n);
@@ -274,21 +265,31 @@ bool JsonMatcher::number_feasible(const Frame& f, const JsonNode& n) const {
       }
       return false;
     }
-    case 4:
-      return magnitudes_overlap(neg, double(f.m), double(f.m) + 1, false, n);
-    case 5: {
-      const double x = double(f.m) / kPow10[f.aux];
-      return magnitudes_overlap(neg, x, x + 1 / kPow10[f.aux], false, n);
+    case NumberPhase::Dot:
+      return magnitudes_overlap(neg, double(f.significand), double(f.significand) + 1, false, n);
+    case NumberPhase::FracDigits: {
+      const double x = double(f.significand) / kPow10[frac_digits(f)];
+      return magnitudes_overlap(neg, x, x + 1 / kPow10[frac_digits(f)], false, n);
     }
+    case NumberPhase::Start:  // number_step has always left it
+    case NumberPhase::Exp:    // exponents come only without bounds
+    case NumberPhase::ExpSign:
+    case NumberPhase::ExpDigits:
+      break;
   }
   return true;
 }
 
 bool JsonMatcher::number_can_end(const Frame& f, const JsonNode& n) const {
-  if (f.phase != 2 && f.phase != 3 && f.phase != 5 && f.phase != 8) return false;
+  // A whole number so far ("0", "12", "1.5", "1e5"): not right after '-', '.',
+  // 'e' or the exponent's sign.
+  const NumberPhase p = number_phase(f);
+  if (p != NumberPhase::Zero && p != NumberPhase::IntDigits && p != NumberPhase::FracDigits &&
+      p != NumberPhase::ExpDigits)
+    return false;
   if (!n.bounded()) return true;
-  const double mag = double(f.m) / kPow10[f.aux];
-  const double v = f.neg ? -mag : mag;
+  const double mag = double(f.significand) / kPow10[frac_digits(f)];
+  const double v = f.negative ? -mag : mag;
   return overlaps(v, true, v, true, n);
 }
 
@@ -298,59 +299,59 @@ bool JsonMatcher::number_step(Frame& f, const JsonNode& n, uint8_t c) const {
   const uint64_t d = digit ? c - '0' : 0;
   const bool exp_ok = !n.integer && !n.bounded();
   const bool dot = c == '.' && !n.integer, e = (c == 'e' || c == 'E') && exp_ok;
-  switch (t.phase) {
-    case 0:
+  switch (number_phase(t)) {
+    case NumberPhase::Start:
       if (c == '-') {
-        t.neg = 1;
-        t.phase = 1;
+        t.negative = 1;
+        set_phase(t, NumberPhase::Minus);
         break;
       }
       [[fallthrough]];
-    case 1:
+    case NumberPhase::Minus:
       if (!digit) return false;
-      t.phase = d == 0 ? 2 : 3;
-      t.m = d;
-      t.a = 1;
+      set_phase(t, d == 0 ? NumberPhase::Zero : NumberPhase::IntDigits);
+      t.significand = d;
+      int_digits(t) = 1;
       break;
-    case 2:
-    case 3:
-      if (digit && t.phase == 3 && t.a < kMaxDigits) {
-        t.m = t.m * 10 + d;
-        t.a += 1;
+    case NumberPhase::Zero:
+    case NumberPhase::IntDigits:
+      if (digit && number_phase(t) == NumberPhase::IntDigits && int_digits(t) < kMaxDigits) {
+        t.significand = t.significand * 10 + d;
+        int_digits(t) += 1;
       } else if (dot) {
-        t.phase = 4;
+        set_phase(t, NumberPhase::Dot);
       } else if (e) {
-        t.phase = 6;
+        set_phase(t, NumberPhase::Exp);
       } else {
         return false;
       }
       break;
-    case 4:
-    case 5:
-      if (digit && t.a + t.aux < kMaxDigits) {
-        t.m = t.m * 10 + d;
-        t.aux += 1;
-        t.phase = 5;
-      } else if (e && t.phase == 5) {
-        t.phase = 6;
+    case NumberPhase::Dot:
+    case NumberPhase::FracDigits:
+      if (digit && int_digits(t) + frac_digits(t) < kMaxDigits) {
+        t.significand = t.significand * 10 + d;
+        frac_digits(t) += 1;
+        set_phase(t, NumberPhase::FracDigits);
+      } else if (e && number_phase(t) == NumberPhase::FracDigits) {
+        set_phase(t, NumberPhase::Exp);
       } else {
         return false;
       }
       break;
-    case 6:
+    case NumberPhase::Exp:
       if (c == '+' || c == '-') {
-        t.phase = 7;
+        set_phase(t, NumberPhase::ExpSign);
         break;
       }
       [[fallthrough]];
-    case 7:
+    case NumberPhase::ExpSign:
       if (!digit) return false;
-      t.phase = 8;
-      t.a = 1;
+      set_phase(t, NumberPhase::ExpDigits);
+      exp_digits(t) = 1;  // the integer digits are no longer needed
       break;
-    case 8:
-      if (!digit || t.a >= 2) return false;  // |exponent| < 100: no overflow
-      t.a += 1;
+    case NumberPhase::ExpDigits:
+      if (!digit || exp_digits(t) >= 2) return false;  // |exponent| < 100: no overflow
+      exp_digits(t) += 1;
       break;
   }
   if (!number_feasible(t, n)) return false;
@@ -359,18 +360,18 @@ bool JsonMatcher::number_step(Frame& f, const JsonNode& n, uint8_t c) const {
 }
 
 // Does the key-trie node lead to a declared property that may come next: one
-// at or after f.a with no required property skipped on the way?
+// at or after next_prop(f) with no required property skipped on the way?
 bool JsonMatcher::key_candidate(const JsonNode& n, const Frame& f, uint32_t trie_node) const {
-  uint32_t last = f.a;
+  uint32_t last = next_prop(f);
   while (last < n.props.size() && !n.props[last].required) ++last;
   const auto& sub = n.keys[trie_node].subtree_props;
-  auto it = std::lower_bound(sub.begin(), sub.end(), f.a);
+  auto it = std::lower_bound(sub.begin(), sub.end(), next_prop(f));
   return it != sub.end() && *it <= last;
 }
 
 bool JsonMatcher::extra_allowed(const JsonNode& n, const Frame& f) const {
   if (n.additional == JsonNode::kNone) return false;
-  for (size_t i = f.a; i < n.props.size(); ++i)
+  for (size_t i = next_prop(f); i < n.props.size(); ++i)
     if (n.props[i].required) return false;
   return true;
 }
@@ -378,32 +379,32 @@ bool JsonMatcher::extra_allowed(const JsonNode& n, const Frame& f) const {
 void JsonMatcher::object_key_byte(Stack& s, const JsonNode& n, uint8_t c,
                                   std::vector<Stack>& out) const {
   Frame& f = s.f[s.depth - 1];
-  const auto& k = n.keys[f.b];
+  const auto& k = n.keys[key_node(f)];
   const bool extra = extra_allowed(n, f);
   for (const auto& [byte, child] : k.children) {
     if (byte == c && (extra || key_candidate(n, f, child))) {
-      f.b = child;
+      key_node(f) = child;
       out.push_back(s);
       return;
     }
   }
   if (c == '"' && k.boundary) {
     const int32_t p = k.prop;
-    if (p >= 0 && uint32_t(p) >= f.a) {
-      uint32_t skipped = f.a;
+    if (p >= 0 && uint32_t(p) >= next_prop(f)) {
+      uint32_t skipped = next_prop(f);
       while (skipped < uint32_t(p) && !n.props[skipped].required) ++skipped;
       if (skipped == uint32_t(p)) {
-        f.a = uint32_t(p) + 1;
-        f.b = uint32_t(p);
-        f.phase = 5;
+        next_prop(f) = uint32_t(p) + 1;
+        prop(f) = uint32_t(p);
+        set_phase(f, ObjectPhase::BeforeColon);
         out.push_back(s);
       }
       return;
     }
     if (p < 0 && extra) {
-      f.a = uint32_t(n.props.size());
-      f.b = JsonNode::kNone;
-      f.phase = 5;
+      next_prop(f) = uint32_t(n.props.size());
+      prop(f) = JsonNode::kNone;
+      set_phase(f, ObjectPhase::BeforeColon);
       out.push_back(s);
     }
     return;
@@ -412,10 +413,10 @@ void JsonMatcher::object_key_byte(Stack& s, const JsonNode& n, uint8_t c,
   // The key left every declared one: it is an extra key, a plain string from
   // here on. Replay what was typed into a string frame, then this byte.
   std::string typed;
-  for (uint32_t t = f.b; t != 0; t = n.keys[t].parent)
+  for (uint32_t t = key_node(f); t != 0; t = n.keys[t].parent)
     typed.insert(typed.begin(), char(n.keys[t].byte));
-  f.a = uint32_t(n.props.size());
-  f.phase = 6;
+  next_prop(f) = uint32_t(n.props.size());
+  set_phase(f, ObjectPhase::InExtraKey);
   Frame kf{};
   kf.node = g_->key_string();
   bool closed = false;
@@ -432,20 +433,21 @@ void JsonMatcher::array_byte(Stack& s, const JsonNode& n, uint8_t c,
     if (i >= n.max_items) return JsonNode::kNone;
     return i < n.prefix.size() ? n.prefix[i] : n.items;
   };
-  if (f.phase == 0) {
+  const ArrayPhase phase = array_phase(f);
+  if (phase == ArrayPhase::Start) {
     if (c != '[') return;
-    f.phase = 1;
+    set_phase(f, ArrayPhase::Opened);
     out.push_back(s);
-  } else if (f.phase == 2 || (f.phase == 1 && c == ']')) {
-    if (c == ']' && f.a >= n.min_items) return value_done(s, out, -1);
-    if (c == ',' && f.phase == 2 && item(f.a) != JsonNode::kNone) {
-      f.phase = 3;
+  } else if (phase == ArrayPhase::AfterItem || (phase == ArrayPhase::Opened && c == ']')) {
+    if (c == ']' && items(f) >= n.min_items) return value_done(s, out, -1);
+    if (c == ',' && phase == ArrayPhase::AfterItem && item(items(f)) != JsonNode::kNone) {
+      set_phase(f, ArrayPhase::AfterComma);
       out.push_back(s);
     }
   } else {  // an item starts
-    const uint32_t node = item(f.a);
+    const uint32_t node = item(items(f));
     if (node == JsonNode::kNone) return;
-    f.phase = 2;
+    set_phase(f, ArrayPhase::AfterItem);
     begin_value(s, node, c, out, 0);
   }
 }
@@ -453,37 +455,41 @@ void JsonMatcher::array_byte(Stack& s, const JsonNode& n, uint8_t c,
 void JsonMatcher::object_byte(Stack& s, const JsonNode& n, uint8_t c,
                               std::vector<Stack>& out) const {
   Frame& f = s.f[s.depth - 1];
-  switch (f.phase) {
-    case 0:
+  const ObjectPhase phase = object_phase(f);
+  switch (phase) {
+    case ObjectPhase::Start:
       if (c != '{') return;
-      f.phase = 1;
+      set_phase(f, ObjectPhase::Opened);
       out.push_back(s);
       return;
-    case 1:
-    case 2:
-    case 3:
-      if (c == '}' && f.phase != 3) {
-        for (size_t i = f.a; i < n.props.size(); ++i)
+    case ObjectPhase::Opened:
+    case ObjectPhase::AfterValue:
+    case ObjectPhase::AfterComma:
+      if (c == '}' && phase != ObjectPhase::AfterComma) {
+        for (size_t i = next_prop(f); i < n.props.size(); ++i)
           if (n.props[i].required) return;
         return value_done(s, out, -1);
       }
-      if ((c == '"' && f.phase != 2) || (c == ',' && f.phase == 2)) {
+      if ((c == '"' && phase != ObjectPhase::AfterValue) ||
+          (c == ',' && phase == ObjectPhase::AfterValue)) {
         if (!extra_allowed(n, f) && !key_candidate(n, f, 0)) return;
-        f.phase = c == ',' ? 3 : 4;
-        f.b = 0;
+        set_phase(f, c == ',' ? ObjectPhase::AfterComma : ObjectPhase::InKey);
+        key_node(f) = 0;  // the trie's root
         out.push_back(s);
       }
       return;
-    case 4:
+    case ObjectPhase::InKey:
       return object_key_byte(s, n, c, out);
-    case 5:
+    case ObjectPhase::BeforeColon:
       if (c != ':') return;
-      f.phase = 7;
+      set_phase(f, ObjectPhase::BeforeValue);
       out.push_back(s);
       return;
-    case 7: {
-      const uint32_t node = f.b == JsonNode::kNone ? n.additional : n.props[f.b].node;
-      f.phase = 2;
+    case ObjectPhase::InExtraKey:
+      return;  // the key's String frame above takes the bytes
+    case ObjectPhase::BeforeValue: {
+      const uint32_t node = prop(f) == JsonNode::kNone ? n.additional : n.props[prop(f)].node;
+      set_phase(f, ObjectPhase::AfterValue);
       begin_value(s, node, c, out, 0);
       return;
     }
@@ -504,8 +510,8 @@ void JsonMatcher::feed(Stack s, uint8_t c, std::vector<Stack>& out) const {
     case Kind::Union:
       return;  // never on a stack
     case Kind::Literal:
-      if (c != uint8_t(n.literal[f.a])) return;
-      if (++f.a == n.literal.size()) return value_done(s, out, -1);
+      if (c != uint8_t(n.literal[matched(f)])) return;
+      if (++matched(f) == n.literal.size()) return value_done(s, out, -1);
       out.push_back(s);
       return;
     case Kind::String: {

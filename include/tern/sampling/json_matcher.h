@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "tern/sampling/json_schema.h"
@@ -39,17 +40,23 @@ class JsonMatcher {
   uint32_t plain_string_room() const;
   void reset();
 
-  // Plain data, no initializers (copied per trie edge): create with Frame{}.
+  // One open value. Plain data, no initializers (copied per trie edge and
+  // compared bytewise): create with Frame{}, which puts every kind in its
+  // Start phase. What phase, small_count, count and word hold depends on the
+  // node's kind (and phase): the phase enums and accessors below (items(f),
+  // key_node(f), utf8_left(f), ...) name each use.
   struct Frame {
-    uint32_t node;
-    uint8_t phase;
-    uint8_t aux;  // hex digits / UTF-8 bytes left / fraction digits
-    uint8_t neg;
-    uint8_t pad;
-    uint32_t a;  // items, code points, next property, digits
-    uint32_t b;  // key-trie node, chosen property, \u value, UTF-8 range
-    uint64_t m;  // number: its digits so far (integer and fraction)
+    uint32_t node;         // the grammar node this value matches
+    uint8_t phase;         // where in the node's syntax: a StringPhase, NumberPhase, ...
+    uint8_t small_count;   // hex digits read, UTF-8 bytes left or fraction digits
+    uint8_t negative;      // a number: it began with '-'
+    uint8_t pad;           // unused, kept zero: no padding bytes to compare
+    uint32_t count;        // bytes or code points, integer or exponent digits, items, properties
+    uint32_t word;         // \u code unit, UTF-8 byte range, key-trie node or property
+    uint64_t significand;  // a number: its digits so far (integer and fraction)
   };
+  static_assert(sizeof(Frame) == 24 && std::has_unique_object_representations_v<Frame>,
+                "Frame is compared with memcmp: it must have no padding bytes");
   struct Stack {
     int depth = 0;
     bool started = false;  // the root value has begun (depth 0 then means done)
@@ -61,6 +68,77 @@ class JsonMatcher {
   };
 
  private:
+  // A frame's phase, by its node's kind: how much of the value's syntax has
+  // been read (a literal needs none). Each starts at 0, the phase Frame{} gives.
+  enum class StringPhase : uint8_t {
+    Start,         // before '"'
+    Body,          // between the quotes
+    Escape,        // after '\'
+    Hex,           // in \uXXXX: hex_digits(f) read so far, code_unit(f) their value
+    Utf8,          // inside a multi-byte UTF-8 character: utf8_left(f), utf8_range(f)
+    LowBackslash,  // after a high surrogate's \uXXXX: the low one's '\' must come
+    LowU,          // ... then its 'u'
+    LowHex,        // ... then its hex digits, as in Hex
+  };
+  enum class NumberPhase : uint8_t {
+    Start,
+    Minus,       // after '-'
+    Zero,        // the integer part is "0"
+    IntDigits,   // in the integer part
+    Dot,         // after '.'
+    FracDigits,  // in the fraction
+    Exp,         // after 'e' or 'E'
+    ExpSign,     // after the exponent's '+' or '-'
+    ExpDigits,   // in the exponent
+  };
+  enum class ArrayPhase : uint8_t {
+    Start,       // before '['
+    Opened,      // after '['
+    AfterItem,   // an item began (its frame is above while it is open)
+    AfterComma,  // after ','
+  };
+  enum class ObjectPhase : uint8_t {
+    Start,        // before '{'
+    Opened,       // after '{'
+    AfterValue,   // a value began (its frame is above while it is open)
+    AfterComma,   // after ','
+    InKey,        // in a declared key: key_node(f) is where it is in the key trie
+    BeforeColon,  // the key ended: prop(f) is its property, kNone for an extra key
+    InExtraKey,   // in an undeclared key: a String frame is above
+    BeforeValue,  // after ':', prop(f) as in BeforeColon
+  };
+  static StringPhase string_phase(const Frame& f) { return StringPhase(f.phase); }
+  static NumberPhase number_phase(const Frame& f) { return NumberPhase(f.phase); }
+  static ArrayPhase array_phase(const Frame& f) { return ArrayPhase(f.phase); }
+  static ObjectPhase object_phase(const Frame& f) { return ObjectPhase(f.phase); }
+  static void set_phase(Frame& f, auto phase) { f.phase = uint8_t(phase); }
+
+  // What the shared fields hold, by node kind (and phase); f is a Frame or a
+  // const Frame, and each returns a reference into it.
+  // Literal: the bytes matched so far.
+  static auto& matched(auto& f) { return f.count; }
+  // String: its length in code points; in Hex and LowHex the digits read and
+  // their value; in Utf8 the continuation bytes still to come and the range
+  // the next one must be in (lo | hi << 8).
+  static auto& code_points(auto& f) { return f.count; }
+  static auto& hex_digits(auto& f) { return f.small_count; }
+  static auto& code_unit(auto& f) { return f.word; }
+  static auto& utf8_left(auto& f) { return f.small_count; }
+  static auto& utf8_range(auto& f) { return f.word; }
+  // Number: the digits of its integer part, fraction and exponent. The
+  // exponent takes over the integer's count, which is no longer needed then.
+  static auto& int_digits(auto& f) { return f.count; }
+  static auto& frac_digits(auto& f) { return f.small_count; }
+  static auto& exp_digits(auto& f) { return f.count; }
+  // Array: the items completed.
+  static auto& items(auto& f) { return f.count; }
+  // Object: the first declared property that may still come (those before it
+  // came or were skipped); in InKey the key-trie node reached, then the key's
+  // property (kNone for an extra key).
+  static auto& next_prop(auto& f) { return f.count; }
+  static auto& key_node(auto& f) { return f.word; }
+  static auto& prop(auto& f) { return f.word; }
+
   void feed(Stack s, uint8_t c, std::vector<Stack>& out) const;
   void begin_value(Stack s, uint32_t node, uint8_t c, std::vector<Stack>& out, int hops) const;
   void value_done(Stack& s, std::vector<Stack>& out, int refeed) const;
