@@ -105,34 +105,23 @@ json adapter_model_objects(const ServerContext& ctx, const json& base) {
   return out;
 }
 
-std::optional<Response> handle_adapters(ServerContext& ctx, const Request& req,
-                                        std::string_view path) {
-  const std::string_view root = "/v1/adapters";
-  if (path != root && !path.starts_with("/v1/adapters/")) return std::nullopt;
-  const auto method = req.method();
-  if (path == root && method == http::verb::get) {
-    json data = json::array();
-    for (const auto& [name, a] : ctx.engine.adapters().list()) {
-      data.push_back(adapter_object(ctx, name, *a));
-    }
-    return json_response(req, http::status::ok, json{{"object", "list"}, {"data", data}}.dump());
+Response adapter_list(ServerContext& ctx, const Request& req) {
+  json data = json::array();
+  for (const auto& [name, a] : ctx.engine.adapters().list()) {
+    data.push_back(adapter_object(ctx, name, *a));
   }
-  const std::string name(path.substr(root.size() + 1));
-  if (path != root && method == http::verb::delete_) {
-    if (!ctx.engine.adapters().remove(name)) {
-      throw ApiError(404, "invalid_request_error", "No adapter named '" + name + "' is loaded.",
-                     "name", "adapter_not_found");
-    }
-    ctx.log->info("adapter '{}' unloaded", name);
-    return json_response(req, http::status::ok,
-                         json{{"id", name}, {"object", "adapter"}, {"deleted", true}}.dump());
+  return json_response(req, http::status::ok, json{{"object", "list"}, {"data", data}}.dump());
+}
+
+Response adapter_unload(ServerContext& ctx, const Request& req, std::string_view name_in_path) {
+  const std::string name(name_in_path);
+  if (!ctx.engine.adapters().remove(name)) {
+    throw ApiError(404, "invalid_request_error", "No adapter named '" + name + "' is loaded.",
+                   "name", "adapter_not_found");
   }
-  Response res = error_response(
-      req, ApiError(405, "invalid_request_error",
-                    "Use GET or POST on /v1/adapters and DELETE on /v1/adapters/NAME.", {},
-                    "method_not_allowed"));
-  res.set(http::field::allow, path == root ? "GET, POST" : "DELETE");
-  return res;
+  ctx.log->info("adapter '{}' unloaded", name);
+  return json_response(req, http::status::ok,
+                       json{{"id", name}, {"object", "adapter"}, {"deleted", true}}.dump());
 }
 
 }  // namespace tern::server

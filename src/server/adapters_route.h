@@ -9,7 +9,6 @@
 // "path", "alpha", "max_rank", "matrices"}. Requests already running with an
 // unloaded adapter finish on it. Also the /v1/models entries of the adapters.
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <string_view>
 
 #include "context.h"
@@ -17,10 +16,10 @@
 
 namespace tern::server {
 
-// GET and DELETE (and 405s) for `path` if it is /v1/adapters or under it;
-// nullopt otherwise. POST /v1/adapters is handle_adapter_load.
-std::optional<Response> handle_adapters(ServerContext& ctx, const Request& req,
-                                        std::string_view path);
+// GET /v1/adapters.
+Response adapter_list(ServerContext& ctx, const Request& req);
+// DELETE /v1/adapters/NAME (404 adapter_not_found for no such adapter).
+Response adapter_unload(ServerContext& ctx, const Request& req, std::string_view name);
 
 // POST /v1/adapters: the file is resolved, read and validated on the prep
 // pool, never on the reactor thread. Returns whether the connection may be

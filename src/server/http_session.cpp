@@ -95,18 +95,17 @@ awaitable<beast::error_code> read_request(ServerContext& ctx, beast::tcp_stream&
   co_return bec;
 }
 
-// The API of a generation route, or nullptr when `req` is not a generation.
-// The wire shape of a generation route (post_route's table), or null.
-std::unique_ptr<ApiExchange> generation_api(ServerContext& ctx, PostRoute route,
+// The wire shape of a generation route, or null.
+std::unique_ptr<ApiExchange> generation_api(ServerContext& ctx, Route route,
                                             const std::string& rid) {
   switch (route) {
-    case PostRoute::Chat:
+    case Route::Chat:
       return make_openai_exchange(ctx, GenerationRequest::Kind::Chat);
-    case PostRoute::Completion:
+    case Route::Completion:
       return make_openai_exchange(ctx, GenerationRequest::Kind::Completion);
-    case PostRoute::Messages:
+    case Route::Messages:
       return make_anthropic_exchange(ctx, rid);
-    case PostRoute::Responses:
+    case Route::Responses:
       return make_responses_exchange(ctx, rid);
     default:
       return nullptr;
@@ -174,14 +173,23 @@ awaitable<void> run_http_session(ServerContext& ctx, tcp::socket socket) {
         co_await run_ws_session(ctx, std::move(stream), std::move(req), rid);
         co_return;
       }
-      const PostRoute post = req.method() == http::verb::post ? post_route(path) : PostRoute::None;
-      if (auto api = generation_api(ctx, post, rid)) {
+      // The routes that answer over time (generations, loads, event streams);
+      // the rest answer at once (handle_simple), 405s included.
+      const RouteSpec* route = find_route(path);
+      const bool answers =
+          route && route_allows(*route, req.method()) && req.method() != http::verb::options;
+      auto is = [&](Route x, http::verb m) {
+        return answers && route->route == x && req.method() == m;
+      };
+      if (auto api = answers && req.method() == http::verb::post
+                         ? generation_api(ctx, route->route, rid)
+                         : nullptr) {
         keep = co_await handle_generation(ctx, stream, std::move(req), rid, conn, std::move(api));
-      } else if (post == PostRoute::Tokenize || post == PostRoute::Detokenize) {
+      } else if (is(Route::Tokenize, http::verb::post) || is(Route::Detokenize, http::verb::post)) {
         keep = co_await handle_tokenize(ctx, stream, req, rid);
-      } else if (post == PostRoute::Adapters) {
+      } else if (is(Route::Adapters, http::verb::post)) {
         keep = co_await handle_adapter_load(ctx, stream, req, rid);
-      } else if (req.method() == http::verb::get && path == "/v1/kv/events") {
+      } else if (is(Route::KvEvents, http::verb::get)) {
         keep = co_await handle_kv_events(ctx, stream, req, rid);
       } else {
         Response res = handle_simple(ctx, req, rid);

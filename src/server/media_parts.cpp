@@ -93,9 +93,7 @@ MediaItem video_frames_item(const json& part, const std::string& where) {
 
 ApiError media_error(const vision::MediaError& e, const MediaItem& it) {
   const bool image = it.kind == MediaItem::Kind::Image;
-  const std::string param = it.param + (image                                  ? ".image_url.url"
-                                        : it.kind == MediaItem::Kind::VideoUrl ? ".video_url.url"
-                                                                               : ".frames");
+  const std::string& param = it.source_param;
   const std::string what = image ? "image" : "video";
   const std::string msg = "Invalid " + what + " in '" + it.param + "': " + e.what();
   switch (e.kind()) {
@@ -160,11 +158,25 @@ MessageMedia parse_message_media(const json& body) {
         continue;
       }
       it.param = where;
+      it.source_param = where + (type == "image_url"   ? ".image_url.url"
+                                 : type == "video_url" ? ".video_url.url"
+                                                       : ".frames");
       out.messages[i].push_back({"", int(out.items.size())});
       out.items.push_back(std::move(it));
     }
   }
   return out;
+}
+
+std::string take_frames(MediaItem& it, std::vector<std::shared_ptr<const vision::Image>>& images) {
+  std::string markers;
+  for (vision::Image& frame : it.frames) {
+    markers += kMediaMarker;
+    MemoryCharge share = it.pixels.split(frame.rgb.size());
+    images.push_back(charged_image(std::move(frame), std::move(share)));
+  }
+  it.frames.clear();
+  return markers;
 }
 
 json with_media_markers(const json& body, MessageMedia& m,
@@ -179,15 +191,7 @@ json with_media_markers(const json& body, MessageMedia& m,
       std::string type;
       if (!part.is_object() || !get_string(part, "type", type)) continue;
       if (type != "image_url" && type != "video_url" && type != "video") continue;
-      MediaItem& it = m.items.at(next++);
-      std::string markers;
-      for (vision::Image& frame : it.frames) {
-        markers += kMediaMarker;
-        MemoryCharge share = it.pixels.split(frame.rgb.size());
-        images.push_back(charged_image(std::move(frame), std::move(share)));
-      }
-      it.frames.clear();
-      part = json{{"type", "text"}, {"text", markers}};
+      part = json{{"type", "text"}, {"text", take_frames(m.items.at(next++), images)}};
     }
   }
   return out;
@@ -311,7 +315,7 @@ std::shared_ptr<const vision::Image> MediaService::reload(const std::string& url
                                                           const std::string& param) {
   MessageMedia m;
   MediaItem& it = m.items.emplace_back();
-  it.param = param;
+  it.param = it.source_param = param;
   it.urls = {url};
   require_fetched(m);  // a remote source is fetched again on the reactor first
   try {
@@ -353,7 +357,12 @@ void MediaService::require_fetched(const MessageMedia& m) const {
 
 MessageMedia MediaService::check_chat_request(const json& body) {
   MessageMedia m = parse_message_media(body);
-  if (!m.any()) return m;
+  check(m);
+  return m;
+}
+
+void MediaService::check(MessageMedia& m) {
+  if (!m.any()) return;
   require_fetched(m);
   load(m);
   if (!vision_) {
@@ -364,7 +373,6 @@ MessageMedia MediaService::check_chat_request(const json& body) {
             m.items[0].param + "').",
         m.items[0].param, "model_not_multimodal");
   }
-  return m;
 }
 
 std::string MediaService::render_metrics() const {

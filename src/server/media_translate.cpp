@@ -13,15 +13,15 @@ namespace {
 using json = nlohmann::json;
 using namespace fields;
 
-// What one API calls its media part, and how it reads as a chat image_url
-// part. `to_chat` returns false for parts that are not media.
+// What one API calls its media part. `item` returns false for parts that
+// are not media, else fills in the item's source (its param is set after).
 struct Shape {
-  const char* list;  // "messages" or "input"
-  const char* what;  // the part's media field in errors: "source", "image_url"
-  bool (*to_chat)(const json& part, const std::string& where, json& chat);
+  const char* list;       // "messages" or "input"
+  const char* text_type;  // the text part the media becomes: "text", "input_text"
+  bool (*item)(const json& part, const std::string& where, MediaItem& it);
 };
 
-bool anthropic_part(const json& b, const std::string& where, json& chat) {
+bool anthropic_part(const json& b, const std::string& where, MediaItem& it) {
   std::string type;
   if (!b.is_object() || !get_string(b, "type", type) || type != "image") return false;
   const json* src = field(b, "source");
@@ -43,92 +43,58 @@ bool anthropic_part(const json& b, const std::string& where, json& chat) {
     unsupported(where + ".source.type",
                 "image sources of type '" + kind + "' are not supported; use 'base64' or 'url'.");
   }
-  chat = json{{"type", "image_url"}, {"image_url", {{"url", url}}}};
+  it.urls = {std::move(url)};
+  it.source_param = where + ".source";
   return true;
 }
 
-bool responses_part(const json& p, const std::string& where, json& chat) {
+bool responses_part(const json& p, const std::string& where, MediaItem& it) {
   std::string type;
   if (!p.is_object() || !get_string(p, "type", type) || type != "input_image") return false;
   if (field(p, "file_id"))
     unsupported(where + ".file_id", "file ids are not supported; send the image as image_url.");
-  std::string url, detail = "auto";
+  std::string url;
   if (!get_string(p, "image_url", url)) missing(where + ".image_url");
-  get_string(p, "detail", detail);
-  chat = json{{"type", "image_url"}, {"image_url", {{"url", url}, {"detail", detail}}}};
+  get_string(p, "detail", it.detail);
+  if (it.detail != "auto" && it.detail != "low" && it.detail != "high")
+    bad_value(where + ".detail", "'" + it.detail + "' is not one of 'auto', 'low' or 'high'.");
+  it.urls = {std::move(url)};
+  it.source_param = where + ".image_url";
   return true;
 }
 
-// The chat body with the same message and part positions as `body`'s list:
-// media parts translated, everything else an empty text part.
-json as_chat(const json& body, const Shape& s, bool& any) {
-  json chat = {{"messages", json::array()}};
-  const json* list = field(body, s.list);
-  if (!list || !list->is_array()) return chat;  // the API's own parser reports it
-  for (size_t i = 0; i < list->size(); ++i) {
-    const json& m = (*list)[i];
-    json parts = json::array();
-    const json* c = m.is_object() ? field(m, "content") : nullptr;
-    if (c && c->is_array()) {
-      for (size_t k = 0; k < c->size(); ++k) {
-        const std::string where =
-            std::string(s.list) + "[" + std::to_string(i) + "].content[" + std::to_string(k) + "]";
-        json p;
-        if (s.to_chat((*c)[k], where, p)) {
-          any = true;
-          parts.push_back(std::move(p));
-        } else {
-          parts.push_back({{"type", "text"}, {"text", ""}});
-        }
-      }
-    }
-    chat["messages"].push_back({{"role", "user"}, {"content", std::move(parts)}});
-  }
-  return chat;
-}
-
-// "messages[i].content[k].image_url.url" -> "<list>[i].content[k].<what>".
-std::string api_param(const std::string& p, const Shape& s) {
-  if (!p.starts_with("messages[")) return p;
-  std::string out = s.list + p.substr(std::string_view("messages").size());
-  const size_t at = out.find(".image_url");
-  if (at != std::string::npos) out = out.substr(0, at) + "." + s.what;
-  return out;
-}
-
+// The API's media parts, loaded by the same MediaService as chat's, then
+// each replaced in a copy of the body by a text part of its markers.
 json with_markers(MediaService& media, const json& body, const Shape& s, ImageList& images,
                   std::vector<ImageSource>* sources) {
-  bool any = false;
-  json chat = as_chat(body, s, any);
-  if (!any) return body;
+  const json* list = field(body, s.list);
+  if (!list || !list->is_array()) return body;  // the API's own parser reports it
   MessageMedia m;
-  json marked;
-  try {
-    m = media.check_chat_request(chat);
-    if (sources)
-      for (const MediaItem& it : m.items)
-        for (size_t k = 0; k < it.hashes.size(); ++k)
-          sources->push_back({std::make_shared<const std::string>(it.urls.at(k)), it.hashes[k]});
-    marked = with_media_markers(chat, m, images);
-  } catch (const ApiError& e) {
-    std::string msg = e.what();
-    const std::string list = s.list;
-    for (size_t at = 0; (at = msg.find("'messages[", at)) != std::string::npos;
-         at += list.size() + 1)
-      msg.replace(at + 1, std::string_view("messages").size(), list);
-    throw ApiError(e.status(), e.type(), msg, api_param(e.param(), s), e.code());
-  }
-  json out = body;
-  json& list = out[s.list];
-  for (size_t i = 0; i < list.size(); ++i) {
-    json* c = list[i].is_object() && list[i].contains("content") ? &list[i]["content"] : nullptr;
+  std::vector<std::pair<size_t, size_t>> at;  // each item's message and part
+  for (size_t i = 0; i < list->size(); ++i) {
+    const json& msg = (*list)[i];
+    const json* c = msg.is_object() ? field(msg, "content") : nullptr;
     if (!c || !c->is_array()) continue;
     for (size_t k = 0; k < c->size(); ++k) {
-      json p;
-      if (!s.to_chat((*c)[k], "", p)) continue;
-      const std::string text = marked["messages"][i]["content"][k]["text"].get<std::string>();
-      (*c)[k] = {{"type", std::string(s.list) == "input" ? "input_text" : "text"}, {"text", text}};
+      const std::string where =
+          std::string(s.list) + "[" + std::to_string(i) + "].content[" + std::to_string(k) + "]";
+      MediaItem it;
+      if (!s.item((*c)[k], where, it)) continue;
+      it.param = where;
+      m.items.push_back(std::move(it));
+      at.emplace_back(i, k);
     }
+  }
+  if (!m.any()) return body;
+  media.check(m);
+  json out = body;
+  for (size_t n = 0; n < m.items.size(); ++n) {
+    MediaItem& it = m.items[n];
+    if (sources)
+      for (size_t k = 0; k < it.hashes.size(); ++k)
+        sources->push_back({std::make_shared<const std::string>(it.urls.at(k)), it.hashes[k]});
+    out[s.list][at[n].first]["content"][at[n].second] = {{"type", s.text_type},
+                                                         {"text", take_frames(it, images)}};
   }
   return out;
 }
@@ -144,13 +110,13 @@ size_t count_markers(const std::string& text) {
 }  // namespace
 
 json anthropic_with_media_markers(MediaService& media, const json& body, ImageList& images) {
-  static const Shape s{"messages", "source", anthropic_part};
+  static const Shape s{"messages", "text", anthropic_part};
   return with_markers(media, body, s, images, nullptr);
 }
 
 json responses_with_media_markers(MediaService& media, const json& body, ImageList& images,
                                   std::vector<ImageSource>* sources) {
-  static const Shape s{"input", "image_url", responses_part};
+  static const Shape s{"input", "input_text", responses_part};
   return with_markers(media, body, s, images, sources);
 }
 

@@ -169,26 +169,63 @@ void add_cors_headers(const ServerContext& ctx, const Request& req, http::fields
   }
 }
 
-PostRoute post_route(std::string_view path) {
-  struct Entry {
-    std::string_view path;
-    PostRoute route;
+std::span<const RouteSpec> route_table() {
+  using R = Route;
+  static constexpr RouteSpec kRoutes[] = {
+      {R::Health, "/health", false, "GET", false},
+      {R::Metrics, "/metrics", false, "GET", true},
+      {R::Models, "/v1/models", false, "GET", true},
+      {R::Model, "/v1/models/", true, "GET", true},
+      {R::Chat, "/v1/chat/completions", false, "POST", true},
+      {R::Completion, "/v1/completions", false, "POST", true},
+      {R::Responses, "/v1/responses", false, "POST", true},
+      {R::StoredResponse, "/v1/responses/", true, "GET, DELETE", true},
+      {R::Messages, "/v1/messages", false, "POST", true},
+      {R::Tokenize, "/tokenize", false, "POST", true},
+      {R::Detokenize, "/detokenize", false, "POST", true},
+      {R::Adapters, "/v1/adapters", false, "GET, POST", true},
+      {R::Adapter, "/v1/adapters/", true, "DELETE", true},
+      {R::KvEvents, "/v1/kv/events", false, "GET", true},
+      {R::WebSocket, "/v1/ws", false, "GET", true},
   };
-  static constexpr Entry kPost[] = {
-      {"/v1/chat/completions", PostRoute::Chat}, {"/v1/completions", PostRoute::Completion},
-      {"/v1/messages", PostRoute::Messages},     {"/v1/responses", PostRoute::Responses},
-      {"/tokenize", PostRoute::Tokenize},        {"/detokenize", PostRoute::Detokenize},
-      {"/v1/adapters", PostRoute::Adapters},
-  };
-  for (const Entry& e : kPost) {
-    if (e.path == path) return e.route;
+  return kRoutes;
+}
+
+const RouteSpec* find_route(std::string_view path) {
+  for (const RouteSpec& r : route_table()) {
+    if (r.prefix ? path.size() > r.path.size() && path.starts_with(r.path) : path == r.path)
+      return &r;
   }
-  return PostRoute::None;
+  return nullptr;
+}
+
+bool route_allows(const RouteSpec& r, http::verb method) {
+  if (method == http::verb::options) return true;
+  const std::string_view name =
+      method == http::verb::head ? "GET" : std::string_view(http::to_string(method));
+  for (std::string_view rest = r.methods; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    if (rest.substr(0, comma) == name) return true;
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 2);
+  }
+  return false;
+}
+
+Response method_not_allowed(const Request& req, const RouteSpec& r) {
+  Response res = error_response(
+      req,
+      ApiError(405, "invalid_request_error",
+               "Method " + std::string(req.method_string()) + " is not allowed on " +
+                   std::string(target_path(req.target())) + "; use " + std::string(r.methods) + ".",
+               {}, "method_not_allowed"));
+  res.set(http::field::allow, r.methods);
+  return res;
 }
 
 bool needs_api_key(std::string_view path) {
-  return path.substr(0, 4) == "/v1/" || path == "/metrics" || path == "/tokenize" ||
-         path == "/detokenize";
+  if (const RouteSpec* r = find_route(path)) return r->needs_key;
+  return path.starts_with("/v1/");
 }
 
 void check_api_key(const ServerContext& ctx, const Request& req, bool allow_query) {
@@ -219,41 +256,35 @@ Response handle_simple(ServerContext& ctx, const Request& req, const std::string
   // CORS preflight: add_cors_headers adds what an allowed origin may use.
   if (method == http::verb::options)
     return make_response(req, http::status::no_content, "", "text/plain");
-  const bool get = method == http::verb::get || method == http::verb::head;
-  auto only_get = [&]() -> Response {
-    return error_response(req, ApiError(405, "invalid_request_error",
-                                        "Method " + std::string(req.method_string()) +
-                                            " is not allowed on " + std::string(path) + ".",
-                                        {}, "method_not_allowed"));
-  };
-  if (path == "/health") return get ? health(ctx, req) : only_get();
-  if (auto res = handle_adapters(ctx, req, path)) return std::move(*res);
-  if (path == "/v1/models") return get ? models(ctx, req) : only_get();
-  if (path == "/metrics") {
-    if (!get) return only_get();
-    return make_response(req, http::status::ok,
-                         render_metrics(ctx.metrics, ctx.http) + ctx.media.render_metrics(),
-                         "text/plain; version=0.0.4; charset=utf-8");
+  if (const RouteSpec* r = find_route(path)) {
+    if (!route_allows(*r, method)) return method_not_allowed(req, *r);
+    switch (r->route) {
+      case Route::Health:
+        return health(ctx, req);
+      case Route::Metrics:
+        return make_response(req, http::status::ok,
+                             render_metrics(ctx.metrics, ctx.http) + ctx.media.render_metrics(),
+                             "text/plain; version=0.0.4; charset=utf-8");
+      case Route::Models:
+        return models(ctx, req);
+      case Route::Model:
+        return model(ctx, req, path.substr(r->path.size()));
+      case Route::StoredResponse:
+        return stored_response(ctx, req, path.substr(r->path.size()));
+      case Route::Adapters:
+        return adapter_list(ctx, req);
+      case Route::Adapter:
+        return adapter_unload(ctx, req, path.substr(r->path.size()));
+      case Route::WebSocket:
+        throw ApiError(426, "invalid_request_error",
+                       "GET /v1/ws needs a WebSocket upgrade (see web/PROTOCOL.md).", {},
+                       "upgrade_required");
+      default:
+        break;  // the session's own routes never come here
+    }
+    throw ApiError(500, "server_error", "Route " + std::string(path) + " has no handler.");
   }
-  if (path.substr(0, 11) == "/v1/models/" && path.size() > 11)
-    return get ? model(ctx, req, path.substr(11)) : only_get();
-  if (path.substr(0, 14) == "/v1/responses/" && path.size() > 14) {
-    if (get || method == http::verb::delete_) return stored_response(ctx, req, path.substr(14));
-    Response res = error_response(req, ApiError(405, "invalid_request_error",
-                                                "Use GET or DELETE for " + std::string(path) + ".",
-                                                {}, "method_not_allowed"));
-    res.set(http::field::allow, "GET, DELETE");
-    return res;
-  }
-  // POST-only paths (/v1/adapters also answers GET, handled above).
-  if (const PostRoute r = post_route(path); r != PostRoute::None && r != PostRoute::Adapters) {
-    Response res = error_response(
-        req, ApiError(405, "invalid_request_error", "Use POST for " + std::string(path) + ".", {},
-                      "method_not_allowed"));
-    res.set(http::field::allow, "POST");
-    return res;
-  }
-  if (get && path.substr(0, 4) != "/v1/") {
+  if ((method == http::verb::get || method == http::verb::head) && !path.starts_with("/v1/")) {
     if (auto f = ctx.files.get(path)) {
       Response res = make_response(req, http::status::ok, std::move(f->body), f->content_type);
       res.set(http::field::cache_control, "no-cache");

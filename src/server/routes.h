@@ -3,6 +3,7 @@
 // /metrics, the demo page, 404/405, CORS preflight, plus the response helpers
 // every route uses and the API-key check.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -35,22 +36,47 @@ void add_cors_headers(const ServerContext& ctx, const Request& req, http::fields
 // and nothing else may. Throws ApiError 401 otherwise.
 void check_api_key(const ServerContext& ctx, const Request& req, bool allow_query);
 
-// Routes needing auth: everything under /v1/, /metrics, /tokenize and /detokenize.
-bool needs_api_key(std::string_view path);
-
-// The POST routes, one table (routes.cpp) for the session's dispatch and for
-// handle_simple's 405 on their paths with another method.
-enum class PostRoute : uint8_t {
-  None,
+// Every route the server answers, in one table (routes.cpp): the session
+// dispatches on it and checks the API key by it, a method it does not list
+// gets 405 with its Allow header, and a unit test holds README's route list
+// to it. Static files (the demo page) are the fallback for GET outside /v1/.
+enum class Route : uint8_t {
+  Health,
+  Metrics,
+  Models,
+  Model,  // /v1/models/{id}
   Chat,
   Completion,
-  Messages,
   Responses,
+  StoredResponse,  // /v1/responses/{id}
+  Messages,
   Tokenize,
   Detokenize,
-  Adapters
+  Adapters,
+  Adapter,  // /v1/adapters/{name}
+  KvEvents,
+  WebSocket,
 };
-PostRoute post_route(std::string_view path);
+
+struct RouteSpec {
+  Route route;
+  std::string_view path;  // with `prefix`, ends in '/' and the rest is an id
+  bool prefix;
+  std::string_view methods;  // what it answers, as an Allow header: "GET, DELETE"
+  bool needs_key;            // behind --api-key
+};
+
+std::span<const RouteSpec> route_table();
+// The route for a path (nullptr: none; an id after a prefix must be non-empty).
+const RouteSpec* find_route(std::string_view path);
+// Whether the route answers `method` (HEAD wherever GET; OPTIONS, a CORS
+// preflight, everywhere).
+bool route_allows(const RouteSpec& r, http::verb method);
+// 405 naming the methods the route answers, with its Allow header.
+Response method_not_allowed(const Request& req, const RouteSpec& r);
+// Routes needing the key: the table's, and any other path under /v1/ (an
+// unknown /v1/ path answers 401 before 404, so it reveals nothing).
+bool needs_api_key(std::string_view path);
 
 // Answers a request that is not a generation. `rid` names it in logs.
 Response handle_simple(ServerContext& ctx, const Request& req, const std::string& rid);

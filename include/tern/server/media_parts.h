@@ -35,7 +35,10 @@ namespace tern::server {
 struct MediaItem {
   enum class Kind : uint8_t { Image, VideoUrl, VideoFrames };
   Kind kind = Kind::Image;
-  std::string param;              // "messages[1].content[2]"
+  std::string param;  // the part, in its API's terms: "messages[1].content[2]"
+  // The field holding its source, in errors about the source:
+  // "messages[1].content[2].image_url.url" (chat), "...source" (Anthropic).
+  std::string source_param;
   std::vector<std::string> urls;  // one for Image / VideoUrl, the frames' for VideoFrames
   std::string detail = "auto";    // image_url.detail
   double fps = 0;                 // VideoUrl: 0 = the server's default
@@ -70,6 +73,11 @@ MessageMedia parse_message_media(const nlohmann::json& body);
 // reference to it goes. m must be the body's loaded MessageMedia.
 nlohmann::json with_media_markers(const nlohmann::json& body, MessageMedia& m,
                                   std::vector<std::shared_ptr<const vision::Image>>& images);
+
+// Moves the item's frames to `images` (each holding its share of the
+// pixels' charge) and returns the text that stands for them in the prompt:
+// one media marker per frame.
+std::string take_frames(MediaItem& it, std::vector<std::shared_ptr<const vision::Image>>& images);
 
 // An image that keeps `charge` (its pixels in the memory budget) as long as
 // it lives.
@@ -109,6 +117,12 @@ class MediaService {
   // (param `param`) when it cannot be loaded or its pixels are not `hash`'s.
   std::shared_ptr<const vision::Image> reload(const std::string& url, const Sha256Digest& hash,
                                               const std::string& param);
+
+  // Every API's media: loads the items (parsed by the API, each naming its
+  // part), once their remote sources have been fetched (else NeedsRemoteMedia,
+  // before anything is loaded); with media and no vision projector, 400
+  // model_not_multimodal once the media has been validated.
+  void check(MessageMedia& m);
 
   // The chat hook: parses and loads the media of a chat request body; with
   // media and no vision projector, answers 400 model_not_multimodal once the
