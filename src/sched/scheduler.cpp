@@ -4,7 +4,7 @@
 #include <chrono>
 #include <limits>
 
-#include "image_jobs.h"
+#include "media_feed.h"
 #include "sequence.h"
 #include "step_budget.h"
 #include "tern/core/error.h"
@@ -30,7 +30,8 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
       opts_(opts),
       metrics_(metrics),
       costs_(std::make_unique<StepBudget>()),
-      images_(std::make_unique<ImageJobs>()) {
+      media_(
+          std::make_unique<MediaFeed>(engine.config().d_model, engine.memory_budget(), metrics)) {
   if (opts_.max_batch < 1) throw InvalidArgument("max_batch must be at least 1");
   if (opts_.max_queue < 1) throw InvalidArgument("max_queue must be at least 1");
   if (opts_.step_tokens < opts_.max_batch)
@@ -40,7 +41,6 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
   if (!(opts_.session_ttl_s >= 0)) throw InvalidArgument("session_ttl_s must be >= 0");
   n_ctx_ = engine_.n_ctx();
   n_vocab_ = engine_.n_vocab();
-  d_model_ = engine_.config().d_model;
   engine_block_tokens_ = engine_.block_tokens();
   const int64_t seqs = engine_.free_sequences();
   metrics_.kv_sequences_capacity = seqs;
@@ -118,7 +118,7 @@ SubmitStatus Scheduler::submit(Request r) {
   }
   if (const MemoryBudget* mb = engine_.memory_budget(); mb && !r.media.empty()) {
     const size_t blocks = size_t(n + 1 + engine_block_tokens_ - 1) / size_t(engine_block_tokens_);
-    const size_t need = media_bytes(r) + blocks * kv_block_bytes_;
+    const size_t need = media_->bytes(r) + blocks * kv_block_bytes_;
     const size_t room = mb->total() > mem_fixed_bytes_ ? mb->total() - mem_fixed_bytes_ : 0;
     if (need > room) {
       metrics_.mem_refused += 1;
@@ -229,7 +229,7 @@ void Scheduler::loop() {
     retire_cancelled();
     run_step();
     retire_finished();
-    advance_images();
+    advance_media();
     update_gauges();
     std::function<void()> on_idle;
     {
@@ -272,7 +272,7 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] {
       return stop_ || cancel_all_ || wake_ || !queue_.empty() || runnable() ||
-             !preempted_.empty() || images_->pending();
+             !preempted_.empty() || media_->pending();
     });
     wake_ = false;
     if (cancel_all_) {
@@ -359,7 +359,7 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
       }
       // Admission by bytes: a new request's image rows must fit the budget.
       if (!is_pre && !best_new->media.empty() && !best_new->media_charge) {
-        if (!reserve_media(*best_new, taken == 0)) {
+        if (!media_->reserve(*best_new, taken == 0)) {
           metrics_.mem_waits += 1;
           break;  // it waits; nobody overtakes it
         }
@@ -397,38 +397,6 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
     f.timings.queue_ms = ms_between(r.arrival, Clock::now());
     r.stream->finish(std::move(f));
   }
-  return true;
-}
-
-size_t Scheduler::media_bytes(const Request& r) const {
-  // Rows per distinct image: the end of its furthest span (spans of one
-  // image share its rows).
-  std::vector<std::pair<Sha256Digest, int64_t>> rows;
-  for (const vision::MediaSpan& m : r.media) {
-    auto it =
-        std::find_if(rows.begin(), rows.end(), [&](const auto& x) { return x.first == m.hash; });
-    if (it == rows.end()) it = rows.insert(rows.end(), {m.hash, 0});
-    it->second = std::max<int64_t>(it->second, int64_t(m.row0) + m.n);
-  }
-  size_t n = 0;
-  for (const auto& [h, k] : rows) n += size_t(k) * size_t(d_model_) * sizeof(float);
-  return n;
-}
-
-bool Scheduler::reserve_media(Request& r, bool alone) {
-  MemoryBudget* mb = engine_.memory_budget();
-  const size_t n = media_bytes(r);
-  if (!mb || n == 0) return true;
-  // The KV gives back only unreferenced cached blocks: running sequences'
-  // KV is never evicted for embeddings.
-  if (!mb->charge(MemPool::MmRequests, n, {MemPool::MmCache, MemPool::Kv})) {
-    if (!alone) return false;
-    // Nothing else runs, yet no room: what holds it is a preempted request's
-    // reservation. Run anyway (it fit the budget at submit) rather than wait forever.
-    logger()->warn("[{}] memory budget: {} bytes of image rows admitted past the budget", r.id, n);
-    mb->force_charge(MemPool::MmRequests, n);
-  }
-  r.media_charge = std::make_shared<MemoryCharge>(mb, MemPool::MmRequests, n);
   return true;
 }
 

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <iterator>
 
+#include "media_feed.h"
 #include "sequence.h"
 #include "step_budget.h"
 #include "tern/core/log.h"
@@ -27,148 +28,30 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// The rows of s.req.media[i]'s image: kept ones (any span of the same
-// image), else from its source. Throws what the source throws, or
-// InvalidArgument when the rows do not fit the span or the model.
-const vision::Embeddings& media_rows(Sequence& s, size_t i, int d_model) {
-  auto& rows = s.media_rows;
-  const vision::MediaSpan& m = s.req.media[i];
-  if (!rows[i]) {
-    for (size_t j = 0; j < rows.size() && !rows[i]; ++j)
-      if (rows[j] && s.req.media[j].hash == m.hash) rows[i] = rows[j];
-  }
-  if (!rows[i]) {
-    const auto t0 = Clock::now();
-    vision::EmbeddingSource::Fetched f = m.source->fetch(m.hash, *m.image);
-    s.image_fetch_ms += ms_between(t0, Clock::now());
-    s.images_fetched += 1;
-    s.image_cache_hits += f.cached ? 1 : 0;
-    rows[i] = std::move(f.rows);
-    if (!rows[i]) throw InvalidArgument("the image's embedding rows are missing");
-  }
-  const vision::Embeddings& e = *rows[i];
-  if (e.n_embd != d_model)
-    throw InvalidArgument("image embeddings are " + std::to_string(e.n_embd) +
-                          " wide but the text model's embedding width is " +
-                          std::to_string(d_model));
-  if (int64_t(m.row0) + m.n > e.n_tokens || e.data.size() < size_t(e.n_tokens) * size_t(d_model))
-    throw InvalidArgument("the image has " + std::to_string(e.n_tokens) +
-                          " embedding rows, fewer than its place in the prompt needs");
-  return e;
-}
-
-// Appends to runs the embedding runs of s's positions [in_kv, in_kv + n).
-void media_runs(Sequence& s, int n, int d_model, std::vector<EmbeddingRun>& runs) {
-  const int lo = s.in_kv, hi = s.in_kv + n;
-  for (size_t i = 0; i < s.req.media.size(); ++i) {
-    const vision::MediaSpan& m = s.req.media[i];
-    const int a = std::max(lo, int(m.pos)), b = std::min(hi, int(m.pos + m.n));
-    if (a >= b) continue;
-    const vision::Embeddings& e = media_rows(s, i, d_model);
-    runs.push_back({a - lo, b - a, e.data.data() + size_t(m.row0 + (a - m.pos)) * size_t(d_model),
-                    m.bidirectional});
-  }
-}
-
-// A prefill chunk of n tokens for s, moved so that it never ends inside a
-// bidirectional span: cut before the span, or (starting in it) run to its end.
-int fit_chunk(const Sequence& s, int n) {
-  const int lo = s.in_kv;
-  for (const vision::MediaSpan& m : s.req.media) {
-    const int end = m.pos + m.n;
-    if (!m.bidirectional || lo + n <= m.pos || lo + n >= end) continue;
-    n = lo < m.pos ? m.pos - lo : end - lo;
-  }
-  return n;
-}
-
-// Lets go of the rows of images whose every span is in the KV.
-void release_passed_media(Sequence& s) {
-  for (size_t i = 0; i < s.media_rows.size(); ++i) {
-    if (!s.media_rows[i]) continue;
-    bool needed = false;
-    for (const vision::MediaSpan& m : s.req.media)
-      needed |= m.hash == s.req.media[i].hash && m.pos + m.n > s.in_kv;
-    if (!needed) s.media_rows[i].reset();
-  }
-  // Past every image: its reservation in the memory budget ends.
-  if (s.in_kv >= s.req.media.back().pos + s.req.media.back().n) s.req.media_charge.reset();
-}
-
 }  // namespace
 
-// Whether s.req.media[i]'s rows are at hand: kept ones (any span of the same
-// image), a finished encode it waited for, or the cache's. Otherwise it
-// joins the encode under way for the same picture or starts one (a source
-// that cannot encode in slices is fetched from at once, blocking).
-bool Scheduler::image_ready(Sequence& s, size_t i) {
-  auto& rows = s.media_rows;
-  auto& waits = s.media_wait;
-  const vision::MediaSpan& m = s.req.media[i];
-  for (size_t j = 0; j < rows.size() && !rows[i] && !waits[i]; ++j) {
-    if (j == i || s.req.media[j].hash != m.hash) continue;
-    rows[i] = rows[j];
-    waits[i] = waits[j];
-  }
-  if (rows[i]) return true;
-  if (!waits[i]) {
-    if ((waits[i] = images_->find(m))) {  // another prompt's encode of the same picture
-      s.images_fetched += 1;
-      s.image_cache_hits += 1;
-      metrics_.vision_encodes_shared += 1;
-    } else if ((rows[i] = m.source->cached(m.hash))) {
-      s.images_fetched += 1;
-      s.image_cache_hits += 1;
-      return true;
-    } else if ((waits[i] = images_->start(m, s.order, metrics_))) {
-      s.images_fetched += 1;
-    } else {
-      return true;  // media_rows() fetches it now
-    }
-  }
-  const ImageWait& w = *waits[i];
-  if (!w.finished()) return false;
-  if (!w.error.empty()) throw InvalidArgument(w.error);
-  if (w.starter == s.order) s.image_fetch_ms += w.busy_ms;
-  for (size_t j = 0; j < rows.size(); ++j) {  // every span of this image
-    if (waits[j].get() != &w) continue;
-    rows[j] = w.rows;
-    if (j != i) waits[j].reset();
-  }
-  waits[i].reset();
-  return true;
-}
-
-int Scheduler::ready_tokens(Sequence& s, int n) {
-  const int lo = s.in_kv;
+int Scheduler::media_ready(Sequence& s, int n) {
   try {
-    for (size_t i = 0; i < s.req.media.size(); ++i) {
-      const vision::MediaSpan& m = s.req.media[i];
-      if (m.pos >= lo + n) break;
-      if (m.pos + m.n <= lo) continue;
-      if (!image_ready(s, i)) return std::max(0, m.pos - lo);
-    }
+    return media_->ready(s, n);
   } catch (const std::exception& e) {
     logger()->error("[{}] image: {}", s.req.id, e.what());
     finish(s, FinishReason::Error, e.what());
     return 0;
   }
-  return n;
 }
 
-// After a step: the pending image encodes get a time slice. While streams
+// After a step: the pending media encodes get a time slice. While streams
 // decode, step + slice stay within itl_slack decode-only steps (the encode
 // gets at least one stage, so it always progresses); otherwise full speed.
-void Scheduler::advance_images() {
-  images_->drop_unwaited(metrics_);
-  if (!images_->pending()) return;
+void Scheduler::advance_media() {
+  if (!media_->pending()) return;
   constexpr double kFullSpeedSliceMs = 200;  // between looks at new work
   double budget = kFullSpeedSliceMs;
   if (last_step_decodes_ > 0 && opts_.itl_slack > 0) {
     const double decode = costs_->decode_ms() > 0 ? costs_->decode_ms() : last_step_ms_;
     budget = opts_.itl_slack * decode - last_step_ms_;
   }
-  images_->advance(engine_.pool(), budget, metrics_);
+  media_->advance(engine_.pool(), budget);
 }
 
 // Makes room in the KV cache for n more tokens of s. When the pool is full
@@ -304,7 +187,7 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
   bool probe = false;
   if (paced) {
     room_ms = costs_->room_ms(opts_.itl_slack);
-    if (images_->pending()) room_ms /= 2;  // the other half goes to the image encodes
+    if (media_->pending()) room_ms /= 2;  // the other half goes to the image encodes
     probe = costs_->probe_due() && plan_.size() > n_decode && !is_short(*plan_[n_decode].first);
   }
   // Until the cost model has seen a mixed step, a step beside decodes takes
@@ -316,7 +199,7 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
     Sequence& s = *plan_[i].first;
     int n = paced ? room.size(budget, s.pending(), s.in_kv, s.last_chunk, is_short(s))
                   : std::min(budget, s.pending());
-    if (!s.req.media.empty()) n = fit_chunk(s, ready_tokens(s, n));
+    if (!s.req.media.empty()) n = MediaFeed::fit_chunk(s, media_ready(s, n));
     if (n == 0) continue;  // waits before an image being encoded, or no room left
     if (paced) room.take(n, s.in_kv);
     s.last_chunk = n;
@@ -341,7 +224,7 @@ void Scheduler::run_step() {
   last_step_decodes_ = 0;
   for (auto& s : running_) {
     if (s->done || s->pending() != 1 || s->req.stream->backlogged()) continue;
-    if (!s->req.media.empty() && ready_tokens(*s, 1) == 0) continue;
+    if (!s->req.media.empty() && media_ready(*s, 1) == 0) continue;
     plan_.push_back({s.get(), 1});
     budget -= 1;
   }
@@ -356,7 +239,6 @@ void Scheduler::run_step() {
   }
   runs_.clear();
   entry_runs_.clear();
-  const int d_model = engine_.config().d_model;
   for (auto& [s, n] : plan_) {
     if (s->done || !s->has_kv()) continue;
     // Making room for one sequence may have found a block another one needs
@@ -367,8 +249,8 @@ void Scheduler::run_step() {
     }
     const size_t first_run = runs_.size();
     if (!s->req.media.empty()) {
-      try {  // an image's rows, encoded on first need
-        media_runs(*s, n, d_model, runs_);
+      try {  // media rows, fetched on first need from a source that cannot encode in slices
+        media_->runs(*s, n, runs_);
       } catch (const std::exception& e) {
         runs_.resize(first_run);
         logger()->error("[{}] image: {}", s->req.id, e.what());
@@ -447,7 +329,7 @@ void Scheduler::run_step() {
     const auto& e = batch_.entries[i];
     const int n = int(e.tokens.size());
     s.in_kv += n;
-    if (!s.req.media.empty()) release_passed_media(s);
+    if (!s.req.media.empty()) MediaFeed::release_passed(s);
     if (const std::string& why = engine_.failure(s.seq); !why.empty()) {
       kv_failed(s, why);  // its logits are not to be trusted
       continue;
@@ -523,9 +405,9 @@ void Scheduler::finish(Sequence& s, FinishReason reason, std::string error, std:
   f.timings.cache_flash_n = s.reused_flash;
   f.timings.preemptions = s.preemptions;
   if (!s.req.session.empty()) f.timings.session_cache_n = f.timings.cache_n;
-  f.timings.image_n = s.images_fetched;
-  f.timings.image_cache_hits = s.image_cache_hits;
-  f.timings.image_encode_ms = s.image_fetch_ms;
+  f.timings.image_n = s.media.fetched;
+  f.timings.image_cache_hits = s.media.cache_hits;
+  f.timings.image_encode_ms = s.media.fetch_ms;
   f.timings.predicted_n = s.n_generated;
   f.timings.finish_detail = std::move(detail);
   if (reason == FinishReason::Stop && s.stop.matched() >= 0)

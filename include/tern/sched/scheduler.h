@@ -94,7 +94,7 @@ struct SchedulerOptions {
 };
 
 class Sequence;    // engine-thread state of one running request (src/sched/sequence.h)
-class ImageJobs;   // image encodes run between steps (src/sched/image_jobs.h)
+class MediaFeed;   // media rows and their encodes (src/sched/media_feed.h)
 class StepBudget;  // the step cost model (src/sched/step_budget.h)
 
 class Scheduler {
@@ -155,22 +155,15 @@ class Scheduler {
   void park_preempted();
   void run_step();
   void plan_prefill(size_t n_decode, int budget);  // run_step's prefill chunks
-  // Tokens of s's next n that can run now: up to the first image whose rows
-  // are not ready (starting or joining its encode). 0 when s failed on an
-  // image that cannot be had (a failed encode: s finishes with the error).
-  int ready_tokens(Sequence& s, int n);
-  bool image_ready(Sequence& s, size_t i);
-  void advance_images();
+  // Tokens of s's next n that can run now (MediaFeed::ready). 0 when s
+  // failed on media that cannot be had (it finishes with the error).
+  int media_ready(Sequence& s, int n);
+  void advance_media();
   void emit_token(Sequence& s, int32_t token);
   void finish(Sequence& s, FinishReason reason, std::string error = {}, std::string detail = {});
   void retire_finished();
   void update_gauges();
   int64_t kv_tokens_in_use() const;
-  // Admission by bytes (the memory budget): the embedding rows r's images
-  // need (each distinct image: rows x n_embd x 4 bytes), and reserving them
-  // (cached embeddings and cached KV give way first). False: no room now.
-  size_t media_bytes(const Request& r) const;
-  bool reserve_media(Request& r, bool alone);
 
   Engine& engine_;
   SchedulerOptions opts_;
@@ -181,7 +174,6 @@ class Scheduler {
   int64_t kv_capacity_tokens_ = 0;  // what one sequence can hold in the KV budget
   size_t kv_block_bytes_ = 0;       // one KV block, all layers
   int engine_block_tokens_ = 32;    // tokens per KV block
-  int d_model_ = 0;                 // width of an embedding row
   size_t mem_fixed_bytes_ = 0;      // of the memory budget, held for good (flash staging)
 
   // Shared with submitters, guarded by mu_.
@@ -216,7 +208,7 @@ class Scheduler {
   double last_step_ms_ = 0;            // the last step's duration
   int last_step_decodes_ = 0;          // and its decode tokens
   Clock::time_point prev_step_end_{};  // when the last step ended (trace log)
-  std::unique_ptr<ImageJobs> images_;
+  std::unique_ptr<MediaFeed> media_;
   std::vector<std::pair<std::string, int>> client_load_;  // (client, running): take_work's scratch
   std::thread thread_;
 
