@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
+#include <functional>
+#include <optional>
 
+#include "admission.h"
 #include "media_feed.h"
 #include "sequence.h"
 #include "step_budget.h"
@@ -25,13 +27,21 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 
 }  // namespace
 
+// take_work's scratch, kept between rounds so that a round allocates nothing
+// in steady state.
+struct Scheduler::Round {
+  std::vector<Request*> waiting;  // the queue as wait_for_work listed it
+  std::vector<size_t> chosen;     // new requests admitted (indices into waiting), in order
+  AdmissionSnapshot snap;
+};
+
 Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
     : engine_(engine),
       opts_(opts),
       metrics_(metrics),
       costs_(std::make_unique<StepBudget>()),
-      media_(
-          std::make_unique<MediaFeed>(engine.config().d_model, engine.memory_budget(), metrics)) {
+      media_(std::make_unique<MediaFeed>(engine.config().d_model, engine.memory_budget(), metrics)),
+      round_(std::make_unique<Round>()) {
   if (opts_.max_batch < 1) throw InvalidArgument("max_batch must be at least 1");
   if (opts_.max_queue < 1) throw InvalidArgument("max_queue must be at least 1");
   if (opts_.step_tokens < opts_.max_batch)
@@ -250,142 +260,29 @@ bool Scheduler::runnable() const {
   return false;
 }
 
-// Waits for work, applies cancellations to the waiting queue and picks what
-// can be admitted now: preempted sequences (moved to readmit_) and new
-// requests (moved to `admitted`). Returns false when the loop should end.
+// Waits for work, applies cancellations to the waiting queue and admits what
+// fits now: preempted sequences (moved to readmit_) and new requests (moved
+// to `admitted`). Returns false when the loop should end.
 //
-// Admission is fair between clients: the next candidate is the one whose
-// client has the fewest sequences running (counting this round's), then
-// preempted before new, then oldest. It needs a batch slot, a KV sequence
-// slot, the optional token budget and free KV blocks for its whole context
-// (the prefix cache may make it cheaper; preemption covers growth). When it
-// does not fit and another client runs at least two more sequences, that
-// client's newest sequence is preempted to make room; otherwise admission
-// stops (nobody overtakes the candidate). When nothing runs, the candidate is
-// admitted anyway: it gets the whole pool, and fails with a clear error if
-// even that is too small.
+// In three phases, so that no KV is freed under mu_ (yielding a slot
+// preempts a sequence) and submitters never wait on the engine: under mu_
+// the queue is swept and listed (wait_for_work); outside it admit() applies
+// the admission policy (admission.h); under mu_ again the chosen requests
+// leave the queue. Meanwhile submitters may only append to the queue.
 bool Scheduler::take_work(std::vector<Request>& admitted) {
   admitted.clear();
   readmit_.clear();
+  Round& round = *round_;
   std::vector<Request> dropped;
+  if (!wait_for_work(dropped)) return false;
+  admit(round);
   {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] {
-      return stop_ || cancel_all_ || wake_ || !queue_.empty() || runnable() ||
-             !preempted_.empty() || media_->pending();
-    });
-    wake_ = false;
-    if (cancel_all_) {
-      cancel_all_ = false;
-      for (auto& r : queue_) r.stream->mark_cancelled();
-      for (auto& s : running_) s->req.stream->mark_cancelled();
-      for (auto& s : preempted_) s->req.stream->mark_cancelled();
-    }
-    for (auto it = queue_.begin(); it != queue_.end();) {
-      if (it->stream->cancelled()) {
-        dropped.push_back(std::move(*it));
-        it = queue_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    if (stop_ && queue_.empty() && running_.empty() && preempted_.empty()) return false;
-
-    const int64_t B = engine_.block_tokens();
-    int64_t blocks = engine_.available_blocks();
-    int64_t planned = 0;  // blocks of the sequences admitted this round (not taken yet)
-    int64_t seq_slots = engine_.free_sequences();
-    int64_t kv_used = kv_tokens_in_use();
-    size_t taken = running_.size();
-    auto blocks_for = [&](int64_t ctx_tokens) { return (ctx_tokens + 1 + B - 1) / B; };
-    auto fits = [&](int64_t ctx_tokens) {
-      if (taken >= size_t(opts_.max_batch) || seq_slots <= 0) return false;
-      if (taken == 0) return true;
-      if (opts_.kv_tokens > 0 && kv_used + ctx_tokens > opts_.kv_tokens) return false;
-      return blocks_for(ctx_tokens) <= blocks;
-    };
-    // Running sequences per client (a small scratch list: clients are few).
-    client_load_.clear();
-    // References into it stay valid: it never grows past this.
-    client_load_.reserve(running_.size() + preempted_.size() + queue_.size());
-    auto load = [&](const std::string& client) -> int& {
-      for (auto& [c, n] : client_load_)
-        if (c == client) return n;
-      return client_load_.emplace_back(client, 0).second;
-    };
-    for (const auto& s : running_)
-      if (!s->done) load(s->req.client) += 1;
-
-    for (;;) {
-      // The best candidate: fewest running for its client, preempted first, oldest.
-      int best_load = std::numeric_limits<int>::max();
-      std::deque<std::unique_ptr<Sequence>>::iterator best_pre = preempted_.end();
-      std::deque<Request>::iterator best_new = queue_.end();
-      for (auto it = preempted_.begin(); it != preempted_.end(); ++it) {
-        if ((*it)->req.stream->cancelled()) continue;  // retired by retire_cancelled
-        const int l = load((*it)->req.client);
-        if (l < best_load) best_load = l, best_pre = it;
-      }
-      for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-        if (it->after && waits_for_sibling(*it, admitted)) continue;
-        const int l = load(it->client);
-        if (l < best_load) best_load = l, best_pre = preempted_.end(), best_new = it;
-      }
-      if (best_pre == preempted_.end() && best_new == queue_.end()) break;
-      const bool is_pre = best_pre != preempted_.end();
-      const std::string& client = is_pre ? (*best_pre)->req.client : best_new->client;
-      const int64_t ctx_tokens =
-          is_pre ? int64_t((*best_pre)->tokens.size()) : int64_t(best_new->prompt.size());
-      if (!fits(ctx_tokens)) {
-        // Fairness: the newest sequence of the busiest client yields its slot.
-        Sequence* victim = nullptr;
-        for (auto& r : running_) {
-          if (r->done || !r->has_kv() || r->req.client == client) continue;
-          if (load(r->req.client) < best_load + 2) continue;
-          if (!victim || load(r->req.client) > load(victim->req.client) ||
-              (load(r->req.client) == load(victim->req.client) && r->order > victim->order))
-            victim = r.get();
-        }
-        if (!victim) break;
-        const int64_t victim_tokens = int64_t(victim->tokens.size());
-        load(victim->req.client) -= 1;
-        preempt(*victim, "yielding its batch slot to another client");
-        park_preempted();
-        taken -= 1;
-        seq_slots = engine_.free_sequences();
-        kv_used -= victim_tokens;
-        blocks = engine_.available_blocks();
-        continue;  // the candidates changed: choose again
-      }
-      // Admission by bytes: a new request's image rows must fit the budget.
-      if (!is_pre && !best_new->media.empty() && !best_new->media_charge) {
-        if (!media_->reserve(*best_new, taken == 0)) {
-          metrics_.mem_waits += 1;
-          break;  // it waits; nobody overtakes it
-        }
-        // The rows may have taken KV room: what is left after this round's plans.
-        blocks = engine_.available_blocks() - planned;
-        if (taken > 0 && blocks_for(ctx_tokens) > blocks) {
-          best_new->media_charge.reset();
-          blocks = engine_.available_blocks() - planned;
-          metrics_.mem_waits += 1;
-          break;
-        }
-      }
-      taken += 1;
-      seq_slots -= 1;
-      kv_used += ctx_tokens;
-      blocks -= blocks_for(ctx_tokens);
-      planned += blocks_for(ctx_tokens);
-      load(client) += 1;
-      if (is_pre) {
-        readmit_.push_back(std::move(*best_pre));
-        preempted_.erase(best_pre);
-      } else {
-        admitted.push_back(std::move(*best_new));
-        queue_.erase(best_new);
-      }
-    }
+    std::lock_guard lock(mu_);
+    // Moved out in admission order, then erased from the back, which keeps
+    // the other indices valid.
+    for (size_t i : round.chosen) admitted.push_back(std::move(queue_[i]));
+    std::sort(round.chosen.begin(), round.chosen.end(), std::greater<>());
+    for (size_t i : round.chosen) queue_.erase(queue_.begin() + std::ptrdiff_t(i));
     metrics_.queue_depth = int64_t(queue_.size());
     n_running_ = int64_t(running_.size() + preempted_.size() + readmit_.size() + admitted.size());
   }
@@ -400,12 +297,129 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
   return true;
 }
 
-bool Scheduler::waits_for_sibling(const Request& r, const std::vector<Request>& admitted) const {
+bool Scheduler::wait_for_work(std::vector<Request>& dropped) {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] {
+    return stop_ || cancel_all_ || wake_ || !queue_.empty() || runnable() || !preempted_.empty() ||
+           media_->pending();
+  });
+  wake_ = false;
+  if (cancel_all_) {
+    cancel_all_ = false;
+    for (auto& r : queue_) r.stream->mark_cancelled();
+    for (auto& s : running_) s->req.stream->mark_cancelled();
+    for (auto& s : preempted_) s->req.stream->mark_cancelled();
+  }
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (it->stream->cancelled()) {
+      dropped.push_back(std::move(*it));
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (stop_ && queue_.empty() && running_.empty() && preempted_.empty()) return false;
+  round_->waiting.clear();
+  for (Request& r : queue_) round_->waiting.push_back(&r);
+  return true;
+}
+
+// Each admission needs a batch slot, a KV sequence slot, the optional token
+// budget and free KV blocks for the candidate's whole context (the prefix
+// cache may make it cheaper; preemption covers growth), and for a new
+// request with images their rows' bytes in the memory budget.
+void Scheduler::admit(Round& round) {
+  round.chosen.clear();
+  AdmissionRoom room;
+  room.max_batch = opts_.max_batch;
+  room.block_tokens = engine_.block_tokens();
+  room.taken = int64_t(running_.size());
+  room.seq_slots = engine_.free_sequences();
+  room.kv_budget = opts_.kv_tokens;
+  room.kv_used = kv_tokens_in_use();
+  room.blocks = engine_.available_blocks();
+  for (;;) {
+    snapshot(round);
+    const std::optional<size_t> c = next_candidate(round.snap);
+    if (!c) break;
+    const AdmissionSnapshot::Waiting w = round.snap.waiting[*c];
+    if (!room.fits(w.tokens)) {
+      const std::optional<size_t> v = yield_victim(round.snap, *c);
+      if (!v) break;  // nobody overtakes the candidate
+      Sequence& victim = *running_[round.snap.running[*v].ref];
+      room.kv_used -= int64_t(victim.tokens.size());
+      room.taken -= 1;
+      preempt(victim, "yielding its batch slot to another client");
+      park_preempted();
+      room.seq_slots = engine_.free_sequences();
+      room.blocks = engine_.available_blocks();
+      continue;  // the candidates changed: choose again
+    }
+    if (!w.preempted && !charge_media(*round.waiting[w.ref], w.tokens, room)) {
+      metrics_.mem_waits += 1;
+      break;  // it waits; nobody overtakes it
+    }
+    room.take(w.tokens);
+    if (w.preempted) {
+      readmit_.push_back(std::move(preempted_[w.ref]));
+      preempted_.erase(preempted_.begin() + std::ptrdiff_t(w.ref));
+    } else {
+      round.chosen.push_back(w.ref);
+    }
+  }
+}
+
+// What the policy sees: running sequences (with this round's admissions,
+// which cannot yield), then the preempted ones and the queue not yet chosen.
+void Scheduler::snapshot(Round& round) const {
+  AdmissionSnapshot& snap = round.snap;
+  snap.clear();
+  for (size_t i = 0; i < running_.size(); ++i) {
+    const Sequence& s = *running_[i];
+    if (!s.done)
+      snap.running.push_back(
+          {.client = s.req.client, .order = s.order, .can_yield = s.has_kv(), .ref = i});
+  }
+  for (const auto& s : readmit_)
+    snap.running.push_back({.client = s->req.client, .order = s->order});
+  for (size_t i : round.chosen) snap.running.push_back({.client = round.waiting[i]->client});
+  for (size_t i = 0; i < preempted_.size(); ++i) {
+    const Sequence& s = *preempted_[i];
+    snap.waiting.push_back({.client = s.req.client,
+                            .order = s.order,
+                            .tokens = int64_t(s.tokens.size()),
+                            .preempted = true,
+                            .held = s.req.stream->cancelled(),  // retired by retire_cancelled
+                            .ref = i});
+  }
+  for (size_t i = 0; i < round.waiting.size(); ++i) {
+    if (std::find(round.chosen.begin(), round.chosen.end(), i) != round.chosen.end()) continue;
+    const Request& r = *round.waiting[i];
+    snap.waiting.push_back({.client = r.client,
+                            .order = i,
+                            .tokens = int64_t(r.prompt.size()),
+                            .held = r.after && waits_for_sibling(r, round.waiting),
+                            .ref = i});
+  }
+}
+
+bool Scheduler::charge_media(Request& r, int64_t tokens, AdmissionRoom& room) {
+  if (r.media.empty() || r.media_charge) return true;
+  if (!media_->reserve(r, room.taken == 0)) return false;
+  // The rows may have taken KV room: what is left after this round's plans.
+  room.blocks = engine_.available_blocks() - room.planned;
+  if (room.taken > 0 && room.blocks_for(tokens) > room.blocks) {
+    r.media_charge.reset();
+    room.blocks = engine_.available_blocks() - room.planned;
+    return false;
+  }
+  return true;
+}
+
+bool Scheduler::waits_for_sibling(const Request& r, const std::vector<Request*>& waiting) const {
   if (r.after->cancelled()) return false;
-  for (const auto& q : queue_)
-    if (q.stream == r.after) return true;
-  for (const auto& q : admitted)
-    if (q.stream == r.after) return true;
+  for (const Request* q : waiting)  // still queued, or chosen this round
+    if (q->stream == r.after) return true;
   for (const auto& s : running_)
     if (s->req.stream == r.after) return !s->done && s->in_kv < s->prompt_len();
   return false;  // finished, preempted or never seen: no reason to wait

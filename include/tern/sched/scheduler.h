@@ -39,7 +39,9 @@
 //      one encode stage); otherwise at full speed. A finished encode's rows
 //      go to the embedding cache and its waiting prompts resume.
 // It sleeps on a condition variable when there is nothing to do; submit(),
-// cancel() and stop() wake it. Nothing here polls.
+// cancel() and stop() wake it. Nothing here polls. Submitters share one lock
+// with it (mu_) only to queue and sweep: admission runs outside it, so no KV
+// is freed while a submitter could wait.
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -93,9 +95,10 @@ struct SchedulerOptions {
   double session_ttl_s = 300;
 };
 
-class Sequence;    // engine-thread state of one running request (src/sched/sequence.h)
-class MediaFeed;   // media rows and their encodes (src/sched/media_feed.h)
-class StepBudget;  // the step cost model (src/sched/step_budget.h)
+class Sequence;        // engine-thread state of one running request (src/sched/sequence.h)
+class MediaFeed;       // media rows and their encodes (src/sched/media_feed.h)
+class StepBudget;      // the step cost model (src/sched/step_budget.h)
+struct AdmissionRoom;  // what admission may hand out (src/sched/admission.h)
 
 class Scheduler {
  public:
@@ -141,10 +144,25 @@ class Scheduler {
 
  private:
   void loop();
+
+  // Admission (scheduler.cpp; the policy is src/sched/admission.h).
   bool take_work(std::vector<Request>& admitted);  // false: stop
+  // take_work's scratch, reused between rounds (scheduler.cpp).
+  struct Round;
+  // Under mu_: sleeps until there is work, applies cancellations to the
+  // queue (the cancelled requests move to `dropped`) and lists the rest in
+  // round_. False: the loop should end.
+  bool wait_for_work(std::vector<Request>& dropped);
+  // Outside mu_: picks what is admitted now, preempting to make room.
+  // Preempted sequences move to readmit_, new requests to round.chosen.
+  void admit(Round& round);
+  void snapshot(Round& round) const;  // round.snap, for the admission policy
+  // Reserves a new request's media bytes (MediaFeed::reserve) and checks its
+  // KV still fits after the rows took their room. False: it waits.
+  bool charge_media(Request& r, int64_t tokens, AdmissionRoom& room);
   // r names a sibling (Request::after) whose prompt is not in the KV yet
-  // (queued, admitted this round, or prefilling). Engine thread, under mu_.
-  bool waits_for_sibling(const Request& r, const std::vector<Request>& admitted) const;
+  // (waiting, chosen this round, or prefilling). Engine thread.
+  bool waits_for_sibling(const Request& r, const std::vector<Request*>& waiting) const;
   bool runnable() const;
   void start_sequences(std::vector<Request>& admitted);
   void attach(Sequence& s);
@@ -179,6 +197,9 @@ class Scheduler {
   // Shared with submitters, guarded by mu_.
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  // Submitters only append; the engine thread alone takes requests out. So
+  // the requests wait_for_work lists stay where they are (a deque's
+  // push_back keeps references valid) while admit() reads them outside mu_.
   std::deque<Request> queue_;
   bool accepting_ = true;
   bool cancel_all_ = false;
@@ -191,7 +212,7 @@ class Scheduler {
   // Engine-thread state.
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order
   // Preempted sequences waiting to be re-admitted, oldest admission first;
-  // they go before any new request. Read under mu_ by take_work's predicate.
+  // they go before any new request. Read under mu_ by wait_for_work's predicate.
   std::deque<std::unique_ptr<Sequence>> preempted_;
   std::vector<std::unique_ptr<Sequence>> readmit_;  // preempted ones take_work admitted
   uint64_t next_order_ = 0;                         // admission counter
@@ -209,7 +230,7 @@ class Scheduler {
   int last_step_decodes_ = 0;          // and its decode tokens
   Clock::time_point prev_step_end_{};  // when the last step ended (trace log)
   std::unique_ptr<MediaFeed> media_;
-  std::vector<std::pair<std::string, int>> client_load_;  // (client, running): take_work's scratch
+  std::unique_ptr<Round> round_;
   std::thread thread_;
 
   // What stream drain hooks call: streams may outlive the scheduler, so the
