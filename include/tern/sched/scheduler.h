@@ -42,6 +42,11 @@
 // cancel() and stop() wake it. Nothing here polls. Submitters share one lock
 // with it (mu_) only to queue and sweep: admission runs outside it, so no KV
 // is freed while a submitter could wait.
+//
+// The parts, private to src/sched: admission.h (step 2's choices, a pure
+// policy), media_feed.h (media rows and their encodes, steps 3 and 7),
+// step_budget.h (step 3's prefill share); scheduler_step.cpp reads steps 3-5
+// as plan -> reserve -> build the batch -> forward -> observe -> emit.
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -164,6 +169,26 @@ class Scheduler {
   // (waiting, chosen this round, or prefilling). Engine thread.
   bool waits_for_sibling(const Request& r, const std::vector<Request*>& waiting) const;
   bool runnable() const;
+
+  // The step (scheduler_step.cpp): plan -> reserve -> build the batch ->
+  // forward -> observe -> emit.
+  void run_step();
+  void plan_step();                                // plan_: decodes, then prefill chunks
+  void plan_prefill(size_t n_decode, int budget);  // plan_step's prefill chunks
+  void reserve_step();                             // KV room for plan_, oldest first
+  bool build_batch();                              // batch_ from plan_; false: empty
+  bool forward();  // false: the pass failed (and so did its sequences)
+  // The step's metrics and its cost for the model (t0, t1: the forward pass).
+  void observe_step(Clock::time_point t0, Clock::time_point t1);
+  void trace_step(Clock::time_point t0) const;
+  void emit_step();  // KV positions advance, tokens are sampled and streamed
+  // Tokens of s's next n that can run now (MediaFeed::ready). 0 when s
+  // failed on media that cannot be had (it finishes with the error).
+  int media_ready(Sequence& s, int n);
+  void advance_media();
+
+  // Sequences' lives (scheduler_seq.cpp): start, KV room, preemption,
+  // tokens out, finish, retire.
   void start_sequences(std::vector<Request>& admitted);
   void attach(Sequence& s);
   void retire_cancelled();
@@ -171,12 +196,6 @@ class Scheduler {
   void preempt(Sequence& s, const char* why);
   void kv_failed(Sequence& s, std::string why);
   void park_preempted();
-  void run_step();
-  void plan_prefill(size_t n_decode, int budget);  // run_step's prefill chunks
-  // Tokens of s's next n that can run now (MediaFeed::ready). 0 when s
-  // failed on media that cannot be had (it finishes with the error).
-  int media_ready(Sequence& s, int n);
-  void advance_media();
   void emit_token(Sequence& s, int32_t token);
   void finish(Sequence& s, FinishReason reason, std::string error = {}, std::string detail = {});
   void retire_finished();
