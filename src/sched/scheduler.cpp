@@ -274,9 +274,9 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
   readmit_.clear();
   Round& round = *round_;
   std::vector<Request> dropped;
-  if (!wait_for_work(dropped)) return false;
-  admit(round);
-  {
+  const bool go = wait_for_work(dropped);
+  if (go) {
+    admit(round);
     std::lock_guard lock(mu_);
     // Moved out in admission order, then erased from the back, which keeps
     // the other indices valid.
@@ -286,6 +286,7 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
     metrics_.queue_depth = int64_t(queue_.size());
     n_running_ = int64_t(running_.size() + preempted_.size() + readmit_.size() + admitted.size());
   }
+  // Even when the loop ends: stop() never sees these again (they left the queue).
   for (auto& r : dropped) {
     logger()->info("[{}] cancelled while waiting", r.id);
     metrics_.requests_cancelled += 1;
@@ -294,7 +295,7 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
     f.timings.queue_ms = ms_between(r.arrival, Clock::now());
     r.stream->finish(std::move(f));
   }
-  return true;
+  return go;
 }
 
 bool Scheduler::wait_for_work(std::vector<Request>& dropped) {
