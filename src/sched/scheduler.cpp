@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <limits>
+#include <functional>
+#include <optional>
 
-#include "image_jobs.h"
+#include "admission.h"
+#include "media_feed.h"
 #include "sequence.h"
 #include "step_budget.h"
 #include "tern/core/error.h"
@@ -25,12 +27,21 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
 
 }  // namespace
 
+// take_work's scratch, kept between rounds so that a round allocates nothing
+// in steady state.
+struct Scheduler::Round {
+  std::vector<Request*> waiting;  // the queue as wait_for_work listed it
+  std::vector<size_t> chosen;     // new requests admitted (indices into waiting), in order
+  AdmissionSnapshot snap;
+};
+
 Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
     : engine_(engine),
       opts_(opts),
       metrics_(metrics),
       costs_(std::make_unique<StepBudget>()),
-      images_(std::make_unique<ImageJobs>()) {
+      media_(std::make_unique<MediaFeed>(engine.config().d_model, engine.memory_budget(), metrics)),
+      round_(std::make_unique<Round>()) {
   if (opts_.max_batch < 1) throw InvalidArgument("max_batch must be at least 1");
   if (opts_.max_queue < 1) throw InvalidArgument("max_queue must be at least 1");
   if (opts_.step_tokens < opts_.max_batch)
@@ -40,7 +51,6 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
   if (!(opts_.session_ttl_s >= 0)) throw InvalidArgument("session_ttl_s must be >= 0");
   n_ctx_ = engine_.n_ctx();
   n_vocab_ = engine_.n_vocab();
-  d_model_ = engine_.config().d_model;
   engine_block_tokens_ = engine_.block_tokens();
   const int64_t seqs = engine_.free_sequences();
   metrics_.kv_sequences_capacity = seqs;
@@ -118,7 +128,7 @@ SubmitStatus Scheduler::submit(Request r) {
   }
   if (const MemoryBudget* mb = engine_.memory_budget(); mb && !r.media.empty()) {
     const size_t blocks = size_t(n + 1 + engine_block_tokens_ - 1) / size_t(engine_block_tokens_);
-    const size_t need = media_bytes(r) + blocks * kv_block_bytes_;
+    const size_t need = media_->bytes(r) + blocks * kv_block_bytes_;
     const size_t room = mb->total() > mem_fixed_bytes_ ? mb->total() - mem_fixed_bytes_ : 0;
     if (need > room) {
       metrics_.mem_refused += 1;
@@ -229,7 +239,7 @@ void Scheduler::loop() {
     retire_cancelled();
     run_step();
     retire_finished();
-    advance_images();
+    advance_media();
     update_gauges();
     std::function<void()> on_idle;
     {
@@ -250,145 +260,33 @@ bool Scheduler::runnable() const {
   return false;
 }
 
-// Waits for work, applies cancellations to the waiting queue and picks what
-// can be admitted now: preempted sequences (moved to readmit_) and new
-// requests (moved to `admitted`). Returns false when the loop should end.
+// Waits for work, applies cancellations to the waiting queue and admits what
+// fits now: preempted sequences (moved to readmit_) and new requests (moved
+// to `admitted`). Returns false when the loop should end.
 //
-// Admission is fair between clients: the next candidate is the one whose
-// client has the fewest sequences running (counting this round's), then
-// preempted before new, then oldest. It needs a batch slot, a KV sequence
-// slot, the optional token budget and free KV blocks for its whole context
-// (the prefix cache may make it cheaper; preemption covers growth). When it
-// does not fit and another client runs at least two more sequences, that
-// client's newest sequence is preempted to make room; otherwise admission
-// stops (nobody overtakes the candidate). When nothing runs, the candidate is
-// admitted anyway: it gets the whole pool, and fails with a clear error if
-// even that is too small.
+// In three phases, so that no KV is freed under mu_ (yielding a slot
+// preempts a sequence) and submitters never wait on the engine: under mu_
+// the queue is swept and listed (wait_for_work); outside it admit() applies
+// the admission policy (admission.h); under mu_ again the chosen requests
+// leave the queue. Meanwhile submitters may only append to the queue.
 bool Scheduler::take_work(std::vector<Request>& admitted) {
   admitted.clear();
   readmit_.clear();
+  Round& round = *round_;
   std::vector<Request> dropped;
-  {
-    std::unique_lock lock(mu_);
-    cv_.wait(lock, [&] {
-      return stop_ || cancel_all_ || wake_ || !queue_.empty() || runnable() ||
-             !preempted_.empty() || images_->pending();
-    });
-    wake_ = false;
-    if (cancel_all_) {
-      cancel_all_ = false;
-      for (auto& r : queue_) r.stream->mark_cancelled();
-      for (auto& s : running_) s->req.stream->mark_cancelled();
-      for (auto& s : preempted_) s->req.stream->mark_cancelled();
-    }
-    for (auto it = queue_.begin(); it != queue_.end();) {
-      if (it->stream->cancelled()) {
-        dropped.push_back(std::move(*it));
-        it = queue_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    if (stop_ && queue_.empty() && running_.empty() && preempted_.empty()) return false;
-
-    const int64_t B = engine_.block_tokens();
-    int64_t blocks = engine_.available_blocks();
-    int64_t planned = 0;  // blocks of the sequences admitted this round (not taken yet)
-    int64_t seq_slots = engine_.free_sequences();
-    int64_t kv_used = kv_tokens_in_use();
-    size_t taken = running_.size();
-    auto blocks_for = [&](int64_t ctx_tokens) { return (ctx_tokens + 1 + B - 1) / B; };
-    auto fits = [&](int64_t ctx_tokens) {
-      if (taken >= size_t(opts_.max_batch) || seq_slots <= 0) return false;
-      if (taken == 0) return true;
-      if (opts_.kv_tokens > 0 && kv_used + ctx_tokens > opts_.kv_tokens) return false;
-      return blocks_for(ctx_tokens) <= blocks;
-    };
-    // Running sequences per client (a small scratch list: clients are few).
-    client_load_.clear();
-    // References into it stay valid: it never grows past this.
-    client_load_.reserve(running_.size() + preempted_.size() + queue_.size());
-    auto load = [&](const std::string& client) -> int& {
-      for (auto& [c, n] : client_load_)
-        if (c == client) return n;
-      return client_load_.emplace_back(client, 0).second;
-    };
-    for (const auto& s : running_)
-      if (!s->done) load(s->req.client) += 1;
-
-    for (;;) {
-      // The best candidate: fewest running for its client, preempted first, oldest.
-      int best_load = std::numeric_limits<int>::max();
-      std::deque<std::unique_ptr<Sequence>>::iterator best_pre = preempted_.end();
-      std::deque<Request>::iterator best_new = queue_.end();
-      for (auto it = preempted_.begin(); it != preempted_.end(); ++it) {
-        if ((*it)->req.stream->cancelled()) continue;  // retired by retire_cancelled
-        const int l = load((*it)->req.client);
-        if (l < best_load) best_load = l, best_pre = it;
-      }
-      for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-        if (it->after && waits_for_sibling(*it, admitted)) continue;
-        const int l = load(it->client);
-        if (l < best_load) best_load = l, best_pre = preempted_.end(), best_new = it;
-      }
-      if (best_pre == preempted_.end() && best_new == queue_.end()) break;
-      const bool is_pre = best_pre != preempted_.end();
-      const std::string& client = is_pre ? (*best_pre)->req.client : best_new->client;
-      const int64_t ctx_tokens =
-          is_pre ? int64_t((*best_pre)->tokens.size()) : int64_t(best_new->prompt.size());
-      if (!fits(ctx_tokens)) {
-        // Fairness: the newest sequence of the busiest client yields its slot.
-        Sequence* victim = nullptr;
-        for (auto& r : running_) {
-          if (r->done || !r->has_kv() || r->req.client == client) continue;
-          if (load(r->req.client) < best_load + 2) continue;
-          if (!victim || load(r->req.client) > load(victim->req.client) ||
-              (load(r->req.client) == load(victim->req.client) && r->order > victim->order))
-            victim = r.get();
-        }
-        if (!victim) break;
-        const int64_t victim_tokens = int64_t(victim->tokens.size());
-        load(victim->req.client) -= 1;
-        preempt(*victim, "yielding its batch slot to another client");
-        park_preempted();
-        taken -= 1;
-        seq_slots = engine_.free_sequences();
-        kv_used -= victim_tokens;
-        blocks = engine_.available_blocks();
-        continue;  // the candidates changed: choose again
-      }
-      // Admission by bytes: a new request's image rows must fit the budget.
-      if (!is_pre && !best_new->media.empty() && !best_new->media_charge) {
-        if (!reserve_media(*best_new, taken == 0)) {
-          metrics_.mem_waits += 1;
-          break;  // it waits; nobody overtakes it
-        }
-        // The rows may have taken KV room: what is left after this round's plans.
-        blocks = engine_.available_blocks() - planned;
-        if (taken > 0 && blocks_for(ctx_tokens) > blocks) {
-          best_new->media_charge.reset();
-          blocks = engine_.available_blocks() - planned;
-          metrics_.mem_waits += 1;
-          break;
-        }
-      }
-      taken += 1;
-      seq_slots -= 1;
-      kv_used += ctx_tokens;
-      blocks -= blocks_for(ctx_tokens);
-      planned += blocks_for(ctx_tokens);
-      load(client) += 1;
-      if (is_pre) {
-        readmit_.push_back(std::move(*best_pre));
-        preempted_.erase(best_pre);
-      } else {
-        admitted.push_back(std::move(*best_new));
-        queue_.erase(best_new);
-      }
-    }
+  const bool go = wait_for_work(dropped);
+  if (go) {
+    admit(round);
+    std::lock_guard lock(mu_);
+    // Moved out in admission order, then erased from the back, which keeps
+    // the other indices valid.
+    for (size_t i : round.chosen) admitted.push_back(std::move(queue_[i]));
+    std::sort(round.chosen.begin(), round.chosen.end(), std::greater<>());
+    for (size_t i : round.chosen) queue_.erase(queue_.begin() + std::ptrdiff_t(i));
     metrics_.queue_depth = int64_t(queue_.size());
     n_running_ = int64_t(running_.size() + preempted_.size() + readmit_.size() + admitted.size());
   }
+  // Even when the loop ends: stop() never sees these again (they left the queue).
   for (auto& r : dropped) {
     logger()->info("[{}] cancelled while waiting", r.id);
     metrics_.requests_cancelled += 1;
@@ -397,135 +295,135 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
     f.timings.queue_ms = ms_between(r.arrival, Clock::now());
     r.stream->finish(std::move(f));
   }
-  return true;
+  return go;
 }
 
-size_t Scheduler::media_bytes(const Request& r) const {
-  // Rows per distinct image: the end of its furthest span (spans of one
-  // image share its rows).
-  std::vector<std::pair<Sha256Digest, int64_t>> rows;
-  for (const vision::MediaSpan& m : r.media) {
-    auto it =
-        std::find_if(rows.begin(), rows.end(), [&](const auto& x) { return x.first == m.hash; });
-    if (it == rows.end()) it = rows.insert(rows.end(), {m.hash, 0});
-    it->second = std::max<int64_t>(it->second, int64_t(m.row0) + m.n);
+bool Scheduler::wait_for_work(std::vector<Request>& dropped) {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] {
+    return stop_ || cancel_all_ || wake_ || !queue_.empty() || runnable() || !preempted_.empty() ||
+           media_->pending();
+  });
+  wake_ = false;
+  if (cancel_all_) {
+    cancel_all_ = false;
+    for (auto& r : queue_) r.stream->mark_cancelled();
+    for (auto& s : running_) s->req.stream->mark_cancelled();
+    for (auto& s : preempted_) s->req.stream->mark_cancelled();
   }
-  size_t n = 0;
-  for (const auto& [h, k] : rows) n += size_t(k) * size_t(d_model_) * sizeof(float);
-  return n;
-}
-
-bool Scheduler::reserve_media(Request& r, bool alone) {
-  MemoryBudget* mb = engine_.memory_budget();
-  const size_t n = media_bytes(r);
-  if (!mb || n == 0) return true;
-  // The KV gives back only unreferenced cached blocks: running sequences'
-  // KV is never evicted for embeddings.
-  if (!mb->charge(MemPool::MmRequests, n, {MemPool::MmCache, MemPool::Kv})) {
-    if (!alone) return false;
-    // Nothing else runs, yet no room: what holds it is a preempted request's
-    // reservation. Run anyway (it fit the budget at submit) rather than wait forever.
-    logger()->warn("[{}] memory budget: {} bytes of image rows admitted past the budget", r.id, n);
-    mb->force_charge(MemPool::MmRequests, n);
-  }
-  r.media_charge = std::make_shared<MemoryCharge>(mb, MemPool::MmRequests, n);
-  return true;
-}
-
-bool Scheduler::waits_for_sibling(const Request& r, const std::vector<Request>& admitted) const {
-  if (r.after->cancelled()) return false;
-  for (const auto& q : queue_)
-    if (q.stream == r.after) return true;
-  for (const auto& q : admitted)
-    if (q.stream == r.after) return true;
-  for (const auto& s : running_)
-    if (s->req.stream == r.after) return !s->done && s->in_kv < s->prompt_len();
-  return false;  // finished, preempted or never seen: no reason to wait
-}
-
-// Gives s a KV sequence and attaches the longest cached prefix of its tokens.
-void Scheduler::attach(Sequence& s) {
-  // An image's positions are keyed by its content hash and which of its rows
-  // they hold (at each span's first position; the chain carries it to every
-  // later block), so KV is shared only between prompts with the same images
-  // at the same places.
-  kv::SeqKeys keys;
-  keys.salt = lora_salt(s.req.lora);  // KV under one adapter is never reused under another
-  for (const vision::MediaSpan& m : s.req.media) {
-    Sha256 h;
-    h.update("tern-media-span-v1").update(m.hash.data(), m.hash.size());
-    h.update_u32(uint32_t(m.row0)).update_u32(uint32_t(m.n));
-    keys.extras.push_back({m.pos, h.finish()});
-  }
-  s.seq = engine_.new_sequence(keys);
-  const kv::KvStats before = engine_.cache_stats();
-  s.in_kv = engine_.attach_prefix(s.seq, s.tokens);
-  const kv::KvStats after = engine_.cache_stats();
-  if (!s.started) {
-    s.started = true;
-    s.admitted = Clock::now();
-    s.reused_dram = int(after.tokens_reused_dram - before.tokens_reused_dram);
-    s.reused_flash = int(after.tokens_reused_flash - before.tokens_reused_flash);
-  }
-}
-
-void Scheduler::start_sequences(std::vector<Request>& admitted) {
-  // Preempted sequences first; running_ stays in admission order.
-  for (auto& p : readmit_) {
-    std::unique_ptr<Sequence> s = std::move(p);
-    if (s->req.stream->cancelled()) {
-      finish(*s, FinishReason::Cancelled);
-      continue;
-    }
-    try {
-      attach(*s);
-      logger()->info("[{}] re-admitted after preemption: seq={} context={} tokens, {} reused",
-                     s->req.id, s->seq, s->tokens.size(), s->in_kv);
-    } catch (const std::exception& e) {
-      if (s->seq >= 0) engine_.free_sequence(s->seq);
-      s->seq = -1;
-      logger()->error("[{}] could not resume: {}", s->req.id, e.what());
-      finish(*s, FinishReason::Error, e.what());
-      continue;
-    }
-    auto pos = std::find_if(running_.begin(), running_.end(),
-                            [&](const auto& r) { return r->order > s->order; });
-    running_.insert(pos, std::move(s));
-  }
-  readmit_.clear();
-  for (auto& r : admitted) {
-    const auto stream = r.stream;
-    const std::string id = r.id;
-    std::unique_ptr<Sequence> s;
-    try {
-      r.params.validate();
-      s = std::make_unique<Sequence>(std::move(r), engine_.tokenizer(), n_vocab_, next_order_++);
-      attach(*s);
-      logger()->debug(
-          "[{}] admitted: seq={} prompt={} tokens ({} from the prefix cache), waited {:.1f} ms", id,
-          s->seq, s->prompt_len(), s->in_kv, ms_between(s->req.arrival, s->admitted));
-      running_.push_back(std::move(s));
-    } catch (const std::exception& e) {
-      if (s && s->seq >= 0) engine_.free_sequence(s->seq);
-      logger()->error("[{}] could not start: {}", id, e.what());
-      metrics_.requests_failed += 1;
-      stream->finish(Finish{FinishReason::Error, {}, {}, e.what()});
-    }
-  }
-  admitted.clear();
-}
-
-void Scheduler::retire_cancelled() {
-  for (auto& s : running_)
-    if (!s->done && s->req.stream->cancelled()) finish(*s, FinishReason::Cancelled);
-  for (auto it = preempted_.begin(); it != preempted_.end();) {
-    if ((*it)->req.stream->cancelled()) {
-      finish(**it, FinishReason::Cancelled);
-      it = preempted_.erase(it);
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (it->stream->cancelled()) {
+      dropped.push_back(std::move(*it));
+      it = queue_.erase(it);
     } else {
       ++it;
     }
   }
+  if (stop_ && queue_.empty() && running_.empty() && preempted_.empty()) return false;
+  round_->waiting.clear();
+  for (Request& r : queue_) round_->waiting.push_back(&r);
+  return true;
+}
+
+// Each admission needs a batch slot, a KV sequence slot, the optional token
+// budget and free KV blocks for the candidate's whole context (the prefix
+// cache may make it cheaper; preemption covers growth), and for a new
+// request with images their rows' bytes in the memory budget.
+void Scheduler::admit(Round& round) {
+  round.chosen.clear();
+  AdmissionRoom room;
+  room.max_batch = opts_.max_batch;
+  room.block_tokens = engine_.block_tokens();
+  room.taken = int64_t(running_.size());
+  room.seq_slots = engine_.free_sequences();
+  room.kv_budget = opts_.kv_tokens;
+  room.kv_used = kv_tokens_in_use();
+  room.blocks = engine_.available_blocks();
+  for (;;) {
+    snapshot(round);
+    const std::optional<size_t> c = next_candidate(round.snap);
+    if (!c) break;
+    const AdmissionSnapshot::Waiting w = round.snap.waiting[*c];
+    if (!room.fits(w.tokens)) {
+      const std::optional<size_t> v = yield_victim(round.snap, *c);
+      if (!v) break;  // nobody overtakes the candidate
+      Sequence& victim = *running_[round.snap.running[*v].ref];
+      room.kv_used -= int64_t(victim.tokens.size());
+      room.taken -= 1;
+      preempt(victim, "yielding its batch slot to another client");
+      park_preempted();
+      room.seq_slots = engine_.free_sequences();
+      room.blocks = engine_.available_blocks();
+      continue;  // the candidates changed: choose again
+    }
+    if (!w.preempted && !charge_media(*round.waiting[w.ref], w.tokens, room)) {
+      metrics_.mem_waits += 1;
+      break;  // it waits; nobody overtakes it
+    }
+    room.take(w.tokens);
+    if (w.preempted) {
+      readmit_.push_back(std::move(preempted_[w.ref]));
+      preempted_.erase(preempted_.begin() + std::ptrdiff_t(w.ref));
+    } else {
+      round.chosen.push_back(w.ref);
+    }
+  }
+}
+
+// What the policy sees: running sequences (with this round's admissions,
+// which cannot yield), then the preempted ones and the queue not yet chosen.
+void Scheduler::snapshot(Round& round) const {
+  AdmissionSnapshot& snap = round.snap;
+  snap.clear();
+  for (size_t i = 0; i < running_.size(); ++i) {
+    const Sequence& s = *running_[i];
+    if (!s.done)
+      snap.running.push_back(
+          {.client = s.req.client, .order = s.order, .can_yield = s.has_kv(), .ref = i});
+  }
+  for (const auto& s : readmit_)
+    snap.running.push_back({.client = s->req.client, .order = s->order});
+  for (size_t i : round.chosen) snap.running.push_back({.client = round.waiting[i]->client});
+  for (size_t i = 0; i < preempted_.size(); ++i) {
+    const Sequence& s = *preempted_[i];
+    snap.waiting.push_back({.client = s.req.client,
+                            .order = s.order,
+                            .tokens = int64_t(s.tokens.size()),
+                            .preempted = true,
+                            .held = s.req.stream->cancelled(),  // retired by retire_cancelled
+                            .ref = i});
+  }
+  for (size_t i = 0; i < round.waiting.size(); ++i) {
+    if (std::find(round.chosen.begin(), round.chosen.end(), i) != round.chosen.end()) continue;
+    const Request& r = *round.waiting[i];
+    snap.waiting.push_back({.client = r.client,
+                            .order = i,
+                            .tokens = int64_t(r.prompt.size()),
+                            .held = r.after && waits_for_sibling(r, round.waiting),
+                            .ref = i});
+  }
+}
+
+bool Scheduler::charge_media(Request& r, int64_t tokens, AdmissionRoom& room) {
+  if (r.media.empty() || r.media_charge) return true;
+  if (!media_->reserve(r, room.taken == 0)) return false;
+  // The rows may have taken KV room: what is left after this round's plans.
+  room.blocks = engine_.available_blocks() - room.planned;
+  if (room.taken > 0 && room.blocks_for(tokens) > room.blocks) {
+    r.media_charge.reset();
+    room.blocks = engine_.available_blocks() - room.planned;
+    return false;
+  }
+  return true;
+}
+
+bool Scheduler::waits_for_sibling(const Request& r, const std::vector<Request*>& waiting) const {
+  if (r.after->cancelled()) return false;
+  for (const Request* q : waiting)  // still queued, or chosen this round
+    if (q->stream == r.after) return true;
+  for (const auto& s : running_)
+    if (s->req.stream == r.after) return !s->done && s->in_kv < s->prompt_len();
+  return false;  // finished, preempted or never seen: no reason to wait
 }
 
 }  // namespace tern::sched

@@ -1,15 +1,17 @@
-// The token-boundary step: build one batch, run one forward pass, sample,
-// stream text, retire. Runs on the engine thread only.
+// The token-boundary step, on the engine thread only: plan which tokens of
+// which sequences run, reserve their KV, build one batch (token ids and
+// media rows), run the forward pass, observe what it cost, and emit each
+// sampled token. Then the media encodes get their slice.
 #include <algorithm>
 #include <chrono>
 #include <iterator>
 
+#include "media_feed.h"
 #include "sequence.h"
 #include "step_budget.h"
 #include "tern/core/log.h"
 #include "tern/engine/engine.h"
 #include "tern/sched/scheduler.h"
-#include "tern/tokenizer/tokenizer.h"
 
 namespace tern::sched {
 namespace {
@@ -27,243 +29,37 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// The rows of s.req.media[i]'s image: kept ones (any span of the same
-// image), else from its source. Throws what the source throws, or
-// InvalidArgument when the rows do not fit the span or the model.
-const vision::Embeddings& media_rows(Sequence& s, size_t i, int d_model) {
-  auto& rows = s.media_rows;
-  const vision::MediaSpan& m = s.req.media[i];
-  if (!rows[i]) {
-    for (size_t j = 0; j < rows.size() && !rows[i]; ++j)
-      if (rows[j] && s.req.media[j].hash == m.hash) rows[i] = rows[j];
-  }
-  if (!rows[i]) {
-    const auto t0 = Clock::now();
-    vision::EmbeddingSource::Fetched f = m.source->fetch(m.hash, *m.image);
-    s.image_fetch_ms += ms_between(t0, Clock::now());
-    s.images_fetched += 1;
-    s.image_cache_hits += f.cached ? 1 : 0;
-    rows[i] = std::move(f.rows);
-    if (!rows[i]) throw InvalidArgument("the image's embedding rows are missing");
-  }
-  const vision::Embeddings& e = *rows[i];
-  if (e.n_embd != d_model)
-    throw InvalidArgument("image embeddings are " + std::to_string(e.n_embd) +
-                          " wide but the text model's embedding width is " +
-                          std::to_string(d_model));
-  if (int64_t(m.row0) + m.n > e.n_tokens || e.data.size() < size_t(e.n_tokens) * size_t(d_model))
-    throw InvalidArgument("the image has " + std::to_string(e.n_tokens) +
-                          " embedding rows, fewer than its place in the prompt needs");
-  return e;
-}
-
-// Appends to runs the embedding runs of s's positions [in_kv, in_kv + n).
-void media_runs(Sequence& s, int n, int d_model, std::vector<EmbeddingRun>& runs) {
-  const int lo = s.in_kv, hi = s.in_kv + n;
-  for (size_t i = 0; i < s.req.media.size(); ++i) {
-    const vision::MediaSpan& m = s.req.media[i];
-    const int a = std::max(lo, int(m.pos)), b = std::min(hi, int(m.pos + m.n));
-    if (a >= b) continue;
-    const vision::Embeddings& e = media_rows(s, i, d_model);
-    runs.push_back({a - lo, b - a, e.data.data() + size_t(m.row0 + (a - m.pos)) * size_t(d_model),
-                    m.bidirectional});
-  }
-}
-
-// A prefill chunk of n tokens for s, moved so that it never ends inside a
-// bidirectional span: cut before the span, or (starting in it) run to its end.
-int fit_chunk(const Sequence& s, int n) {
-  const int lo = s.in_kv;
-  for (const vision::MediaSpan& m : s.req.media) {
-    const int end = m.pos + m.n;
-    if (!m.bidirectional || lo + n <= m.pos || lo + n >= end) continue;
-    n = lo < m.pos ? m.pos - lo : end - lo;
-  }
-  return n;
-}
-
-// Lets go of the rows of images whose every span is in the KV.
-void release_passed_media(Sequence& s) {
-  for (size_t i = 0; i < s.media_rows.size(); ++i) {
-    if (!s.media_rows[i]) continue;
-    bool needed = false;
-    for (const vision::MediaSpan& m : s.req.media)
-      needed |= m.hash == s.req.media[i].hash && m.pos + m.n > s.in_kv;
-    if (!needed) s.media_rows[i].reset();
-  }
-  // Past every image: its reservation in the memory budget ends.
-  if (s.in_kv >= s.req.media.back().pos + s.req.media.back().n) s.req.media_charge.reset();
-}
-
 }  // namespace
 
-// Whether s.req.media[i]'s rows are at hand: kept ones (any span of the same
-// image), a finished encode it waited for, or the cache's. Otherwise it
-// joins the encode under way for the same picture or starts one (a source
-// that cannot encode in slices is fetched from at once, blocking).
-bool Scheduler::image_ready(Sequence& s, size_t i) {
-  auto& rows = s.media_rows;
-  auto& waits = s.media_wait;
-  const vision::MediaSpan& m = s.req.media[i];
-  for (size_t j = 0; j < rows.size() && !rows[i] && !waits[i]; ++j) {
-    if (j == i || s.req.media[j].hash != m.hash) continue;
-    rows[i] = rows[j];
-    waits[i] = waits[j];
-  }
-  if (rows[i]) return true;
-  if (!waits[i]) {
-    if ((waits[i] = images_->find(m))) {  // another prompt's encode of the same picture
-      s.images_fetched += 1;
-      s.image_cache_hits += 1;
-      metrics_.vision_encodes_shared += 1;
-    } else if ((rows[i] = m.source->cached(m.hash))) {
-      s.images_fetched += 1;
-      s.image_cache_hits += 1;
-      return true;
-    } else if ((waits[i] = images_->start(m, s.order, metrics_))) {
-      s.images_fetched += 1;
-    } else {
-      return true;  // media_rows() fetches it now
+void Scheduler::run_step() {
+  last_step_ms_ = 0;
+  last_step_decodes_ = 0;
+  plan_step();
+  reserve_step();
+  if (build_batch()) {
+    const auto t0 = Clock::now();
+    if (forward()) {
+      observe_step(t0, Clock::now());
+      emit_step();
     }
   }
-  const ImageWait& w = *waits[i];
-  if (!w.finished()) return false;
-  if (!w.error.empty()) throw InvalidArgument(w.error);
-  if (w.starter == s.order) s.image_fetch_ms += w.busy_ms;
-  for (size_t j = 0; j < rows.size(); ++j) {  // every span of this image
-    if (waits[j].get() != &w) continue;
-    rows[j] = w.rows;
-    if (j != i) waits[j].reset();
-  }
-  waits[i].reset();
-  return true;
+  park_preempted();
 }
 
-int Scheduler::ready_tokens(Sequence& s, int n) {
-  const int lo = s.in_kv;
-  try {
-    for (size_t i = 0; i < s.req.media.size(); ++i) {
-      const vision::MediaSpan& m = s.req.media[i];
-      if (m.pos >= lo + n) break;
-      if (m.pos + m.n <= lo) continue;
-      if (!image_ready(s, i)) return std::max(0, m.pos - lo);
-    }
-  } catch (const std::exception& e) {
-    logger()->error("[{}] image: {}", s.req.id, e.what());
-    finish(s, FinishReason::Error, e.what());
-    return 0;
+// Decode first (one token for every sequence whose context is in), then
+// prefill chunks (plan_prefill) within the token budget. A sequence whose
+// client has not drained its stream (kBacklogBytes of text pending) is
+// paused: it keeps its KV and resumes after the drain.
+void Scheduler::plan_step() {
+  plan_.clear();
+  int budget = opts_.step_tokens;
+  for (auto& s : running_) {
+    if (s->done || s->pending() != 1 || s->req.stream->backlogged()) continue;
+    if (!s->req.media.empty() && media_ready(*s, 1) == 0) continue;
+    plan_.push_back({s.get(), 1});
+    budget -= 1;
   }
-  return n;
-}
-
-// After a step: the pending image encodes get a time slice. While streams
-// decode, step + slice stay within itl_slack decode-only steps (the encode
-// gets at least one stage, so it always progresses); otherwise full speed.
-void Scheduler::advance_images() {
-  images_->drop_unwaited(metrics_);
-  if (!images_->pending()) return;
-  constexpr double kFullSpeedSliceMs = 200;  // between looks at new work
-  double budget = kFullSpeedSliceMs;
-  if (last_step_decodes_ > 0 && opts_.itl_slack > 0) {
-    const double decode = costs_->decode_ms() > 0 ? costs_->decode_ms() : last_step_ms_;
-    budget = opts_.itl_slack * decode - last_step_ms_;
-  }
-  images_->advance(engine_.pool(), budget, metrics_);
-}
-
-// Makes room in the KV cache for n more tokens of s. When the pool is full
-// (or spilling to make room failed: disk full, write error), preempts the
-// newest running sequence (possibly s itself) and retries; a sequence alone
-// that still does not fit ends: with "length" and its text when it was
-// generating, with an error otherwise. Returns whether s may run.
-bool Scheduler::reserve_for(Sequence& s, int n) {
-  for (;;) {
-    const Engine::Reservation r = engine_.reserve(s.seq, n);
-    switch (r.room) {
-      case Engine::Room::Ok:
-        return true;
-      case Engine::Room::Lost:  // a flash read s depends on failed
-        kv_failed(s, r.why);
-        return false;
-      case Engine::Room::Invalid:
-        finish(s, FinishReason::Error, r.why);
-        return false;
-      case Engine::Room::Full:
-      case Engine::Room::SpillFailed:
-        break;
-    }
-    const bool full = r.room == Engine::Room::Full;
-    Sequence* victim = nullptr;
-    int with_kv = 0;
-    for (auto& q : running_) {
-      if (q->done || !q->has_kv()) continue;
-      ++with_kv;
-      if (!victim || q->order > victim->order) victim = q.get();
-    }
-    if (with_kv > 1) {
-      preempt(*victim, r.why.c_str());
-      if (victim == &s) return false;
-      continue;
-    }
-    if (full && s.n_generated > 0) {
-      // Out of room, alone: the generation ends here, keeping what it produced
-      // (OpenAI's "length": no room to continue).
-      logger()->warn("[{}] stopped at {} tokens: {} (nothing left to preempt)", s.req.id,
-                     s.tokens.size(), r.why);
-      finish(s, FinishReason::Length, {},
-             "KV cache full at " + std::to_string(s.tokens.size()) +
-                 " tokens: the KV budget (--kv-dram-mb, --kv-staging-mb) holds no more for this "
-                 "sequence");
-      return false;
-    }
-    finish(s, FinishReason::Error,
-           r.why + (full ? " (nothing left to preempt; raise --kv-dram-mb)" : ""));
-    return false;
-  }
-}
-
-// Releases s's KV (its full blocks stay in the prefix cache, spilling to
-// flash under pressure) and parks it until it can be re-admitted.
-void Scheduler::preempt(Sequence& s, const char* why) {
-  logger()->info("[{}] preempted at {} tokens: {}", s.req.id, s.tokens.size(), why);
-  engine_.free_sequence(s.seq);
-  s.seq = -1;
-  s.in_kv = 0;
-  s.preemptions += 1;
-  metrics_.preemptions += 1;
-}
-
-// A flash read or write that s depended on failed: its KV is incomplete.
-// Recompute it once from the prompt (the failed blocks are never reused);
-// fail the request with the I/O error if it happens again.
-void Scheduler::kv_failed(
-    Sequence& s, std::string why) {  // by value: a reference into the KV dies with the sequence
-  metrics_.kv_io_failures += 1;
-  if (s.io_retries == 0) {
-    s.io_retries += 1;
-    logger()->warn("[{}] KV lost to a flash-tier error, recomputing: {}", s.req.id, why);
-    preempt(s, "flash-tier error");
-    return;
-  }
-  logger()->error("[{}] KV lost to a flash-tier error again: {}", s.req.id, why);
-  engine_.free_sequence(s.seq);
-  s.seq = -1;
-  finish(s, FinishReason::Error, std::move(why));
-}
-
-// Moves preempted sequences from running_ to preempted_, keeping both in
-// admission order.
-void Scheduler::park_preempted() {
-  for (auto it = running_.begin(); it != running_.end();) {
-    if ((*it)->done || (*it)->has_kv()) {
-      ++it;
-      continue;
-    }
-    auto pos = std::find_if(preempted_.begin(), preempted_.end(),
-                            [&](const auto& p) { return p->order > (*it)->order; });
-    preempted_.insert(pos, std::move(*it));
-    it = running_.erase(it);
-  }
+  plan_prefill(plan_.size(), budget);
 }
 
 // Appends to plan_ (after its n_decode decode entries) this step's prefill
@@ -304,7 +100,7 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
   bool probe = false;
   if (paced) {
     room_ms = costs_->room_ms(opts_.itl_slack);
-    if (images_->pending()) room_ms /= 2;  // the other half goes to the image encodes
+    if (media_->pending()) room_ms /= 2;  // the other half goes to the image encodes
     probe = costs_->probe_due() && plan_.size() > n_decode && !is_short(*plan_[n_decode].first);
   }
   // Until the cost model has seen a mixed step, a step beside decodes takes
@@ -316,7 +112,7 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
     Sequence& s = *plan_[i].first;
     int n = paced ? room.size(budget, s.pending(), s.in_kv, s.last_chunk, is_short(s))
                   : std::min(budget, s.pending());
-    if (!s.req.media.empty()) n = fit_chunk(s, ready_tokens(s, n));
+    if (!s.req.media.empty()) n = MediaFeed::fit_chunk(s, media_ready(s, n));
     if (n == 0) continue;  // waits before an image being encoded, or no room left
     if (paced) room.take(n, s.in_kv);
     s.last_chunk = n;
@@ -326,26 +122,9 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
   plan_.resize(kept);
 }
 
-void Scheduler::run_step() {
-  batch_.entries.clear();
-  entry_seq_.clear();
-  // Plan: decode first (one token for every sequence whose context is in),
-  // then prefill chunks, oldest admission first, within the token budget.
-  // Each planned sequence gets its KV room in admission order, which may
-  // preempt newer ones (they drop out of the plan).
-  // A sequence whose client has not drained its stream (kBacklogBytes of
-  // text pending) is paused: it keeps its KV and resumes after the drain.
-  plan_.clear();
-  int budget = opts_.step_tokens;
-  last_step_ms_ = 0;
-  last_step_decodes_ = 0;
-  for (auto& s : running_) {
-    if (s->done || s->pending() != 1 || s->req.stream->backlogged()) continue;
-    if (!s->req.media.empty() && ready_tokens(*s, 1) == 0) continue;
-    plan_.push_back({s.get(), 1});
-    budget -= 1;
-  }
-  plan_prefill(plan_.size(), budget);
+// Each planned sequence gets its KV room in admission order, which may
+// preempt newer ones (they drop out of the plan).
+void Scheduler::reserve_step() {
   std::vector<std::pair<Sequence*, int>>& order = plan_order_;
   order.assign(plan_.begin(), plan_.end());
   std::sort(order.begin(), order.end(),
@@ -354,9 +133,13 @@ void Scheduler::run_step() {
     if (s->done || !s->has_kv()) continue;  // preempted for an older one
     reserve_for(*s, n);
   }
+}
+
+bool Scheduler::build_batch() {
+  batch_.entries.clear();
+  entry_seq_.clear();
   runs_.clear();
   entry_runs_.clear();
-  const int d_model = engine_.config().d_model;
   for (auto& [s, n] : plan_) {
     if (s->done || !s->has_kv()) continue;
     // Making room for one sequence may have found a block another one needs
@@ -367,8 +150,8 @@ void Scheduler::run_step() {
     }
     const size_t first_run = runs_.size();
     if (!s->req.media.empty()) {
-      try {  // an image's rows, encoded on first need
-        media_runs(*s, n, d_model, runs_);
+      try {  // media rows, fetched on first need from a source that cannot encode in slices
+        media_->runs(*s, n, runs_);
       } catch (const std::exception& e) {
         runs_.resize(first_run);
         logger()->error("[{}] image: {}", s->req.id, e.what());
@@ -385,69 +168,72 @@ void Scheduler::run_step() {
                               s->req.lora});
     entry_seq_.push_back(s);
   }
-  if (batch_.entries.empty()) {
-    park_preempted();
-    return;
-  }
   for (size_t i = 0; i < batch_.entries.size(); ++i) {  // runs_ no longer grows
     const auto [b, e] = entry_runs_[i];
     batch_.entries[i].embeddings = std::span<const EmbeddingRun>(runs_.data() + b, e - b);
   }
+  return !batch_.entries.empty();
+}
 
-  const auto t0 = Clock::now();
+bool Scheduler::forward() {
   try {
     engine_.step(batch_, out_);
+    return true;
   } catch (const std::exception& e) {
     logger()->error("forward pass over {} sequences failed: {}", batch_.entries.size(), e.what());
     for (Sequence* s : entry_seq_) finish(*s, FinishReason::Error, e.what());
-    park_preempted();
-    return;
+    return false;
   }
-  const auto t1 = Clock::now();
+}
+
+// The step's metrics, and its cost for the model that sizes the next steps'
+// prefill share (step_budget.h).
+void Scheduler::observe_step(Clock::time_point t0, Clock::time_point t1) {
   last_step_ms_ = seconds_between(t0, t1) * 1e3;
-  if (logger()->should_log(spdlog::level::trace)) {
-    std::string pre;
-    int dec = 0, dec_ctx = 0;
-    for (size_t i = 0; i < batch_.entries.size(); ++i) {
-      const int n = int(batch_.entries[i].tokens.size());
-      if (n == 1 && entry_seq_[i]->pending() == 1) {
-        ++dec;
-        dec_ctx += entry_seq_[i]->in_kv;
-      } else {
-        fmt::format_to(std::back_inserter(pre), " {}@{}", n, entry_seq_[i]->in_kv);
-      }
-    }
-    const auto th = costs_->coefficients();
-    logger()->trace(
-        "step decode={} ctx={} prefill=[{}] ms={:.2f} gap={:.2f} model: decode={:.2f} "
-        "a={:.3f} b={:.3f} c={:.3f}",
-        dec, dec_ctx, pre, last_step_ms_, ms_between(prev_step_end_, t0), costs_->decode_ms(),
-        th[0], th[1], th[2]);
-  }
+  if (logger()->should_log(spdlog::level::trace)) trace_step(t0);
   prev_step_end_ = t1;
   metrics_.steps += 1;
   metrics_.step_tokens += uint64_t(batch_.total_tokens());
   metrics_.step_duration.observe(seconds_between(t0, t1));
-  {
-    // The costs that size the next steps' prefill share (step_budget.h).
-    int decodes = 0;
-    for (size_t i = 0; i < batch_.entries.size(); ++i) {
-      const int n = int(batch_.entries[i].tokens.size());
-      if (n == 1 && entry_seq_[i]->pending() == 1)
-        ++decodes;
-      else
-        costs_->add_chunk(n, entry_seq_[i]->in_kv);
-    }
-    last_step_decodes_ = decodes;
-    costs_->observe(decodes, last_step_ms_, runs_.empty());
+  int decodes = 0;
+  for (size_t i = 0; i < batch_.entries.size(); ++i) {
+    const int n = int(batch_.entries[i].tokens.size());
+    if (n == 1 && entry_seq_[i]->pending() == 1)
+      ++decodes;
+    else
+      costs_->add_chunk(n, entry_seq_[i]->in_kv);
   }
+  last_step_decodes_ = decodes;
+  costs_->observe(decodes, last_step_ms_, runs_.empty());
+}
 
+void Scheduler::trace_step(Clock::time_point t0) const {
+  std::string pre;
+  int dec = 0, dec_ctx = 0;
+  for (size_t i = 0; i < batch_.entries.size(); ++i) {
+    const int n = int(batch_.entries[i].tokens.size());
+    if (n == 1 && entry_seq_[i]->pending() == 1) {
+      ++dec;
+      dec_ctx += entry_seq_[i]->in_kv;
+    } else {
+      fmt::format_to(std::back_inserter(pre), " {}@{}", n, entry_seq_[i]->in_kv);
+    }
+  }
+  const auto th = costs_->coefficients();
+  logger()->trace(
+      "step decode={} ctx={} prefill=[{}] ms={:.2f} gap={:.2f} model: decode={:.2f} "
+      "a={:.3f} b={:.3f} c={:.3f}",
+      dec, dec_ctx, pre, last_step_ms_, ms_between(prev_step_end_, t0), costs_->decode_ms(), th[0],
+      th[1], th[2]);
+}
+
+void Scheduler::emit_step() {
   for (size_t i = 0; i < batch_.entries.size(); ++i) {
     Sequence& s = *entry_seq_[i];
     const auto& e = batch_.entries[i];
     const int n = int(e.tokens.size());
     s.in_kv += n;
-    if (!s.req.media.empty()) release_passed_media(s);
+    if (!s.req.media.empty()) MediaFeed::release_passed(s);
     if (const std::string& why = engine_.failure(s.seq); !why.empty()) {
       kv_failed(s, why);  // its logits are not to be trusted
       continue;
@@ -463,123 +249,30 @@ void Scheduler::run_step() {
     }
     emit_token(s, s.sampler.sample(out_.last(int(i))));
   }
-  park_preempted();
 }
 
-void Scheduler::emit_token(Sequence& s, int32_t token) {
-  s.sampler.accept(token, true);
-  s.n_generated += 1;
-  metrics_.generated_tokens += 1;
-  const auto now = Clock::now();
-  if (s.n_generated == 1) {
-    s.first_token = now;
-    metrics_.time_to_first_token.observe(seconds_between(s.req.arrival, now));
-  } else {
-    metrics_.inter_token_latency.observe(seconds_between(s.last_token, now));
-  }
-  s.last_token = now;
-
-  const auto& tok = engine_.tokenizer();
-  if (!s.req.params.ignore_eos && tok.is_eog(token)) {
-    finish(s, FinishReason::Stop);
-    return;
-  }
-  const auto r = s.stop.push(s.decoder.push(token));
-  s.req.stream->push(r.emit, 1, s.sampler.last_logprobs());
-  if (r.stopped) {
-    finish(s, FinishReason::Stop);
-  } else if (s.req.params.max_tokens > 0 && s.n_generated >= s.req.params.max_tokens) {
-    finish(s, FinishReason::Length);
-  } else if (int(s.tokens.size()) >= n_ctx_) {
-    finish(s, FinishReason::Length);  // no room left to feed the token back
-  } else {
-    s.tokens.push_back(token);
+int Scheduler::media_ready(Sequence& s, int n) {
+  try {
+    return media_->ready(s, n);
+  } catch (const std::exception& e) {
+    logger()->error("[{}] image: {}", s.req.id, e.what());
+    finish(s, FinishReason::Error, e.what());
+    return 0;
   }
 }
 
-void Scheduler::finish(Sequence& s, FinishReason reason, std::string error, std::string detail) {
-  if (s.done) return;
-  s.done = true;
-  auto& stream = *s.req.stream;
-  const auto now = Clock::now();
-  if (reason != FinishReason::Error && !s.stop.stopped()) {
-    // Whatever the detokenizer and the stop matcher still hold is final text now.
-    auto r = s.stop.push(s.decoder.flush());
-    std::string tail = std::move(r.emit);
-    if (!r.stopped) tail += s.stop.flush();
-    stream.push(tail, 0);
+// After a step: the pending media encodes get a time slice. While streams
+// decode, step + slice stay within itl_slack decode-only steps (the encode
+// gets at least one stage, so it always progresses); otherwise full speed.
+void Scheduler::advance_media() {
+  if (!media_->pending()) return;
+  constexpr double kFullSpeedSliceMs = 200;  // between looks at new work
+  double budget = kFullSpeedSliceMs;
+  if (last_step_decodes_ > 0 && opts_.itl_slack > 0) {
+    const double decode = costs_->decode_ms() > 0 ? costs_->decode_ms() : last_step_ms_;
+    budget = opts_.itl_slack * decode - last_step_ms_;
   }
-  Finish f;
-  f.reason = reason;
-  f.error = std::move(error);
-  f.usage.prompt_tokens = s.prompt_len();
-  f.usage.completion_tokens = s.n_generated;
-  if (!s.started) s.admitted = now;
-  f.usage.cached_tokens = s.reused_dram + s.reused_flash;
-  f.timings.queue_ms = ms_between(s.req.arrival, s.admitted);
-  f.timings.prompt_n = s.prompt_computed;
-  f.timings.cache_n = s.reused_dram + s.reused_flash;
-  f.timings.cache_dram_n = s.reused_dram;
-  f.timings.cache_flash_n = s.reused_flash;
-  f.timings.preemptions = s.preemptions;
-  if (!s.req.session.empty()) f.timings.session_cache_n = f.timings.cache_n;
-  f.timings.image_n = s.images_fetched;
-  f.timings.image_cache_hits = s.image_cache_hits;
-  f.timings.image_encode_ms = s.image_fetch_ms;
-  f.timings.predicted_n = s.n_generated;
-  f.timings.finish_detail = std::move(detail);
-  if (reason == FinishReason::Stop && s.stop.matched() >= 0)
-    f.stop_string = s.req.params.stop[size_t(s.stop.matched())];
-  if (s.n_generated > 0) {
-    f.timings.prompt_ms = ms_between(s.admitted, s.first_token);
-    f.timings.ttft_ms = ms_between(s.req.arrival, s.first_token);
-    f.timings.predicted_ms = ms_between(s.first_token, s.last_token);
-  } else {
-    f.timings.prompt_ms = ms_between(s.admitted, now);
-  }
-  switch (reason) {
-    case FinishReason::Stop:
-    case FinishReason::Length:
-      metrics_.requests_finished += 1;
-      break;
-    case FinishReason::Cancelled:
-      metrics_.requests_cancelled += 1;
-      break;
-    case FinishReason::Error:
-      metrics_.requests_failed += 1;
-      break;
-  }
-  logger()->info("[{}] finished: {} prompt={} (cached {}) completion={} ttft={:.1f}ms gen={:.1f}ms",
-                 s.req.id, to_string(reason), f.usage.prompt_tokens, f.usage.cached_tokens,
-                 f.usage.completion_tokens, f.timings.ttft_ms, f.timings.predicted_ms);
-  stream.finish(std::move(f));
-}
-
-void Scheduler::retire_finished() {
-  auto it =
-      std::remove_if(running_.begin(), running_.end(), [&](const std::unique_ptr<Sequence>& s) {
-        if (!s->done) return false;
-        if (s->has_kv())
-          engine_.free_sequence(s->seq, s->req.session.empty() ? 0.0 : opts_.session_ttl_s);
-        return true;
-      });
-  running_.erase(it, running_.end());
-}
-
-int64_t Scheduler::kv_tokens_in_use() const {
-  int64_t n = 0;
-  for (const auto& s : running_) n += int64_t(s->tokens.size());
-  return n;
-}
-
-void Scheduler::update_gauges() {
-  int64_t kv = 0;
-  for (const auto& s : running_) kv += s->in_kv;
-  metrics_.running = int64_t(running_.size());
-  metrics_.preempted = int64_t(preempted_.size());
-  metrics_.kv_sequences_used = int64_t(running_.size());
-  metrics_.kv_tokens_used = kv;
-  metrics_.set_kv(engine_.cache_stats());
+  media_->advance(engine_.pool(), budget);
 }
 
 }  // namespace tern::sched

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "image_jobs.h"
+#include "media_feed.h"
 #include "tern/model/batch.h"
 #include "tern/sampling/json_constraint.h"
 #include "tern/sampling/sampler.h"
@@ -38,8 +38,7 @@ class Sequence {
         decoder(tok),
         stop(req.params.stop),
         tokens(req.prompt),
-        media_rows(req.media.size()),
-        media_wait(req.media.size()) {
+        media(req.media.size()) {
     // The repeat penalty looks at the prompt too.
     for (int32_t t : req.prompt) sampler.accept(t, false);
     sampler.constrain(make_constraint(req.params, tok));
@@ -57,23 +56,12 @@ class Sequence {
   StopMatcher stop;
 
   std::vector<int32_t> tokens;  // prompt + sampled tokens to feed back
-  // media_rows[i]: the rows of req.media[i]'s image while its prefill needs
-  // them (spans of one image share them); null before and after.
-  std::vector<std::shared_ptr<const vision::Embeddings>> media_rows;
-  // media_wait[i]: the encode of req.media[i]'s image this sequence waits
-  // for (its prefill pauses before the span), shared with other waiters.
-  std::vector<std::shared_ptr<ImageWait>> media_wait;
-  int in_kv = 0;        // tokens[0, in_kv) are in the KV cache
-  int last_chunk = 0;   // the size of its last prefill chunk (a chunk at most doubles it)
-  int n_generated = 0;  // tokens sampled
-  bool done = false;    // finished: retire at this boundary
+  SeqMedia media;               // its media spans' rows and encodes (the MediaFeed's)
+  int in_kv = 0;                // tokens[0, in_kv) are in the KV cache
+  int last_chunk = 0;           // the size of its last prefill chunk (a chunk at most doubles it)
+  int n_generated = 0;          // tokens sampled
+  bool done = false;            // finished: retire at this boundary
   int preemptions = 0;
-  // Images whose rows were fetched for this request: from a cache (or an
-  // encode another request started), and the time spent encoding (the
-  // slices of the encodes it started, or a blocking fetch).
-  int images_fetched = 0;
-  int image_cache_hits = 0;
-  double image_fetch_ms = 0;
   int io_retries = 0;  // recomputes after a flash-tier failure
 
   // Prompt accounting for timings (first admission only: a recompute after

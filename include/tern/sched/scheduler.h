@@ -39,7 +39,14 @@
 //      one encode stage); otherwise at full speed. A finished encode's rows
 //      go to the embedding cache and its waiting prompts resume.
 // It sleeps on a condition variable when there is nothing to do; submit(),
-// cancel() and stop() wake it. Nothing here polls.
+// cancel() and stop() wake it. Nothing here polls. Submitters share one lock
+// with it (mu_) only to queue and sweep: admission runs outside it, so no KV
+// is freed while a submitter could wait.
+//
+// The parts, private to src/sched: admission.h (step 2's choices, a pure
+// policy), media_feed.h (media rows and their encodes, steps 3 and 7),
+// step_budget.h (step 3's prefill share); scheduler_step.cpp reads steps 3-5
+// as plan -> reserve -> build the batch -> forward -> observe -> emit.
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -93,9 +100,10 @@ struct SchedulerOptions {
   double session_ttl_s = 300;
 };
 
-class Sequence;    // engine-thread state of one running request (src/sched/sequence.h)
-class ImageJobs;   // image encodes run between steps (src/sched/image_jobs.h)
-class StepBudget;  // the step cost model (src/sched/step_budget.h)
+class Sequence;        // engine-thread state of one running request (src/sched/sequence.h)
+class MediaFeed;       // media rows and their encodes (src/sched/media_feed.h)
+class StepBudget;      // the step cost model (src/sched/step_budget.h)
+struct AdmissionRoom;  // what admission may hand out (src/sched/admission.h)
 
 class Scheduler {
  public:
@@ -141,11 +149,46 @@ class Scheduler {
 
  private:
   void loop();
+
+  // Admission (scheduler.cpp; the policy is src/sched/admission.h).
   bool take_work(std::vector<Request>& admitted);  // false: stop
+  // take_work's scratch, reused between rounds (scheduler.cpp).
+  struct Round;
+  // Under mu_: sleeps until there is work, applies cancellations to the
+  // queue (the cancelled requests move to `dropped`) and lists the rest in
+  // round_. False: the loop should end.
+  bool wait_for_work(std::vector<Request>& dropped);
+  // Outside mu_: picks what is admitted now, preempting to make room.
+  // Preempted sequences move to readmit_, new requests to round.chosen.
+  void admit(Round& round);
+  void snapshot(Round& round) const;  // round.snap, for the admission policy
+  // Reserves a new request's media bytes (MediaFeed::reserve) and checks its
+  // KV still fits after the rows took their room. False: it waits.
+  bool charge_media(Request& r, int64_t tokens, AdmissionRoom& room);
   // r names a sibling (Request::after) whose prompt is not in the KV yet
-  // (queued, admitted this round, or prefilling). Engine thread, under mu_.
-  bool waits_for_sibling(const Request& r, const std::vector<Request>& admitted) const;
+  // (waiting, chosen this round, or prefilling). Engine thread.
+  bool waits_for_sibling(const Request& r, const std::vector<Request*>& waiting) const;
   bool runnable() const;
+
+  // The step (scheduler_step.cpp): plan -> reserve -> build the batch ->
+  // forward -> observe -> emit.
+  void run_step();
+  void plan_step();                                // plan_: decodes, then prefill chunks
+  void plan_prefill(size_t n_decode, int budget);  // plan_step's prefill chunks
+  void reserve_step();                             // KV room for plan_, oldest first
+  bool build_batch();                              // batch_ from plan_; false: empty
+  bool forward();  // false: the pass failed (and so did its sequences)
+  // The step's metrics and its cost for the model (t0, t1: the forward pass).
+  void observe_step(Clock::time_point t0, Clock::time_point t1);
+  void trace_step(Clock::time_point t0) const;
+  void emit_step();  // KV positions advance, tokens are sampled and streamed
+  // Tokens of s's next n that can run now (MediaFeed::ready). 0 when s
+  // failed on media that cannot be had (it finishes with the error).
+  int media_ready(Sequence& s, int n);
+  void advance_media();
+
+  // Sequences' lives (scheduler_seq.cpp): start, KV room, preemption,
+  // tokens out, finish, retire.
   void start_sequences(std::vector<Request>& admitted);
   void attach(Sequence& s);
   void retire_cancelled();
@@ -153,24 +196,11 @@ class Scheduler {
   void preempt(Sequence& s, const char* why);
   void kv_failed(Sequence& s, std::string why);
   void park_preempted();
-  void run_step();
-  void plan_prefill(size_t n_decode, int budget);  // run_step's prefill chunks
-  // Tokens of s's next n that can run now: up to the first image whose rows
-  // are not ready (starting or joining its encode). 0 when s failed on an
-  // image that cannot be had (a failed encode: s finishes with the error).
-  int ready_tokens(Sequence& s, int n);
-  bool image_ready(Sequence& s, size_t i);
-  void advance_images();
   void emit_token(Sequence& s, int32_t token);
   void finish(Sequence& s, FinishReason reason, std::string error = {}, std::string detail = {});
   void retire_finished();
   void update_gauges();
   int64_t kv_tokens_in_use() const;
-  // Admission by bytes (the memory budget): the embedding rows r's images
-  // need (each distinct image: rows x n_embd x 4 bytes), and reserving them
-  // (cached embeddings and cached KV give way first). False: no room now.
-  size_t media_bytes(const Request& r) const;
-  bool reserve_media(Request& r, bool alone);
 
   Engine& engine_;
   SchedulerOptions opts_;
@@ -181,12 +211,14 @@ class Scheduler {
   int64_t kv_capacity_tokens_ = 0;  // what one sequence can hold in the KV budget
   size_t kv_block_bytes_ = 0;       // one KV block, all layers
   int engine_block_tokens_ = 32;    // tokens per KV block
-  int d_model_ = 0;                 // width of an embedding row
   size_t mem_fixed_bytes_ = 0;      // of the memory budget, held for good (flash staging)
 
   // Shared with submitters, guarded by mu_.
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  // Submitters only append; the engine thread alone takes requests out. So
+  // the requests wait_for_work lists stay where they are (a deque's
+  // push_back keeps references valid) while admit() reads them outside mu_.
   std::deque<Request> queue_;
   bool accepting_ = true;
   bool cancel_all_ = false;
@@ -199,7 +231,7 @@ class Scheduler {
   // Engine-thread state.
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order
   // Preempted sequences waiting to be re-admitted, oldest admission first;
-  // they go before any new request. Read under mu_ by take_work's predicate.
+  // they go before any new request. Read under mu_ by wait_for_work's predicate.
   std::deque<std::unique_ptr<Sequence>> preempted_;
   std::vector<std::unique_ptr<Sequence>> readmit_;  // preempted ones take_work admitted
   uint64_t next_order_ = 0;                         // admission counter
@@ -216,8 +248,8 @@ class Scheduler {
   double last_step_ms_ = 0;            // the last step's duration
   int last_step_decodes_ = 0;          // and its decode tokens
   Clock::time_point prev_step_end_{};  // when the last step ended (trace log)
-  std::unique_ptr<ImageJobs> images_;
-  std::vector<std::pair<std::string, int>> client_load_;  // (client, running): take_work's scratch
+  std::unique_ptr<MediaFeed> media_;
+  std::unique_ptr<Round> round_;
   std::thread thread_;
 
   // What stream drain hooks call: streams may outlive the scheduler, so the
