@@ -233,7 +233,7 @@ class Parser {
     }
     if (s->target || s->targets.size() != 1) fail("a block set needs one name");
     s->kind = Stmt::Kind::SetBlock;
-    if (is_op("|")) s->expr = filter_chain(nullptr);
+    if (skip_op("|")) s->expr = filter_chain(nullptr);
     expect(T::BlockEnd, "'%}'");
     s->bodies.push_back(body_until("endset"));
     return s;
