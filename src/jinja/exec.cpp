@@ -273,7 +273,8 @@ Value Interpreter::run_macro(const Stmt& m, CallArgs& args, const Value& caller)
   if (args.positional.size() > m.params.size())
     fail("macro '" + m.name + "' takes not more than " + std::to_string(m.params.size()) +
          " argument(s)");
-  for (const auto& [k, v] : args.keyword) {
+  for (const auto& kw : args.keyword) {
+    const std::string& k = kw.first;
     const bool known =
         std::any_of(m.params.begin(), m.params.end(), [&](const Param& p) { return p.name == k; });
     if (!known) fail("macro '" + m.name + "' takes no keyword argument '" + k + "'");

@@ -1,6 +1,7 @@
 // Filters (jinja2's builtins that chat templates use, and transformers'
 // tojson), looked up by name from the evaluator; string formatting helpers.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 
@@ -157,8 +158,10 @@ Value attr_of(Interpreter& in, const Value& item, const std::string& path) {
     const size_t dot = path.find('.', at);
     const std::string part =
         path.substr(at, dot == std::string::npos ? std::string::npos : dot - at);
-    if (!part.empty() && std::all_of(part.begin(), part.end(), ::isdigit) && v.is_array())
-      v = get_item(in, v, Value(int64_t(std::stoll(part))));
+    int64_t index = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), index);
+    if (!part.empty() && ec == std::errc() && end == part.data() + part.size() && v.is_array())
+      v = get_item(in, v, Value(index));
     else
       v = v.is_undefined() ? v : get_item(in, v, Value(part));
     if (dot == std::string::npos) return v;

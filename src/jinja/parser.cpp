@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <initializer_list>
 
 namespace tern::jinja {
@@ -422,7 +423,8 @@ class Parser {
         return lit(Value(v));
       }
       case T::Float:
-        return lit(Value(std::stod(next().value)));
+        return lit(
+            Value(std::strtod(next().value.c_str(), nullptr)));  // 1e999 is inf, as in Python
       case T::Op:
         if (skip_op("(")) {
           if (skip_op(")")) return make(Expr::Kind::Tuple, line);
