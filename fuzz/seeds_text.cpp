@@ -57,4 +57,33 @@ void chat_template_seeds(const std::string& dir) {
   save_seed(dir, "odd_role.txt", std::string("\x01") + "[INST]\x1ernarrator\x1fonce\x1euHi");
 }
 
+void jinja_seeds(const std::string& dir) {
+  // Templates using each construct, then the shapes that must end in an
+  // error (deep nesting, a huge loop, runaway recursion and growth).
+  const char* seeds[] = {
+      "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content | trim }}<|im_end|>\n"
+      "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+      "{{- bos_token }}{%- set ns = namespace(sys='') -%}{%- for m in messages if m.role != 'x' -%}"
+      "{%- if loop.first and m.role == 'system' %}{% set ns.sys = m.content %}{% continue %}"
+      "{%- elif m.role == 'user' -%}[INST] {{ ns.sys ~ m.content }} [/INST]{%- else -%}"
+      "{{ m.content }}{{ eos_token }}{%- endif -%}{%- endfor -%}",
+      "{% macro render(t, i=2) %}{{ t | tojson(indent=i) }}{% endmacro %}{% for t in tools %}"
+      "{{ render(t.function) }}{% endfor %}{% for c in messages[-1].tool_calls %}"
+      "{{ c.function.arguments | tojson }}{{ c.function.name.upper() }}{% endfor %}",
+      "{% set x %}{{ 'a,b'.split(',') | join('-') }}{% endset %}{{ x }}{{ [1,2,3][1:] }}"
+      "{{ {'k': none} | dictsort }}{{ 7 // 2 ** 2 }}{{ messages | selectattr('role', 'equalto',"
+      " 'user') | map(attribute='content') | list }}{% filter upper %}q{% endfilter %}",
+      "{% macro w() %}<{{ caller() }}>{% endmacro %}{% call w() %}in{% endcall %}"
+      "{{ strftime_now('%Y') }}{{ x is defined }}{{ raise_exception('stop') }}",
+      "{{ ((((((((((((((((((((1)))))))))))))))))))) }}",
+      "{% for a in range(1000) %}{% for b in range(1000) %}{{ b }}{% endfor %}{% endfor %}",
+      "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}",
+      "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}"
+      "{% endfor %}",
+      "{{ m }}\x1e{\"m\": {\"k\": [1, 2.5, \"<|im_end|>\", null, true]}}",
+  };
+  int i = 0;
+  for (const char* s : seeds) save_seed(dir, "jinja" + std::to_string(i++) + ".txt", s);
+}
+
 }  // namespace tern::fuzz

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 # Lower rank = lower layer. Modules of equal rank must not include each other.
-RANK = {"core": 0, "gguf": 1, "kernels": 2, "kv": 3, "tokenizer": 4, "sampling": 4,
+RANK = {"core": 0, "gguf": 1, "kernels": 2, "kv": 3, "jinja": 3.5, "tokenizer": 4, "sampling": 4,
         "model": 5, "vision": 5, "engine": 6, "sched": 7, "server": 8, "cli": 9}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"tern/([a-z_]+)/')
 
