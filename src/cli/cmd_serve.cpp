@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <map>
 
 #include "cache_dir.h"
@@ -127,6 +128,8 @@ void add_serve_command(CLI::App& app) {
     size_t mem_budget_mb = 0;  // 0: --kv-dram-mb + --mm-cache-mb + --mm-pixels-mb
     size_t mm_pixels_mb = 512;
     std::vector<std::string> loras;  // --lora NAME=FILE
+    std::string spec = "auto";       // --spec
+    int spec_draft = 8;              // --spec-draft
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -181,6 +184,19 @@ void add_serve_command(CLI::App& app) {
                   "connection); pinned blocks are evicted only after every unpinned one, to "
                   "flash first; 0: no pinning")
       ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  cmd->add_option("--spec", o->spec,
+                  "speculative decoding by prompt lookup (tokens the answer copies from its "
+                  "context, guessed and checked in one pass; outputs unchanged): 'auto' while at "
+                  "most --spec-max-batch sequences decode, 'ngram' at any batch, 'off'")
+      ->check(CLI::IsMember({"auto", "ngram", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--spec-draft", o->spec_draft, "most tokens guessed per verify")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--spec-max-batch", o->sched.spec_max_batch,
+                  "guess only while at most this many sequences decode")
+      ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd->add_option("--kv-tokens", o->sched.kv_tokens,
                   "admit while KV tokens in use fit this (0: no limit)")
@@ -252,6 +268,8 @@ void add_serve_command(CLI::App& app) {
     if (!o->server.lora_dir.empty() && !std::filesystem::is_directory(o->server.lora_dir))
       throw InvalidArgument("--lora-dir " + o->server.lora_dir + " is not a directory");
     o->server.ws_outbox_bytes = o->ws_outbox_kib * 1024;
+    o->sched.draft_max = o->spec == "off" ? 0 : o->spec_draft;
+    if (o->spec == "ngram") o->sched.spec_max_batch = std::numeric_limits<int>::max();
     // A large --max-batch raises the default step budget with it.
     if (cmd->count("--step-tokens") == 0)
       o->sched.step_tokens = std::max(o->sched.step_tokens, o->sched.max_batch);

@@ -213,4 +213,8 @@ void Engine::step(const Batch& batch, StepOutput& out) {
   model_->forward(batch, *kv_, out, *pool_);
 }
 
+void Engine::commit(SeqId seq, std::span<const int32_t> tokens) {
+  kv_->commit(seq, tokens);
+}
+
 }  // namespace tern

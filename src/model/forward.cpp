@@ -285,7 +285,8 @@ void Model::forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPo
       ffn_block(l, batch, pool);
     }
   }
-  for (const BatchEntry& e : batch.entries) kv.commit(e.seq, e.tokens);
+  for (const BatchEntry& e : batch.entries)
+    if (e.commit) kv.commit(e.seq, e.tokens);
   logits(batch, out, pool);
 }
 

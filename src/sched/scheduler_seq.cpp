@@ -269,6 +269,8 @@ void Scheduler::finish(Sequence& s, FinishReason reason, std::string error, std:
   f.timings.image_cache_hits = s.media.cache_hits;
   f.timings.image_encode_ms = s.media.fetch_ms;
   f.timings.predicted_n = s.n_generated;
+  f.timings.draft_n = s.draft_n;
+  f.timings.draft_accepted_n = s.draft_accepted;
   f.timings.finish_detail = std::move(detail);
   if (reason == FinishReason::Stop && s.stop.matched() >= 0)
     f.stop_string = s.req.params.stop[size_t(s.stop.matched())];

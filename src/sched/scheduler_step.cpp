@@ -6,6 +6,7 @@
 #include <chrono>
 #include <iterator>
 
+#include "drafter.h"
 #include "media_feed.h"
 #include "sequence.h"
 #include "step_budget.h"
@@ -54,12 +55,35 @@ void Scheduler::plan_step() {
   plan_.clear();
   int budget = opts_.step_tokens;
   for (auto& s : running_) {
+    s->verify.clear();
     if (s->done || s->pending() != 1 || s->req.stream->backlogged()) continue;
     if (!s->req.media.empty() && media_ready(*s, 1) == 0) continue;
     plan_.push_back({s.get(), 1});
     budget -= 1;
   }
-  plan_prefill(plan_.size(), budget);
+  const size_t n_decode = plan_.size();
+  if (opts_.draft_max > 0 && n_decode <= size_t(opts_.spec_max_batch))
+    for (auto& [s, n] : plan_) {
+      n += plan_draft(*s, budget);
+      budget -= n - 1;
+    }
+  plan_prefill(n_decode, budget);
+}
+
+// A decoding sequence's guesses for this step (its verify entry: the token
+// to feed, then the guesses); returns how many. Never past the context, the
+// request's max_tokens or the step's budget.
+int Scheduler::plan_draft(Sequence& s, int budget) {
+  if (s.draft_k == 0) s.draft_k = opts_.draft_max;
+  int k = std::min(s.draft_k, budget);
+  k = std::min(k, n_ctx_ - s.in_kv - 1);
+  if (s.req.params.max_tokens > 0) k = std::min(k, s.req.params.max_tokens - s.n_generated - 1);
+  if (k <= 0) return 0;
+  NgramDrafter::propose(s.tokens, k, draft_);
+  if (draft_.empty()) return 0;
+  s.verify.assign(1, s.tokens[size_t(s.in_kv)]);
+  s.verify.insert(s.verify.end(), draft_.begin(), draft_.end());
+  return int(draft_.size());
 }
 
 // Appends to plan_ (after its n_decode decode entries) this step's prefill
@@ -160,6 +184,13 @@ bool Scheduler::build_batch() {
       }
     }
     entry_runs_.push_back({first_run, runs_.size()});
+    if (!s->verify.empty()) {  // logits for every position; KV kept only where agreed
+      BatchEntry e{s->seq, s->verify, LogitsMode::All, {}, s->req.lora};
+      e.commit = false;
+      batch_.entries.push_back(e);
+      entry_seq_.push_back(s);
+      continue;
+    }
     const bool last = s->in_kv + n == int(s->tokens.size());
     batch_.entries.push_back({s->seq,
                               std::span<const int32_t>(s->tokens.data() + s->in_kv, size_t(n)),
@@ -231,6 +262,10 @@ void Scheduler::emit_step() {
   for (size_t i = 0; i < batch_.entries.size(); ++i) {
     Sequence& s = *entry_seq_[i];
     const auto& e = batch_.entries[i];
+    if (!e.commit) {
+      emit_verified(s, int(i));
+      continue;
+    }
     const int n = int(e.tokens.size());
     s.in_kv += n;
     if (!s.req.media.empty()) MediaFeed::release_passed(s);
@@ -249,6 +284,37 @@ void Scheduler::emit_step() {
     }
     emit_token(s, s.sampler.sample(out_.last(int(i))));
   }
+}
+
+// A verify entry: the sampler takes the rows in order, each token as plain
+// decoding would sample it; while it agrees with the guess after it, the next
+// row is that token's logits too. The KV of the fed token and of the agreed
+// guesses is committed; the rest is left uncommitted (the next step writes
+// over it), so the prefix cache never sees a rejected token.
+void Scheduler::emit_verified(Sequence& s, int entry) {
+  if (const std::string& why = engine_.failure(s.seq); !why.empty()) {
+    kv_failed(s, why);
+    return;
+  }
+  const int k = int(s.verify.size()) - 1;
+  const int row0 = out_.first_row[size_t(entry)];
+  int emitted = 0;
+  for (int j = 0; j <= k; ++j) {
+    const int32_t t = s.sampler.sample(out_.row(row0 + j));
+    emit_token(s, t);
+    ++emitted;
+    if (s.done || j == k || t != s.verify[size_t(j + 1)]) break;
+  }
+  engine_.commit(s.seq, std::span<const int32_t>(s.verify.data(), size_t(emitted)));
+  s.in_kv += emitted;
+  const int accepted = emitted - 1;
+  s.draft_n += k;
+  s.draft_accepted += accepted;
+  metrics_.draft_tokens += uint64_t(k);
+  metrics_.draft_accepted_tokens += uint64_t(accepted);
+  // The next guess: longer after a full match, just past what matched otherwise.
+  s.draft_k = accepted == k ? std::min(opts_.draft_max, 2 * k) : std::max(1, accepted + 1);
+  s.verify.clear();
 }
 
 int Scheduler::media_ready(Sequence& s, int n) {

@@ -62,6 +62,13 @@ class Sequence {
   int n_generated = 0;          // tokens sampled
   bool done = false;            // finished: retire at this boundary
   int preemptions = 0;
+  // Speculative decoding: this step's verify entry (the token to feed, then
+  // the guesses; empty when it decodes plainly), the next guess length
+  // (adapted to how many guesses were kept), and totals for its timings.
+  std::vector<int32_t> verify;
+  int draft_k = 0;
+  int draft_n = 0;
+  int draft_accepted = 0;
   int io_retries = 0;  // recomputes after a flash-tier failure
 
   // Prompt accounting for timings (first admission only: a recompute after

@@ -198,6 +198,12 @@ std::string render_metrics(const sched::Metrics& m, const HttpStats& http) {
          cap > 0 ? double(m.kv_tokens_used.load()) / cap : 0.0);
   scalar(out, "tern_preempted_sequences", "gauge",
          "Sequences preempted for KV room, waiting to resume.", double(m.preempted.load()));
+  scalar(out, "tern_draft_tokens_total", "counter",
+         "Speculative decoding: tokens guessed by prompt lookup and checked.",
+         double(m.draft_tokens.load()));
+  scalar(out, "tern_draft_accepted_tokens_total", "counter",
+         "Speculative decoding: guessed tokens the model agreed with.",
+         double(m.draft_accepted_tokens.load()));
   scalar(out, "tern_preemptions_total", "counter", "Sequences preempted to make KV room.",
          double(m.preemptions.load()));
   scalar(out, "tern_kv_io_failures_total", "counter", "Requests whose KV a flash-tier error broke.",

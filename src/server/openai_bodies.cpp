@@ -67,6 +67,10 @@ json timings_json(const sched::Timings& t) {
          {"ttft_ms", t.ttft_ms}};
   if (!t.finish_detail.empty()) j["finish_detail"] = t.finish_detail;
   if (t.session_cache_n >= 0) j["session_cache_n"] = t.session_cache_n;
+  if (t.draft_n > 0) {
+    j["draft_n"] = t.draft_n;
+    j["draft_accepted_n"] = t.draft_accepted_n;
+  }
   if (t.image_n > 0) {
     j["image_n"] = t.image_n;
     j["image_cache_hits"] = t.image_cache_hits;

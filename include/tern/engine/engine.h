@@ -126,6 +126,9 @@ class Engine {
   // when a sequence's flash tier failed. After a step, a sequence whose flash
   // reads failed has a non-empty kv().failure(seq) and must be ended.
   void step(const Batch& batch, StepOutput& out);
+  // Commits the first tokens of an entry that ran with commit = false: they
+  // must be the tokens that entry wrote, from seq_len(seq) on.
+  void commit(SeqId seq, std::span<const int32_t> tokens);
 
  private:
   Engine();

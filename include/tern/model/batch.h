@@ -44,6 +44,11 @@ struct BatchEntry {
   LogitsMode logits = LogitsMode::Last;
   std::span<const EmbeddingRun> embeddings = {};  // sorted, disjoint, inside tokens
   LoraSelection lora{};  // the adapter this entry's rows run with (none: the base model)
+  // false: the step writes the entry's KV but does not commit it; the caller
+  // commits the prefix it keeps with Engine::commit (a speculative verify:
+  // rejected positions are never committed, so never published to the
+  // prefix cache, and the next step overwrites them).
+  bool commit = true;
 };
 
 struct Batch {

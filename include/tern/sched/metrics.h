@@ -49,8 +49,11 @@ struct Metrics {
 
   std::atomic<uint64_t> prompt_tokens{0};     // prompt tokens prefilled
   std::atomic<uint64_t> generated_tokens{0};  // tokens sampled
-  std::atomic<uint64_t> steps{0};             // forward passes run
-  std::atomic<uint64_t> step_tokens{0};       // tokens over all forward passes
+  // Speculative decoding: tokens guessed and checked, and how many were kept.
+  std::atomic<uint64_t> draft_tokens{0};
+  std::atomic<uint64_t> draft_accepted_tokens{0};
+  std::atomic<uint64_t> steps{0};        // forward passes run
+  std::atomic<uint64_t> step_tokens{0};  // tokens over all forward passes
 
   // Gauges, refreshed at every token boundary.
   std::atomic<int64_t> queue_depth{0};

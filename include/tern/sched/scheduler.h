@@ -98,6 +98,15 @@ struct SchedulerOptions {
   // How long a finished request with a session key keeps its KV pinned in
   // DRAM (Request::session); 0: never pin.
   double session_ttl_s = 300;
+  // Speculative decoding by prompt lookup (src/sched/drafter.h): a decoding
+  // sequence whose last tokens occurred earlier in its context checks up to
+  // draft_max guessed tokens in one verify entry; its sampler decides every
+  // token as in plain decoding, so outputs are unchanged. Only while at most
+  // spec_max_batch sequences decode (at batch 1-4 a decode step is bound by
+  // weight traffic and verifying a few tokens more costs little). 0: off
+  // (tern serve's --spec auto sets 8).
+  int draft_max = 0;
+  int spec_max_batch = 4;
 };
 
 class Sequence;        // engine-thread state of one running request (src/sched/sequence.h)
@@ -175,6 +184,7 @@ class Scheduler {
   void run_step();
   void plan_step();                                // plan_: decodes, then prefill chunks
   void plan_prefill(size_t n_decode, int budget);  // plan_step's prefill chunks
+  int plan_draft(Sequence& s, int budget);         // a decoding sequence's guesses
   void reserve_step();                             // KV room for plan_, oldest first
   bool build_batch();                              // batch_ from plan_; false: empty
   bool forward();  // false: the pass failed (and so did its sequences)
@@ -182,6 +192,7 @@ class Scheduler {
   void observe_step(Clock::time_point t0, Clock::time_point t1);
   void trace_step(Clock::time_point t0) const;
   void emit_step();  // KV positions advance, tokens are sampled and streamed
+  void emit_verified(Sequence& s, int entry);  // a verify entry's tokens and KV
   // Tokens of s's next n that can run now (MediaFeed::ready). 0 when s
   // failed on media that cannot be had (it finishes with the error).
   int media_ready(Sequence& s, int n);
@@ -239,6 +250,7 @@ class Scheduler {
   StepOutput out_;
   std::vector<Sequence*> entry_seq_;                          // (batch entries) whose entry it is
   std::vector<std::pair<Sequence*, int>> plan_, plan_order_;  // this step's (sequence, tokens)
+  std::vector<int32_t> draft_;                                // plan_draft's scratch
   // This step's embedding runs (images), and each entry's [first, end) of them.
   std::vector<EmbeddingRun> runs_;
   std::vector<std::pair<size_t, size_t>> entry_runs_;

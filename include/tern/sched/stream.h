@@ -67,6 +67,10 @@ struct Timings {
   int image_cache_hits = 0;
   double image_encode_ms = 0;
   int predicted_n = 0;  // tokens generated
+  // Speculative decoding: tokens guessed (prompt lookup) and checked in a
+  // verify pass, and how many of them the model agreed with.
+  int draft_n = 0;
+  int draft_accepted_n = 0;
   // Why the generation ended early when the reason alone does not say
   // (e.g. "length" because the KV budget ran out, not max_tokens); "" otherwise.
   std::string finish_detail;

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Speculative decoding through the server: tern with --spec auto against
+--spec off, on workloads with more or less text to copy.
+
+Workloads (seeded, stated):
+  code    a source file of this repository (300-1,500 tokens) and an edit
+          instruction ("rename X to Y"); the answer is the whole edited file;
+  tool    a JSON tool result and a request to repeat some of its fields;
+  chat    free chat, little to copy: speculation must not lose here.
+
+For each workload and concurrency (default 1,4,16) the same greedy requests
+go to a server started with --spec off and one with --spec auto (one server
+at a time); printed: output tokens/s (aggregate over the requests), the
+ratio auto/off, the guesses made and kept (timings.draft_n,
+draft_accepted_n), and whether every answer was byte-identical.
+
+    python bench/spec.py [--concurrency 1,4,16] [--requests 4] [-m MODEL]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from serve import REPO, Proc, free_port  # noqa: E402
+
+SOURCES = ["src/sched/drafter.cpp", "src/server/answer.cpp", "src/sched/admission.cpp",
+           "src/server/api_exchange.cpp"]
+
+
+def workloads(seed: int, n: int) -> dict[str, list[str]]:
+    rng = random.Random(seed)
+    code, tool, chat = [], [], []
+    for i in range(n):
+        src = (REPO / SOURCES[i % len(SOURCES)]).read_text()
+        code.append("Rewrite this file with the function `" + rng.choice(["propose", "add", "push"]) +
+                    "` renamed to `" + rng.choice(["suggest", "append", "feed"]) +
+                    "`. Output the whole file and nothing else.\n\n" + src)
+        rows = [{"id": rng.randrange(10**6), "name": rng.choice(["alpha", "beta", "gamma", "delta"]),
+                 "price": round(rng.uniform(1, 100), 2), "tags": rng.sample(
+                     ["new", "sale", "eco", "fast", "blue", "red"], 3)} for _ in range(12)]
+        tool.append("A tool returned this JSON:\n" + json.dumps(rows, indent=1) +
+                    "\nRepeat every object whose name is '" + rng.choice(["alpha", "beta"]) +
+                    "', as JSON, exactly as given.")
+        chat.append(rng.choice(["Tell me about the history of tea.", "Why is the sky blue?",
+                                "Write a poem about autumn leaves.",
+                                "Give advice to someone learning to cook."]))
+    return {"code": code, "tool": tool, "chat": chat}
+
+
+def one(url: str, prompt: str, max_tokens: int) -> dict:
+    r = requests.post(url + "/v1/chat/completions", timeout=600, json={
+        "messages": [{"role": "user", "content": prompt}], "temperature": 0,
+        "max_tokens": max_tokens}).json()
+    t = r["timings"]
+    return {"text": r["choices"][0]["message"]["content"], "n": t["predicted_n"],
+            "draft": t.get("draft_n", 0), "kept": t.get("draft_accepted_n", 0)}
+
+
+def level(url: str, prompts: list[str], conc: int, max_tokens: int) -> tuple[float, list[dict]]:
+    out: list[dict | None] = [None] * len(prompts)
+    nxt = iter(range(len(prompts)))
+    lock = threading.Lock()
+
+    def worker():
+        while True:
+            with lock:
+                i = next(nxt, None)
+            if i is None:
+                return
+            out[i] = one(url, prompts[i], max_tokens)
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=worker) for _ in range(conc)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.monotonic() - t0
+    return sum(o["n"] for o in out) / wall, out
+
+
+def measure(binary: str, model: str, spec: str, loads: dict, levels: list[int],
+            max_tokens: int) -> dict:
+    port = free_port()
+    srv = Proc("tern", [binary, "--log-level", "warn", "serve", "-m", model, "--port", str(port),
+                        "-t", "2", "--max-batch", str(max(levels)), "--spec", spec], port)
+    try:
+        res = {}
+        for name, prompts in loads.items():
+            for c in levels:
+                res[(name, c)] = level(srv.url, prompts * max(1, c // len(prompts)), c, max_tokens)
+        return res
+    finally:
+        srv.stop()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--concurrency", default="1,4,16")
+    ap.add_argument("--requests", type=int, default=4, help="prompts per workload")
+    ap.add_argument("--max-tokens", type=int, default=400)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--workloads", default="code,tool,chat")
+    ap.add_argument("-m", "--model", default=str(REPO / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--bin", default=str(REPO / "build" / "tern"))
+    args = ap.parse_args()
+    levels = [int(x) for x in args.concurrency.split(",")]
+    loads = {k: v for k, v in workloads(args.seed, args.requests).items()
+             if k in args.workloads.split(",")}
+    off = measure(args.bin, args.model, "off", loads, levels, args.max_tokens)
+    auto = measure(args.bin, args.model, "auto", loads, levels, args.max_tokens)
+    print("| workload | concurrent | off tok/s | auto tok/s | auto/off | guessed | kept | "
+          "identical |")
+    print("|---|---|---|---|---|---|---|---|")
+    same_all = True
+    for key in off:
+        (tps0, o0), (tps1, o1) = off[key], auto[key]
+        same = all(a["text"] == b["text"] for a, b in zip(o0, o1))
+        same_all &= same
+        guessed, kept = sum(o["draft"] for o in o1), sum(o["kept"] for o in o1)
+        print(f"| {key[0]} | {key[1]} | {tps0:.1f} | {tps1:.1f} | {tps1 / tps0:.2f}x | {guessed} | "
+              f"{kept} ({100 * kept / max(1, guessed):.0f} %) | {'yes' if same else 'NO'} |")
+    return 0 if same_all else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

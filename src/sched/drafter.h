@@ -1,0 +1,33 @@
+#pragma once
+// Guesses of a sequence's next tokens for speculative decoding: the model
+// then checks k guesses in one pass (a verify entry of k + 1 positions), and
+// every guess it agrees with is a token that cost no decode step of its own.
+// A guess is only ever a proposal: the sequence's own sampler decides each
+// token from the verify rows exactly as it would from decode steps, so the
+// output is the same with and without guesses (greedy and seeded sampling
+// alike). Private to the scheduler; engine thread only.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace tern::sched {
+
+// Prompt lookup: the last n tokens (n from kMaxNgram down to kMinNgram) are
+// looked for earlier in the sequence's own tokens (prompt and output, the
+// most recent occurrence first), and what followed them there is proposed.
+// Text the model copies (a file being edited, a quoted tool result, JSON
+// echoing its input) is found this way with no extra model.
+class NgramDrafter {
+ public:
+  static constexpr int kMaxNgram = 4;
+  static constexpr int kMinNgram = 2;
+  // Farthest back a match is looked for (tokens), so a long context's
+  // lookup stays a small, bounded cost per step.
+  static constexpr int kMaxLookback = 16384;
+
+  // Up to k tokens that may follow `tokens` (into `out`, cleared first);
+  // none when nothing matches.
+  static void propose(std::span<const int32_t> tokens, int k, std::vector<int32_t>& out);
+};
+
+}  // namespace tern::sched

@@ -1,0 +1,194 @@
+// Speculative decoding by prompt lookup: the guesses, and the scheduler's
+// outputs with guesses checked in verify entries against plain decoding, on
+// the generated tiny model (tiny_engine.h): always runs.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../../../src/sched/drafter.h"
+#include "collector.h"
+#include "tern/engine/engine.h"
+#include "tern/kv/paged_kv.h"
+#include "tern/sched/scheduler.h"
+#include "tern/tokenizer/tokenizer.h"
+#include "tiny_engine.h"
+
+namespace tern::sched {
+namespace {
+
+using testutil::Collector;
+
+std::vector<int32_t> propose(const std::vector<int32_t>& tokens, int k) {
+  std::vector<int32_t> out;
+  NgramDrafter::propose(tokens, k, out);
+  return out;
+}
+
+TEST(NgramDrafter, ProposesWhatFollowedTheMostRecentMatch) {
+  // ... 1 2 3 [9] ... 1 2 3 [7 8] ... 1 2 3 -> what followed the latest "1 2 3".
+  const std::vector<int32_t> t = {1, 2, 3, 9, 5, 1, 2, 3, 7, 8, 6, 1, 2, 3};
+  EXPECT_EQ(propose(t, 2), (std::vector<int32_t>{7, 8}));
+  EXPECT_EQ(propose(t, 4), (std::vector<int32_t>{7, 8, 6, 1}));
+  // Longer matches first: "4 2 3" occurs nowhere, "2 3" after a 5 does.
+  const std::vector<int32_t> u = {5, 2, 3, 11, 1, 2, 3, 12, 4, 2, 3};
+  EXPECT_EQ(propose(u, 1), (std::vector<int32_t>{12}));
+  EXPECT_TRUE(propose({1, 2, 3, 4, 5}, 4).empty()) << "nothing repeats";
+  EXPECT_TRUE(propose({1, 2, 1, 2}, 0).empty()) << "k = 0";
+  // A run: the token repeats itself.
+  EXPECT_EQ(propose({4, 4, 4, 4}, 3), (std::vector<int32_t>{4}));
+  // Only within the lookback.
+  std::vector<int32_t> far = {7, 8, 9};
+  far.resize(NgramDrafter::kMaxLookback + 10, 0);
+  for (size_t i = 3; i < far.size(); ++i) far[i] = int32_t(100 + i % 50000);
+  far.push_back(7);
+  far.push_back(8);
+  EXPECT_TRUE(propose(far, 2).empty());
+}
+
+class Speculative : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    EngineOptions o;
+    o.model_path = testutil::tiny_model_path();
+    o.n_ctx = 1024;
+    o.max_seqs = 16;
+    engine_ = Engine::load(o).release();
+  }
+  static void TearDownTestSuite() {
+    delete engine_;
+    engine_ = nullptr;
+  }
+
+  struct Run {
+    std::vector<std::string> texts;
+    int draft_n = 0, accepted = 0;
+  };
+
+  // Every prompt at once (max_batch of them decode together).
+  Run run(const std::vector<std::string>& prompts, const SamplingParams& p, int draft_max,
+          int max_batch, int spec_max_batch = 4) {
+    SchedulerOptions o;
+    o.max_batch = max_batch;
+    o.step_tokens = 64;
+    o.draft_max = draft_max;
+    o.spec_max_batch = spec_max_batch;
+    Scheduler s(*engine_, o, metrics_);
+    std::vector<std::unique_ptr<Collector>> cs;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      cs.push_back(std::make_unique<Collector>());
+      Request r;
+      r.id = "r" + std::to_string(i);
+      r.prompt = engine_->tokenizer().encode(prompts[i], true, false);
+      r.params = p;
+      r.params.seed = p.seed + i;
+      r.stream = cs.back()->stream();
+      EXPECT_EQ(s.submit(std::move(r)), SubmitStatus::Accepted);
+    }
+    s.start();
+    Run out;
+    for (auto& c : cs) {
+      const Finish f = c->wait();
+      EXPECT_NE(f.reason, FinishReason::Error) << f.error;
+      out.texts.push_back(c->text());
+      out.draft_n += f.timings.draft_n;
+      out.accepted += f.timings.draft_accepted_n;
+    }
+    s.stop();
+    engine_->kv().check_invariants();
+    return out;
+  }
+
+  // Every prompt alone (one at a time) with and without guesses: the texts
+  // must be equal. Returns the guesses kept.
+  int same_with_and_without(const SamplingParams& p) {
+    const Run off = run(prompts_, p, 0, 1);
+    const Run on = run(prompts_, p, 8, 1);
+    EXPECT_EQ(on.texts, off.texts);
+    return on.accepted;
+  }
+
+  static SamplingParams params(float temperature, int max_tokens) {
+    SamplingParams p;
+    p.temperature = temperature;
+    p.max_tokens = max_tokens;
+    p.ignore_eos = true;  // every run at full length
+    p.seed = 42;
+    return p;
+  }
+
+  // Prompts full of text to copy; a random model's greedy output also
+  // settles into loops, which prompt lookup then predicts.
+  const std::vector<std::string> prompts_ = {
+      "abc abc abc abc abc abc",
+      "the cat sat on the mat. the cat sat on the",
+      "1, 2, 3, 1, 2, 3, 1, 2,",
+      "def f(x): return x\ndef g(x): return",
+      "Hello",
+      "{\"a\": 1, \"b\": 2, \"a\": 1,",
+  };
+  static inline Engine* engine_ = nullptr;
+  Metrics metrics_;
+};
+
+TEST_F(Speculative, GreedyTextIsUnchangedAndGuessesAreKept) {
+  const SamplingParams p = params(0, 64);
+  for (size_t i = 0; i < prompts_.size(); ++i) {
+    const Run off = run({prompts_[i]}, p, 0, 1);
+    const Run on = run({prompts_[i]}, p, 8, 1);
+    EXPECT_EQ(on.texts[0], off.texts[0]) << prompts_[i];
+    EXPECT_EQ(off.draft_n, 0);
+  }
+  const Run all = run(prompts_, p, 8, 1);
+  EXPECT_GT(all.draft_n, 0) << "prompt lookup found nothing to guess";
+  EXPECT_GT(all.accepted, 0) << "no guess was ever kept: the test would not see a verify";
+  EXPECT_GT(metrics_.draft_accepted_tokens.load(), 0u);
+}
+
+TEST_F(Speculative, SeededSamplingIsUnchanged) {
+  // A temperature low enough that the random model still falls into loops
+  // (guesses are made and some kept), through the sampling path (a random
+  // draw per token, top-k and top-p).
+  SamplingParams p = params(0.1f, 64);
+  p.top_k = 10;
+  p.top_p = 0.95f;
+  EXPECT_GT(same_with_and_without(p), 0);
+  // With the penalties, which read the history each verify row extends.
+  // (Light, over a short window: strong penalties break the loops.)
+  p.repeat_penalty = 1.05f;
+  p.repeat_last_n = 4;
+  EXPECT_GT(same_with_and_without(p), 0);
+  // Hot, penalties strong: guesses rarely survive, and nothing changes.
+  p.temperature = 0.9f;
+  p.repeat_penalty = 1.2f;
+  p.repeat_last_n = 64;
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = 0.3f;
+  EXPECT_EQ(run(prompts_, p, 8, 1).texts, run(prompts_, p, 0, 1).texts);
+}
+
+TEST_F(Speculative, AmongOtherSequencesAndWithTinyKvTheTextIsUnchanged) {
+  // Six sequences decode together, speculation allowed at that batch; the
+  // verify entries share steps with decodes and prefill chunks.
+  const SamplingParams p = params(0, 40);
+  const Run off = run(prompts_, p, 0, 6);
+  const Run on = run(prompts_, p, 8, 6, /*spec_max_batch=*/8);
+  EXPECT_EQ(on.texts, off.texts);
+  EXPECT_GT(on.accepted, 0);
+  // Above spec_max_batch nobody guesses.
+  const Run gated = run(prompts_, p, 8, 6, /*spec_max_batch=*/2);
+  EXPECT_EQ(gated.texts, off.texts);
+  EXPECT_EQ(gated.draft_n, 0);
+}
+
+TEST_F(Speculative, MaxTokensAndTheContextBoundTheGuesses) {
+  // max_tokens 5: a verify never produces a sixth token.
+  const Run on = run(prompts_, params(0, 5), 8, 1);
+  for (const std::string& t : on.texts) EXPECT_LE(t.size(), 5u * 4);
+  const Run off = run(prompts_, params(0, 5), 0, 1);
+  EXPECT_EQ(on.texts, off.texts);
+}
+
+}  // namespace
+}  // namespace tern::sched
