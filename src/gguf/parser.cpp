@@ -274,7 +274,14 @@ class Parser {
     }
     const uint32_t raw_type = r_.read<uint32_t>("type of " + tn);
     const auto traits = dtype_traits(raw_type);
-    if (!traits) r_.fail_at(r_.pos() - 4, tn + " has unknown type " + std::to_string(raw_type));
+    if (!traits) {
+      const std::string_view removed = removed_dtype_name(raw_type);
+      r_.fail_at(r_.pos() - 4,
+                 tn + " has unknown type " + std::to_string(raw_type) +
+                     (removed.empty() ? std::string()
+                                      : " (" + std::string(removed) +
+                                            ", a layout llama.cpp no longer reads from GGUF)"));
+    }
     t.type = DType(raw_type);
     if (t.dims[0] % traits->block_elems != 0) {
       r_.fail_at(at, tn + " has row length " + std::to_string(t.dims[0]) +

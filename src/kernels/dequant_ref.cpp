@@ -157,6 +157,53 @@ void dequant_q6_k(const block::Q6_K* b, float* y, int64_t nb) {
   }
 }
 
+// Q2_K: 16 sub-blocks of 16; sub-block s has a 4-bit scale and a 4-bit
+// min in scales[s]; x = d*sc*q - dmin*mn with q = 0..3.
+void dequant_q2_k(const block::Q2_K* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += 256) {
+    const float d = load_f16(b[i].d);
+    const float dmin = load_f16(b[i].dmin);
+    for (int e = 0; e < 256; ++e) {
+      const uint8_t sm = b[i].scales[e / 16];
+      const float dl = d * float(sm & 0x0F), ml = dmin * float(sm >> 4);
+      y[e] = dl * float(block::k_q2(b[i].qs, e)) - ml;
+    }
+  }
+}
+
+// Q3_K: 16 sub-blocks of 16, signed 6-bit scales; x = d*sc*(q-4).
+void dequant_q3_k(const block::Q3_K* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += 256) {
+    const float d = load_f16(b[i].d);
+    for (int e = 0; e < 256; ++e) {
+      const float dl = d * float(block::q3_k_scale(b[i], e / 16));
+      y[e] = dl * float(block::q3_k_value(b[i], e));
+    }
+  }
+}
+
+// 32 codebook values from 16 bytes (element j: low nibble of qs[j],
+// element j+16: high nibble), times dl.
+void iq4_group(const uint8_t* qs, float dl, float* y) {
+  for (int j = 0; j < 16; ++j) {
+    y[j] = dl * float(block::kIq4nl[qs[j] & 0x0F]);
+    y[j + 16] = dl * float(block::kIq4nl[qs[j] >> 4]);
+  }
+}
+
+void dequant_iq4_nl(const block::IQ4_NL* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += 32) iq4_group(b[i].qs, load_f16(b[i].d), y);
+}
+
+void dequant_iq4_xs(const block::IQ4_XS* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += 256) {
+    const float d = load_f16(b[i].d);
+    for (int s = 0; s < 8; ++s) {
+      iq4_group(b[i].qs + 16 * s, d * float(block::iq4_xs_scale(b[i], s)), y + 32 * s);
+    }
+  }
+}
+
 }  // namespace
 
 bool can_dequantize(DType type) {
@@ -172,10 +219,24 @@ bool can_dequantize(DType type) {
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
       return true;
     default:
       return false;
   }
+}
+
+std::string loadable_types() {
+  std::string s;
+  for (uint32_t raw = 0; raw < 64; ++raw) {
+    const auto tr = dtype_traits(raw);
+    if (!tr || !can_dequantize(DType(raw))) continue;
+    s += (s.empty() ? "" : ", ") + std::string(tr->name);
+  }
+  return s;
 }
 
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
@@ -221,6 +282,18 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       break;
     case DType::Q6_K:
       dequant_q6_k(reinterpret_cast<const block::Q6_K*>(p), dst, nb);
+      break;
+    case DType::Q2_K:
+      dequant_q2_k(reinterpret_cast<const block::Q2_K*>(p), dst, nb);
+      break;
+    case DType::Q3_K:
+      dequant_q3_k(reinterpret_cast<const block::Q3_K*>(p), dst, nb);
+      break;
+    case DType::IQ4_NL:
+      dequant_iq4_nl(reinterpret_cast<const block::IQ4_NL*>(p), dst, nb);
+      break;
+    case DType::IQ4_XS:
+      dequant_iq4_xs(reinterpret_cast<const block::IQ4_XS*>(p), dst, nb);
       break;
     default:
       break;  // unreachable: can_dequantize() checked above

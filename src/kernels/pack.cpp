@@ -79,6 +79,50 @@ void q4_k_group(const block::Q4_K& sb, int g, uint16_t& d16, uint16_t& m16, int*
   for (int j = 0; j < kGroup; ++j) q[j] = g % 2 == 0 ? (qs[j] & 0x0F) : (qs[j] >> 4);
 }
 
+// Group g of a row of a codebook / 3-bit type as Int8Sym without
+// requantizing: the int8 codes are the source's own levels and d16 its
+// scale. IQ4_NL: d and kIq4nl[q] (lossless). Q3_K: d and sc*(q-4), which
+// fits int8 unless sc = -32 meets q-4 = -4 (then false: the caller
+// requantizes that group). IQ4_XS: kIq4nl[q] and d*(sc-32) rounded to fp16
+// (relative error <= 2^-11, as Q4_K's scales); false if that overflows fp16.
+bool int8_codes(DType src, const uint8_t* srow, int g, uint16_t& d16, int* q) {
+  if (src == DType::IQ4_NL) {
+    const auto& b = reinterpret_cast<const block::IQ4_NL*>(srow)[g];
+    std::memcpy(&d16, b.d, 2);
+    for (int j = 0; j < 16; ++j) {
+      q[j] = block::kIq4nl[b.qs[j] & 0x0F];
+      q[j + 16] = block::kIq4nl[b.qs[j] >> 4];
+    }
+    return true;
+  }
+  if (src == DType::IQ4_XS) {
+    const auto& b = reinterpret_cast<const block::IQ4_XS*>(srow)[g / 8];
+    const int s = g % 8;
+    uint16_t h;
+    std::memcpy(&h, b.d, 2);
+    const float scale = fp16_to_f32(h) * float(block::iq4_xs_scale(b, s));
+    d16 = f32_to_fp16(scale);
+    if (!std::isfinite(fp16_to_f32(d16))) return false;
+    const uint8_t* qs = b.qs + 16 * s;
+    for (int j = 0; j < 16; ++j) {
+      q[j] = block::kIq4nl[qs[j] & 0x0F];
+      q[j + 16] = block::kIq4nl[qs[j] >> 4];
+    }
+    return true;
+  }
+  if (src == DType::Q3_K) {
+    const auto& b = reinterpret_cast<const block::Q3_K*>(srow)[g / 8];
+    const int e0 = 32 * (g % 8);
+    std::memcpy(&d16, b.d, 2);
+    for (int j = 0; j < kGroup; ++j) {
+      q[j] = block::q3_k_scale(b, (e0 + j) / 16) * block::q3_k_value(b, e0 + j);
+      if (q[j] > 127 || q[j] < -127) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
 // Store the 32 codes of row i of a block in the interleaved layout (packed.h).
 void put_int4_row(Int4Block& b, int i, const int* q) {
   for (int k = 0; k < 16; ++k) b.q[k / 4][i][k % 4] = uint8_t(q[k] | (q[k + 16] << 4));
@@ -201,6 +245,8 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
           const uint8_t* sb = srow + size_t(g) * sizeof(Q8_0Src);
           std::memcpy(&b.d[i], sb, 2);
           for (int c = 0; c < 8; ++c) std::memcpy(b.q[c][i], sb + 2 + 4 * c, 4);
+        } else if (int8_codes(src_type, srow, g, b.d[i], q)) {
+          put_int8_row(b, i, q);
         } else {
           quant_group_sym(row.data() + g * kGroup, 127, 0, b.d[i], q);
           put_int8_row(b, i, q);

@@ -110,6 +110,121 @@ void quant_q5_1(const float* x, block::Q5_1* b, int64_t nb) {
   }
 }
 
+// The low-bit types below are round-to-nearest too, with none of ggml's
+// search for better scales: good enough for test models (their decoding is
+// what tests check), not for real weights.
+
+// The scale of a sub-block or super-block as fp16, then read back: the codes
+// are computed against the rounded value the decoder will see.
+float stored_f16(uint8_t* p, float f) {
+  store_f16(p, f);
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return fp16_to_f32(h);
+}
+
+int nearest_code(float v, int lo, int hi) {
+  return std::clamp(int(std::lround(v)), lo, hi);
+}
+
+// Q2_K: sub-block s maps [min(x, 0), max(x)] onto 0..3: scale (max-min)/3
+// and min -min(x, 0), both quantized to 4 bits against d = max scale / 15
+// and dmin = max min / 15.
+void quant_q2_k(const float* x, block::Q2_K* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 256) {
+    float sc[16], mn[16], max_sc = 0.0f, max_mn = 0.0f;
+    for (int s = 0; s < 16; ++s) {
+      float lo = 0.0f, hi = x[16 * s];
+      for (int j = 0; j < 16; ++j)
+        lo = std::min(lo, x[16 * s + j]), hi = std::max(hi, x[16 * s + j]);
+      sc[s] = (hi - lo) / 3.0f;
+      mn[s] = -lo;
+      max_sc = std::max(max_sc, sc[s]);
+      max_mn = std::max(max_mn, mn[s]);
+    }
+    const float d = stored_f16(b[i].d, max_sc / 15.0f);
+    const float dmin = stored_f16(b[i].dmin, max_mn / 15.0f);
+    std::memset(b[i].qs, 0, sizeof b[i].qs);
+    for (int s = 0; s < 16; ++s) {
+      const int ls = d > 0.0f ? nearest_code(sc[s] / d, 0, 15) : 0;
+      const int lm = dmin > 0.0f ? nearest_code(mn[s] / dmin, 0, 15) : 0;
+      b[i].scales[s] = uint8_t(ls | (lm << 4));
+      const float dl = d * float(ls), ml = dmin * float(lm);
+      for (int j = 0; j < 16; ++j) {
+        const int e = 16 * s + j;
+        const int q = dl > 0.0f ? nearest_code((x[e] + ml) / dl, 0, 3) : 0;
+        b[i].qs[32 * (e / 128) + e % 32] |= uint8_t(q << (2 * ((e % 128) / 32)));
+      }
+    }
+  }
+}
+
+// Q3_K: sub-block s has scale max/-4 (its largest-magnitude element maps to
+// -4), quantized to 6 bits signed against d = (largest scale)/-32.
+void quant_q3_k(const float* x, block::Q3_K* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 256) {
+    float sc[16];
+    for (int s = 0; s < 16; ++s) sc[s] = signed_absmax(x + 16 * s, 16) / -4.0f;
+    const float d = stored_f16(b[i].d, signed_absmax(sc, 16) / -32.0f);
+    std::memset(b[i].hmask, 0, sizeof b[i].hmask);
+    std::memset(b[i].qs, 0, sizeof b[i].qs);
+    std::memset(b[i].scales, 0, sizeof b[i].scales);
+    for (int s = 0; s < 16; ++s) {
+      const int ls = d != 0.0f ? nearest_code(sc[s] / d, -32, 31) : 0;
+      const int l = ls + 32;  // stored 0..63
+      b[i].scales[s % 8] |= uint8_t((l & 0x0F) << (s < 8 ? 0 : 4));
+      b[i].scales[8 + s % 4] |= uint8_t((l >> 4) << (2 * (s / 4)));
+      const float dl = d * float(ls);
+      for (int j = 0; j < 16; ++j) {
+        const int e = 16 * s + j;
+        const int u = (dl != 0.0f ? nearest_code(x[e] / dl, -4, 3) : 0) + 4;  // 0..7
+        b[i].qs[32 * (e / 128) + e % 32] |= uint8_t((u & 3) << (2 * ((e % 128) / 32)));
+        if (u >= 4) b[i].hmask[e % 32] |= uint8_t(1 << (4 * (e / 128) + (e % 128) / 32));
+      }
+    }
+  }
+}
+
+// 32 values -> the nearest kIq4nl levels of x / dl (nibbles as Q4_0).
+void iq4_codes(const float* x, float dl, uint8_t* qs) {
+  const float id = dl != 0.0f ? 1.0f / dl : 0.0f;
+  auto nearest = [](float v) {
+    int best = 0;
+    for (int k = 1; k < 16; ++k) {
+      if (std::fabs(v - block::kIq4nl[k]) < std::fabs(v - block::kIq4nl[best])) best = k;
+    }
+    return best;
+  };
+  for (int j = 0; j < 16; ++j) qs[j] = uint8_t(nearest(x[j] * id) | (nearest(x[j + 16] * id) << 4));
+}
+
+// IQ4_NL: d = max / -127, the largest-magnitude element on level -127.
+void quant_iq4_nl(const float* x, block::IQ4_NL* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 32) {
+    iq4_codes(x, stored_f16(b[i].d, signed_absmax(x, 32) / -127.0f), b[i].qs);
+  }
+}
+
+// IQ4_XS: IQ4_NL's scale per sub-block of 32, quantized to 6 bits signed
+// against d = (largest scale) / -32.
+void quant_iq4_xs(const float* x, block::IQ4_XS* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 256) {
+    float sc[8];
+    for (int s = 0; s < 8; ++s) sc[s] = signed_absmax(x + 32 * s, 32) / -127.0f;
+    const float d = stored_f16(b[i].d, signed_absmax(sc, 8) / -32.0f);
+    uint16_t scales_h = 0;
+    std::memset(b[i].scales_l, 0, sizeof b[i].scales_l);
+    for (int s = 0; s < 8; ++s) {
+      const int ls = d != 0.0f ? nearest_code(sc[s] / d, -32, 31) : 0;
+      const int l = ls + 32;
+      b[i].scales_l[s / 2] |= uint8_t((l & 0x0F) << (4 * (s % 2)));
+      scales_h = uint16_t(scales_h | ((l >> 4) << (2 * s)));
+      iq4_codes(x + 32 * s, d * float(ls), b[i].qs + 16 * s);
+    }
+    std::memcpy(b[i].scales_h, &scales_h, 2);
+  }
+}
+
 }  // namespace
 
 bool can_quantize(DType type) {
@@ -122,6 +237,10 @@ bool can_quantize(DType type) {
     case DType::Q4_1:
     case DType::Q5_0:
     case DType::Q5_1:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
       return true;
     default:
       return false;
@@ -162,6 +281,18 @@ void quantize_row_ref(DType type, const float* src, void* dst, int64_t n) {
       break;
     case DType::Q5_1:
       quant_q5_1(src, reinterpret_cast<block::Q5_1*>(p), nb);
+      break;
+    case DType::Q2_K:
+      quant_q2_k(src, reinterpret_cast<block::Q2_K*>(p), nb);
+      break;
+    case DType::Q3_K:
+      quant_q3_k(src, reinterpret_cast<block::Q3_K*>(p), nb);
+      break;
+    case DType::IQ4_NL:
+      quant_iq4_nl(src, reinterpret_cast<block::IQ4_NL*>(p), nb);
+      break;
+    case DType::IQ4_XS:
+      quant_iq4_xs(src, reinterpret_cast<block::IQ4_XS*>(p), nb);
       break;
     default:
       break;  // unreachable: can_quantize() checked above

@@ -31,8 +31,8 @@ const gguf::TensorInfo& expect(const gguf::GgufFile& f, const std::string& name,
                       ", expected " + shape_str(dims));
   }
   if (!kernels::can_dequantize(t.type)) {
-    throw FormatError(f.path() + ": tensor '" + name + "' has unsupported type " +
-                      std::string(dtype_name(t.type)));
+    throw FormatError(f.path() + ": tensor '" + name + "' has type " + dtype_label(t.type) +
+                      ", which tern cannot load yet (it loads " + kernels::loadable_types() + ")");
   }
   return t;
 }

@@ -57,8 +57,8 @@ bool parse_base_name(const std::string& name, int& layer, LoraSlot& slot) {
 
 std::vector<float> read_f32(const gguf::TensorInfo& t, const std::string& path) {
   if (!kernels::can_dequantize(t.type)) {
-    throw FormatError(path + ": tensor '" + t.name + "' has unsupported type " +
-                      std::string(dtype_name(t.type)));
+    throw FormatError(path + ": tensor '" + t.name + "' has type " + dtype_label(t.type) +
+                      ", which tern cannot load yet (it loads " + kernels::loadable_types() + ")");
   }
   std::vector<float> v(size_t(t.n_elements()));
   kernels::dequantize_row(t.type, t.data, v.data(), t.n_elements());

@@ -18,12 +18,30 @@
 //   Q4_K   256    144   d:f16 dmin:f16 scales:u8[12] qs:u8[128]         d*sc*q - dmin*mn
 //   Q5_K   256    176   d:f16 dmin:f16 scales:u8[12] qh:u8[32] qs:u8[128]
 //   Q6_K   256    210   ql:u8[128] qh:u8[64] scales:i8[16] d:f16        d*sc*(q-32)
+//   Q2_K   256     84   scales:u8[16] qs:u8[64] d:f16 dmin:f16          d*sc*q - dmin*mn
+//   Q3_K   256    110   hmask:u8[32] qs:u8[64] scales:u8[12] d:f16      d*(sc-32)*(q-4)
+//   IQ4_NL  32     18   d:f16 qs:u8[16]  (nibbles as Q4_0)              d*kIq4nl[q]
+//   IQ4_XS 256    136   d:f16 scales_h:u16 scales_l:u8[4] qs:u8[128]    d*(sc-32)*kIq4nl[q]
 //
 // K-quants split a 256-element super-block into sub-blocks of 32 (Q4_K, Q5_K:
 // 6-bit scale and min each, packed into 12 bytes) or 16 (Q6_K: an int8 scale
 // each). Sub-block s always covers elements [32s, 32s+32) resp. [16s, 16s+16).
+//
+// Q2_K and Q3_K have 16 sub-blocks of 16 and store 2-bit codes four to a byte:
+// element e = 128h + 32j + l (half h = 0..1, j = 0..3, l = 0..31) sits in bits
+// 2j..2j+1 of qs[32h + l]. Q2_K: scales[s] = sc (low nibble) | mn << 4, q in
+// 0..3. Q3_K adds a third bit, bit 4h+j of hmask[l]; a set bit means q - 4 is
+// q2 itself (0..3), a clear one q2 - 4 (-4..-1). Its 6-bit scales: low 4 bits
+// in scales[s] (s < 8) or scales[s-8] >> 4 (s >= 8), top 2 bits in bits
+// 2(s/4)..2(s/4)+1 of scales[8 + s%4]; the scale is that value minus 32.
+//
+// IQ4_NL / IQ4_XS store 4-bit indices into the non-linear codebook kIq4nl.
+// IQ4_XS has 8 sub-blocks of 32, each laid out like one IQ4_NL block (qs[16s
+// + j] holds elements j and j+16 of sub-block s) with a 6-bit scale: low 4
+// bits in nibble s%2 of scales_l[s/2], top 2 in bits 2s..2s+1 of scales_h.
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "tern/core/dtype.h"
@@ -78,6 +96,31 @@ struct Q6_K {
 
 static_assert(sizeof(Q8_0) == 34 && sizeof(Q4_0) == 18 && sizeof(Q4_1) == 20);
 static_assert(sizeof(Q5_0) == 22 && sizeof(Q5_1) == 24);
+struct Q2_K {
+  uint8_t scales[16];
+  uint8_t qs[64];
+  uint8_t d[2];
+  uint8_t dmin[2];
+};
+struct Q3_K {
+  uint8_t hmask[32];
+  uint8_t qs[64];
+  uint8_t scales[12];
+  uint8_t d[2];
+};
+struct IQ4_NL {
+  uint8_t d[2];
+  uint8_t qs[16];
+};
+struct IQ4_XS {
+  uint8_t d[2];
+  uint8_t scales_h[2];
+  uint8_t scales_l[4];
+  uint8_t qs[128];
+};
+
+static_assert(sizeof(Q2_K) == 84 && sizeof(Q3_K) == 110);
+static_assert(sizeof(IQ4_NL) == 18 && sizeof(IQ4_XS) == 136);
 static_assert(sizeof(Q4_K) == 144 && sizeof(Q5_K) == 176 && sizeof(Q6_K) == 210);
 
 // Scale and min of sub-block j (0..7) of a Q4_K / Q5_K super-block: the
@@ -94,19 +137,51 @@ inline void k_scale_min(const uint8_t* s, int j, uint8_t* sc, uint8_t* mn) {
   }
 }
 
+// The IQ4_NL / IQ4_XS codebook: index 0..15 -> int8 level.
+inline constexpr int8_t kIq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                      1,    13,   25,  38,  53,  69,  89,  113};
+
+// The 2-bit code (0..3) of element e (0..255) of a Q2_K / Q3_K super-block.
+inline int k_q2(const uint8_t* qs, int e) {
+  return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+}
+// The signed 3-bit value q - 4 (-4..3) of element e of a Q3_K super-block.
+inline int q3_k_value(const Q3_K& b, int e) {
+  const int high = (b.hmask[e % 32] >> (4 * (e / 128) + (e % 128) / 32)) & 1;
+  return k_q2(b.qs, e) - (high ? 0 : 4);
+}
+// The scale of sub-block s (0..15) of a Q3_K super-block, -32..31.
+inline int q3_k_scale(const Q3_K& b, int s) {
+  const int lo = s < 8 ? (b.scales[s] & 0x0F) : (b.scales[s - 8] >> 4);
+  const int hi = (b.scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+// The scale of sub-block s (0..7) of an IQ4_XS super-block, -32..31.
+inline int iq4_xs_scale(const IQ4_XS& b, int s) {
+  const int lo = (b.scales_l[s / 2] >> (4 * (s % 2))) & 0x0F;
+  const int scales_h = b.scales_h[0] | (b.scales_h[1] << 8);
+  const int hi = (scales_h >> (2 * s)) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+
 }  // namespace block
 
 // src: n elements of `type` (n / block_elems blocks) -> dst: float[n].
 // n must be a multiple of the type's block size and can_dequantize(type) true
 // (asserted; in release an unsupported type fills dst with NaN).
-// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
+// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
+// Q5_K, Q6_K, IQ4_NL, IQ4_XS.
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 bool can_dequantize(DType type);
+// The names of the types can_dequantize accepts, for messages: "F32, F16, ...".
+std::string loadable_types();
 
 // src: float[n] -> dst: n elements of `type`. Round-to-nearest with the same
 // block math as ggml's reference quantizers (no search for better scales).
 // n must be a multiple of the block size and can_quantize(type) true.
-// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1.
+// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, and (plain
+// round-to-nearest, no scale search: for test models) Q2_K, Q3_K, IQ4_NL,
+// IQ4_XS.
 void quantize_row_ref(DType type, const float* src, void* dst, int64_t n);
 bool can_quantize(DType type);
 

