@@ -61,7 +61,8 @@ def one(url: str, prompt: str, max_tokens: int) -> dict:
         "max_tokens": max_tokens}).json()
     t = r["timings"]
     return {"text": r["choices"][0]["message"]["content"], "n": t["predicted_n"],
-            "draft": t.get("draft_n", 0), "kept": t.get("draft_accepted_n", 0)}
+            "ms": t["predicted_ms"], "draft": t.get("draft_n", 0),
+            "kept": t.get("draft_accepted_n", 0)}
 
 
 def level(url: str, prompts: list[str], conc: int, max_tokens: int) -> tuple[float, list[dict]]:
@@ -88,10 +89,10 @@ def level(url: str, prompts: list[str], conc: int, max_tokens: int) -> tuple[flo
 
 
 def measure(binary: str, model: str, spec: str, loads: dict, levels: list[int],
-            max_tokens: int) -> dict:
+            max_tokens: int, extra: list[str]) -> dict:
     port = free_port()
     srv = Proc("tern", [binary, "--log-level", "warn", "serve", "-m", model, "--port", str(port),
-                        "-t", "2", "--max-batch", str(max(levels)), "--spec", spec], port)
+                        "-t", "2", "--max-batch", str(max(levels)), "--spec", spec, *extra], port)
     try:
         res = {}
         for name, prompts in loads.items():
@@ -111,22 +112,31 @@ def main() -> int:
     ap.add_argument("--workloads", default="code,tool,chat")
     ap.add_argument("-m", "--model", default=str(REPO / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--bin", default=str(REPO / "build" / "tern"))
+    ap.add_argument("--tern-arg", action="append", default=[], help="extra tern serve flag")
     args = ap.parse_args()
     levels = [int(x) for x in args.concurrency.split(",")]
     loads = {k: v for k, v in workloads(args.seed, args.requests).items()
              if k in args.workloads.split(",")}
-    off = measure(args.bin, args.model, "off", loads, levels, args.max_tokens)
-    auto = measure(args.bin, args.model, "auto", loads, levels, args.max_tokens)
-    print("| workload | concurrent | off tok/s | auto tok/s | auto/off | guessed | kept | "
-          "identical |")
-    print("|---|---|---|---|---|---|---|---|")
+    off = measure(args.bin, args.model, "off", loads, levels, args.max_tokens, args.tern_arg)
+    auto = measure(args.bin, args.model, "auto", loads, levels, args.max_tokens, args.tern_arg)
+    # tok/s: all requests' output tokens over the level's wall time (prefill
+    # included); decode: output tokens over their generation time per request
+    # (first token to last), summed over requests, as timings report them.
+    def decode(o):
+        return sum(x["n"] for x in o) / max(1e-9, sum(x["ms"] for x in o) / 1e3)
+
+    print("| workload | concurrent | off tok/s | auto tok/s | auto/off | decode off | decode auto "
+          "| decode auto/off | guessed | kept | identical |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     same_all = True
     for key in off:
         (tps0, o0), (tps1, o1) = off[key], auto[key]
         same = all(a["text"] == b["text"] for a, b in zip(o0, o1))
         same_all &= same
         guessed, kept = sum(o["draft"] for o in o1), sum(o["kept"] for o in o1)
-        print(f"| {key[0]} | {key[1]} | {tps0:.1f} | {tps1:.1f} | {tps1 / tps0:.2f}x | {guessed} | "
+        d0, d1 = decode(o0), decode(o1)
+        print(f"| {key[0]} | {key[1]} | {tps0:.1f} | {tps1:.1f} | {tps1 / tps0:.2f}x | {d0:.1f} | "
+              f"{d1:.1f} | {d1 / d0:.2f}x | {guessed} | "
               f"{kept} ({100 * kept / max(1, guessed):.0f} %) | {'yes' if same else 'NO'} |")
     return 0 if same_all else 1
 

@@ -129,7 +129,7 @@ void add_serve_command(CLI::App& app) {
     size_t mm_pixels_mb = 512;
     std::vector<std::string> loras;  // --lora NAME=FILE
     std::string spec = "auto";       // --spec
-    int spec_draft = 8;              // --spec-draft
+    int spec_draft = 16;             // --spec-draft
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(

@@ -104,7 +104,7 @@ struct SchedulerOptions {
   // token as in plain decoding, so outputs are unchanged. Only while at most
   // spec_max_batch sequences decode (at batch 1-4 a decode step is bound by
   // weight traffic and verifying a few tokens more costs little). 0: off
-  // (tern serve's --spec auto sets 8).
+  // (tern serve's --spec auto sets 16).
   int draft_max = 0;
   int spec_max_batch = 4;
 };
