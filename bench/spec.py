@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import threading
@@ -29,7 +30,7 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from serve import REPO, Proc, free_port  # noqa: E402
+from serve import PEER_BIN, REPO, Proc, free_port  # noqa: E402
 
 SOURCES = ["src/sched/drafter.cpp", "src/server/answer.cpp", "src/sched/admission.cpp",
            "src/server/api_exchange.cpp"]
@@ -62,7 +63,7 @@ def one(url: str, prompt: str, max_tokens: int) -> dict:
     t = r["timings"]
     return {"text": r["choices"][0]["message"]["content"], "n": t["predicted_n"],
             "ms": t["predicted_ms"], "draft": t.get("draft_n", 0),
-            "kept": t.get("draft_accepted_n", 0)}
+            "kept": t.get("draft_accepted_n", t.get("draft_n_accepted", 0))}
 
 
 def level(url: str, prompts: list[str], conc: int, max_tokens: int) -> tuple[float, list[dict]]:
@@ -103,6 +104,21 @@ def measure(binary: str, model: str, spec: str, loads: dict, levels: list[int],
         srv.stop()
 
 
+def measure_peer(model: str, spec_type: str, loads: dict, levels: list[int],
+                 max_tokens: int) -> dict:
+    """llama-server, flash attention, the same threads, one slot per client."""
+    port, slots = free_port(), max(levels)
+    cmd = [str(PEER_BIN / "llama-server"), "-m", model, "--port", str(port), "-t", "2",
+           "-np", str(slots), "-c", str(slots * 4096), "-fa", "on", "--no-webui",
+           "--spec-type", spec_type]
+    srv = Proc("llama-server", cmd, port, {**os.environ, "LD_LIBRARY_PATH": str(PEER_BIN)})
+    try:
+        return {(name, c): level(srv.url, prompts * max(1, c // len(prompts)), c, max_tokens)
+                for name, prompts in loads.items() for c in levels}
+    finally:
+        srv.stop()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--concurrency", default="1,4,16")
@@ -113,6 +129,9 @@ def main() -> int:
     ap.add_argument("-m", "--model", default=str(REPO / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--bin", default=str(REPO / "build" / "tern"))
     ap.add_argument("--tern-arg", action="append", default=[], help="extra tern serve flag")
+    ap.add_argument("--peer", action="store_true",
+                    help="also llama-server (scripts/build_peer.sh) with each --peer-types")
+    ap.add_argument("--peer-types", default="none,ngram-mod,ngram-simple,ngram-map-k")
     args = ap.parse_args()
     levels = [int(x) for x in args.concurrency.split(",")]
     loads = {k: v for k, v in workloads(args.seed, args.requests).items()
@@ -138,6 +157,18 @@ def main() -> int:
         print(f"| {key[0]} | {key[1]} | {tps0:.1f} | {tps1:.1f} | {tps1 / tps0:.2f}x | {d0:.1f} | "
               f"{d1:.1f} | {d1 / d0:.2f}x | {guessed} | "
               f"{kept} ({100 * kept / max(1, guessed):.0f} %) | {'yes' if same else 'NO'} |")
+    if args.peer:
+        print()
+        print("| workload | concurrent | llama-server --spec-type | tok/s | decode tok/s | guessed "
+              "| kept | tern auto / this (tok/s) | tern auto / this (decode) |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for t in args.peer_types.split(","):
+            peer = measure_peer(args.model, t, loads, levels, args.max_tokens)
+            for key, (tps, o) in peer.items():
+                tern_tps, tern_o = auto[key]
+                print(f"| {key[0]} | {key[1]} | {t} | {tps:.1f} | {decode(o):.1f} | "
+                      f"{sum(x['draft'] for x in o)} | {sum(x['kept'] for x in o)} | "
+                      f"{tern_tps / tps:.2f}x | {decode(tern_o) / decode(o):.2f}x |")
     return 0 if same_all else 1
 
 

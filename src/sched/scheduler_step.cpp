@@ -62,17 +62,22 @@ void Scheduler::plan_step() {
     budget -= 1;
   }
   const size_t n_decode = plan_.size();
-  if (opts_.draft_max > 0 && n_decode <= size_t(opts_.spec_max_batch))
+  if (opts_.draft_max > 0 && n_decode > 0 && n_decode <= size_t(opts_.spec_max_batch)) {
+    // The step's guesses share draft_max: a verify of k guesses costs about a
+    // k-token prefill chunk, so B sequences guessing draft_max each would
+    // turn a bandwidth-bound decode into a compute-bound one.
+    const int share = std::max(1, opts_.draft_max / int(n_decode));
     for (auto& [s, n] : plan_) {
-      n += plan_draft(*s, budget);
+      n += plan_draft(*s, std::min(budget, share));
       budget -= n - 1;
     }
+  }
   plan_prefill(n_decode, budget);
 }
 
 // A decoding sequence's guesses for this step (its verify entry: the token
-// to feed, then the guesses); returns how many. Never past the context, the
-// request's max_tokens or the step's budget.
+// to feed, then the guesses); returns how many, at most `budget`. Never past
+// the context or the request's max_tokens.
 int Scheduler::plan_draft(Sequence& s, int budget) {
   if (s.draft_k == 0) s.draft_k = opts_.draft_max;
   int k = std::min(s.draft_k, budget);
