@@ -4,24 +4,11 @@
 #include <chrono>
 #include <utility>
 
+#include "sched_log.h"
 #include "sequence.h"
-#include "tern/core/log.h"
 #include "tern/core/memory_budget.h"
 
 namespace tern::sched {
-namespace {
-
-const std::shared_ptr<spdlog::logger>& logger() {
-  static const auto l = tern::log::get("sched");
-  return l;
-}
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-}  // namespace
-
 size_t MediaFeed::bytes(const Request& r) const {
   std::vector<std::pair<Sha256Digest, int64_t>> rows;  // (picture, rows it needs)
   for (const vision::MediaSpan& m : r.media) {

@@ -7,26 +7,13 @@
 
 #include "admission.h"
 #include "media_feed.h"
+#include "sched_log.h"
 #include "sequence.h"
 #include "step_budget.h"
 #include "tern/core/error.h"
-#include "tern/core/log.h"
 #include "tern/engine/engine.h"
 
 namespace tern::sched {
-namespace {
-
-const std::shared_ptr<spdlog::logger>& logger() {
-  static const auto l = tern::log::get("sched");
-  return l;
-}
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-}  // namespace
-
 // take_work's scratch, kept between rounds so that a round allocates nothing
 // in steady state.
 struct Scheduler::Round {

@@ -4,30 +4,13 @@
 #include <algorithm>
 #include <chrono>
 
+#include "sched_log.h"
 #include "sequence.h"
-#include "tern/core/log.h"
 #include "tern/engine/engine.h"
 #include "tern/sched/scheduler.h"
 #include "tern/tokenizer/tokenizer.h"
 
 namespace tern::sched {
-namespace {
-
-const std::shared_ptr<spdlog::logger>& logger() {
-  static const auto l = tern::log::get("sched");
-  return l;
-}
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-double seconds_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-}  // namespace
-
 // Gives s a KV sequence and attaches the longest cached prefix of its tokens.
 void Scheduler::attach(Sequence& s) {
   // An image's positions are keyed by its content hash and which of its rows

@@ -8,30 +8,13 @@
 
 #include "drafter.h"
 #include "media_feed.h"
+#include "sched_log.h"
 #include "sequence.h"
 #include "step_budget.h"
-#include "tern/core/log.h"
 #include "tern/engine/engine.h"
 #include "tern/sched/scheduler.h"
 
 namespace tern::sched {
-namespace {
-
-const std::shared_ptr<spdlog::logger>& logger() {
-  static const auto l = tern::log::get("sched");
-  return l;
-}
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-double seconds_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-}  // namespace
-
 void Scheduler::run_step() {
   last_step_ms_ = 0;
   last_step_decodes_ = 0;

@@ -51,10 +51,7 @@ class FixedSource final : public vision::EmbeddingSource {
 class MediaFeedTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    EngineOptions o;
-    o.model_path = testutil::tiny_model_path();
-    o.n_ctx = 1024;
-    o.max_seqs = 4;
+    EngineOptions o = testutil::tiny_engine_options(1024, 4);
     o.kv_dram_mb = 16;
     o.kv_flash_mb = 0;
     engine_ = Engine::load(o).release();

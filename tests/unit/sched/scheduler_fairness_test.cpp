@@ -23,10 +23,7 @@ namespace {
 using testutil::Collector;
 
 TEST(SchedulerFairness, AClientHoldingEverySlotYieldsOneToAnother) {
-  EngineOptions o;
-  o.model_path = testutil::tiny_model_path();
-  o.n_ctx = 1024;
-  o.max_seqs = 8;
+  EngineOptions o = testutil::tiny_engine_options(1024, 8);
   const std::unique_ptr<Engine> engine = Engine::load(o);
   auto request = [&](const std::string& client, const std::string& text, int max_tokens,
                      const Collector& c) {

@@ -19,10 +19,7 @@ namespace {
 using testutil::Collector;
 
 TEST(SchedulerStop, RequestsStillQueuedAtStopFinishCancelled) {
-  EngineOptions o;
-  o.model_path = testutil::tiny_model_path();
-  o.n_ctx = 256;
-  o.max_seqs = 4;
+  EngineOptions o = testutil::tiny_engine_options(256, 4);
   const std::unique_ptr<Engine> engine = Engine::load(o);
   Metrics m;
   Scheduler s(*engine, SchedulerOptions{2, 64, 64, 0}, m);

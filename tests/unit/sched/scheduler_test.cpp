@@ -47,10 +47,7 @@ constexpr int kGen = 12;
 class SchedulerTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    EngineOptions o;
-    o.model_path = testutil::tiny_model_path();
-    o.n_ctx = kCtx;
-    o.max_seqs = 16;
+    EngineOptions o = testutil::tiny_engine_options(kCtx, 16);
     engine_ = Engine::load(o).release();
   }
   static void TearDownTestSuite() {

@@ -50,10 +50,7 @@ TEST(NgramDrafter, ProposesWhatFollowedTheMostRecentMatch) {
 class Speculative : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    EngineOptions o;
-    o.model_path = testutil::tiny_model_path();
-    o.n_ctx = 1024;
-    o.max_seqs = 16;
+    EngineOptions o = testutil::tiny_engine_options(1024, 16);
     engine_ = Engine::load(o).release();
   }
   static void TearDownTestSuite() {

@@ -42,6 +42,16 @@ inline const std::string& tiny_model_path() {
   return path;
 }
 
+// Engine options for the tiny model: its context and KV sequences; the
+// rest (KV budget, flash tier) at the engine's defaults unless a test sets them.
+inline EngineOptions tiny_engine_options(int n_ctx, int max_seqs) {
+  EngineOptions o;
+  o.model_path = tiny_model_path();
+  o.n_ctx = n_ctx;
+  o.max_seqs = max_seqs;
+  return o;
+}
+
 // The reference the scheduler is held to: greedy decoding written directly
 // on Engine::step, one sequence, the prompt in one chunk, then one token a
 // step (argmax, ties to the lowest id). Stops after n tokens, never at EOS.
