@@ -305,9 +305,11 @@ PersistStats load_prefix_cache(PagedKv& kv, const std::string& dir) {
   for (; seen < n_records; ++seen) {
     const ssize_t n = read_all(fd, rec.data(), rec.size());
     if (n < 0 || size_t(n) != rec.size()) {
-      // The count is the header's claim: bounded so a damaged (huge) one
-      // cannot wrap the tally negative.
-      r.dropped += int64_t(std::min<uint64_t>(n_records - seen, uint64_t(INT64_MAX)));
+      // The count is the header's claim: the tally saturates so a damaged
+      // (huge) one cannot overflow it, on top of records already dropped.
+      const uint64_t missing = n_records - seen;
+      const uint64_t room = uint64_t(INT64_MAX) - uint64_t(r.dropped);
+      r.dropped += int64_t(std::min(missing, room));
       break;
     }
     r.bytes += n;

@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "kv_test_util.h"
+#include "tern/core/sha256.h"
 
 namespace tern::kv {
 namespace {
@@ -136,6 +137,34 @@ TEST(KvPersist, TruncatedFileKeepsTheRecordsBeforeTheCut) {
   std::filesystem::resize_file(file, 20);
   EXPECT_EQ(load_and_check(c, toks, cache.path, &loaded), 0);
   EXPECT_TRUE(loaded.ignored);
+}
+
+// A header whose record count is huge (checksum and all: a file written by
+// something else) over a file with a damaged record: the tally of dropped
+// records saturates instead of overflowing (found by fuzz_kv_snapshot).
+TEST(KvPersist, HugeRecordCountOverADroppedRecordSaturates) {
+  const FakeModel fm;
+  TempDir cache("persist-huge"), spill("persist-huge-spill");
+  const KvConfig c = config(fm, spill.path);
+  const auto toks = tokens(8, kTokens);
+  ASSERT_FALSE(fill_and_save(c, toks, cache.path).failed);
+  const std::string file = cache_file_path(cache.path);
+  std::vector<char> bytes(std::filesystem::file_size(file));
+  std::ifstream(file, std::ios::binary).read(bytes.data(), std::streamsize(bytes.size()));
+  const size_t rec = 64 + PagedKv(c).layout().block_bytes;
+  const size_t head = bytes.size() - size_t(kTokens / kBlock) * rec;
+  const uint64_t huge = ~uint64_t(0);
+  std::memcpy(bytes.data() + head - 40, &huge, 8);
+  const Sha256Digest d = sha256(reinterpret_cast<const uint8_t*>(bytes.data()), head - 32);
+  std::memcpy(bytes.data() + head - 32, d.data(), 32);
+  bytes[head + 64 + 3] ^= 0x55;  // record 0's payload
+  std::ofstream(file, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), std::streamsize(bytes.size()));
+  PersistStats loaded;
+  load_and_check(c, toks, cache.path, &loaded);
+  EXPECT_FALSE(loaded.ignored) << loaded.message;
+  EXPECT_EQ(loaded.blocks, kTokens / kBlock - 1);
+  EXPECT_EQ(loaded.dropped, INT64_MAX);
 }
 
 TEST(KvPersist, AnotherModelOrLayoutIsIgnored) {
