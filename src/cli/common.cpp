@@ -56,6 +56,13 @@ void ModelFlags::add(CLI::App& cmd) {
       ->capture_default_str();
   cmd.add_flag("--no-prefix-cache", no_prefix_cache,
                "never reuse cached KV for a prompt's prefix (to measure what the cache saves)");
+  auto* file = cmd.add_option("--chat-template-file", chat_template_file,
+                              "Jinja chat template to use instead of the model file's own");
+  cmd.add_option("--chat-template", chat_template,
+                 "a built-in chat format instead of the model's template: chatml, llama3, gemma, "
+                 "llama2 or smolvlm")
+      ->check(CLI::IsMember({"chatml", "llama3", "gemma", "llama2", "smolvlm"}))
+      ->excludes(file);
 }
 
 void SamplingFlags::add(CLI::App& cmd) {
@@ -104,6 +111,8 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int max_seqs, Memor
   o.kv_prefetch_layers = flags.kv_prefetch_layers;
   o.kv_staging_mb = flags.kv_staging_mb;
   o.prefix_reuse = !flags.no_prefix_cache;
+  o.chat_template = flags.chat_template;
+  o.chat_template_file = flags.chat_template_file;
   o.budget = budget;
   const bool tty = isatty(STDERR_FILENO);
   std::fprintf(stderr, "loading %s ...", o.model_path.c_str());

@@ -23,6 +23,8 @@ struct ModelFlags {
   int kv_prefetch_layers = 1;
   size_t kv_staging_mb = 0;
   bool no_prefix_cache = false;
+  std::string chat_template;       // a built-in format's name
+  std::string chat_template_file;  // a Jinja template replacing the file's
   void add(CLI::App& cmd);
 };
 

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <vector>
 
@@ -63,6 +65,31 @@ void inject_fault(kv::PagedKv& kv, const std::string& spec) {
   log::get("engine")->warn("KV flash fault injection on: {}", spec);
 }
 
+// The model's own template unless the options name another (a file that does
+// not parse is an error: the user asked for it).
+ChatTemplate chat_template_for(const EngineOptions& opts, const gguf::GgufFile& file,
+                               const Tokenizer& tok) {
+  if (!opts.chat_template.empty()) return ChatTemplate::of_name(opts.chat_template);
+  if (opts.chat_template_file.empty()) return ChatTemplate::from_gguf(file, tok);
+  constexpr uintmax_t kMaxTemplateBytes = 1 << 20;
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(opts.chat_template_file, ec);
+  if (ec)
+    throw InvalidArgument("--chat-template-file " + opts.chat_template_file + ": " + ec.message());
+  if (size > kMaxTemplateBytes)
+    throw InvalidArgument("--chat-template-file " + opts.chat_template_file + ": " +
+                          std::to_string(size) + " bytes, more than the 1 MiB a template may have");
+  std::ifstream in(opts.chat_template_file, std::ios::binary);
+  std::string src((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in && !in.eof())
+    throw InvalidArgument("--chat-template-file " + opts.chat_template_file + ": cannot read it");
+  try {
+    return ChatTemplate::from_jinja(src, ChatTemplate::tokens_of(tok));
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument("--chat-template-file " + opts.chat_template_file + ": " + e.what());
+  }
+}
+
 }  // namespace
 
 struct Engine::Text {
@@ -84,8 +111,12 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts,
     load.force_format = kernels::WeightFormat::Int8Sym;
   // Before repacking releases the mapping: what identifies this model's KV.
   const std::string fingerprint = model_fingerprint(*file, load);
-  e->text_ =
-      std::make_unique<Text>(Text{Tokenizer::from_gguf(*file), ChatTemplate::from_gguf(*file)});
+  {
+    Tokenizer tok = Tokenizer::from_gguf(*file);
+    ChatTemplate tmpl = chat_template_for(opts, *file, tok);
+    lg->info("chat template: {}", tmpl.describe());
+    e->text_ = std::make_unique<Text>(Text{std::move(tok), std::move(tmpl)});
+  }
   e->model_ = Model::load(file, load, *e->pool_, progress);
   const ModelConfig& c = e->model_->config();
   if (e->text_->tokenizer.n_vocab() > c.n_vocab) {

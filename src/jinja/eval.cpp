@@ -173,6 +173,11 @@ Value Interpreter::eval_binary(const Expr& e) {
     check_size(s.size() + to_str(b).size());
     return Value(s.append(to_str(b)));
   }
+  // A string plus an undefined value is the string, as llama.cpp's engine
+  // has it (jinja2 raises): templates that add a missing optional field
+  // ("): " + param.description) render as they do under llama.cpp.
+  if (op == "+" && a.is_string() && b.is_undefined()) return a;
+  if (op == "+" && a.is_undefined() && b.is_string()) return b;
   if (a.is_undefined()) undefined_error(*this, a);
   if (b.is_undefined()) undefined_error(*this, b);
   const bool an = a.is_number() || a.is_bool(), bn = b.is_number() || b.is_bool();

@@ -39,31 +39,23 @@ std::vector<int32_t> prompt_tokens(ServerContext& ctx, const GenerationRequest& 
     }
     return tok.encode(g.prompt, /*add_bos=*/true, /*parse_special=*/true);
   }
-  std::vector<ChatMessage> msgs;
-  msgs.reserve(g.messages.size());
-  for (const auto& m : g.messages) {
-    msgs.push_back({m.role, m.content, {}});
-    for (const auto& c : m.tool_calls) msgs.back().tool_calls.push_back({c.name, c.arguments});
-  }
-  std::vector<ChatTool> tools;
-  if (g.uses_tools())
-    for (const ToolSpec& t : g.tools) tools.push_back({t.name, t.description, t.parameters});
-  try {
-    if (!g.images.empty()) {
-      if (!ctx.vision) throw InvalidArgument("this server has no vision projector (--mmproj)");
-      const std::vector<TextSegment> text =
-          ctx.engine.chat_template().segments(msgs, /*add_generation_prompt=*/true, tools);
+  if (!g.images.empty() && !ctx.vision)
+    throw ApiError::bad_request(
+        "Invalid 'messages': this server has no vision projector (--mmproj)", "messages",
+        "invalid_value");
+  const std::vector<TextSegment> text = chat_segments(ctx.engine.chat_template(), g);
+  if (!g.images.empty()) {
+    try {
       MediaPrompt p = ctx.vision->build(text, /*add_bos=*/true, g.images);
       media = std::move(p.media);
       return std::move(p.tokens);
+    } catch (const InvalidArgument& e) {
+      throw ApiError::bad_request(std::string("Invalid 'messages': ") + e.what(), "messages",
+                                  "invalid_value");
     }
-    // Message content is tokenized literally: only the template's markers are control tokens.
-    return encode_chat(tok, ctx.engine.chat_template(), msgs, /*add_generation_prompt=*/true,
-                       tools);
-  } catch (const InvalidArgument& e) {
-    throw ApiError::bad_request(std::string("Invalid 'messages': ") + e.what(), "messages",
-                                "invalid_value");
   }
+  // Message content is tokenized literally: only the template's markers are control tokens.
+  return tok.encode(text, /*add_bos=*/true);
 }
 
 // logit_bias keys are token ids of this model's vocabulary.
@@ -132,6 +124,34 @@ void submit_one(ServerContext& ctx, sched::Request r, const char* param) {
 }
 
 }  // namespace
+
+ChatInput chat_input(const GenerationRequest& g) {
+  ChatInput in;
+  in.messages.reserve(g.messages.size());
+  for (const auto& m : g.messages) {
+    ChatMessage& cm = in.messages.emplace_back();
+    cm.role = m.role;
+    cm.content = m.content;
+    cm.tool_call_id = m.tool_call_id;
+    cm.reasoning_content = m.reasoning_content;
+    for (const auto& c : m.tool_calls) cm.tool_calls.push_back({c.name, c.arguments, c.id});
+  }
+  if (g.uses_tools())
+    for (const ToolSpec& t : g.tools) in.tools.push_back({t.name, t.description, t.parameters});
+  if (g.chat_template_kwargs.is_object()) in.kwargs = &g.chat_template_kwargs;
+  return in;
+}
+
+std::vector<TextSegment> chat_segments(const ChatTemplate& tmpl, const GenerationRequest& g,
+                                       bool add_generation_prompt) {
+  const ChatInput in = chat_input(g);
+  try {
+    return tmpl.segments(in.messages, add_generation_prompt, in.tools, in.kwargs);
+  } catch (const InvalidArgument& e) {
+    throw ApiError::bad_request(std::string("Invalid 'messages': ") + e.what(), "messages",
+                                "invalid_value");
+  }
+}
 
 ToolCallSyntax tool_syntax(ServerContext& ctx) {
   const ChatToolFormat f = ctx.engine.chat_template().tool_format();

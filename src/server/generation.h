@@ -11,6 +11,7 @@
 #include "tern/sched/stream.h"
 #include "tern/server/openai_bodies.h"
 #include "tern/server/openai_request.h"
+#include "tern/tokenizer/chat_template.h"
 
 namespace tern::server {
 
@@ -40,6 +41,20 @@ Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, con
 awaitable<Submission> prepare_generation(ServerContext& ctx, const GenerationRequest& g,
                                          const std::string& rid, const std::string& client,
                                          sched::Stream::Notify notify);
+
+// A chat request's conversation as the chat template takes it (kwargs points
+// into the request).
+struct ChatInput {
+  std::vector<ChatMessage> messages;
+  std::vector<ChatTool> tools;  // offered (tool_choice not "none")
+  const nlohmann::ordered_json* kwargs = nullptr;
+};
+ChatInput chat_input(const GenerationRequest& g);
+
+// The request's prompt as template text and input runs; a conversation the
+// template refuses is a 400 naming 'messages'.
+std::vector<TextSegment> chat_segments(const ChatTemplate& tmpl, const GenerationRequest& g,
+                                       bool add_generation_prompt = true);
 
 // How the served model writes tool calls (its chat template's format).
 ToolCallSyntax tool_syntax(ServerContext& ctx);

@@ -233,8 +233,10 @@ std::vector<Message> parse_messages(const json& body, UnknownFields policy) {
     const json& m = (*msgs)[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) wrong_type(where, "an object", m);
-    check_fields(m, "messages[].",
-                 {"role", "content", "name", "tool_calls", "tool_call_id", "refusal"}, policy);
+    check_fields(
+        m, "messages[].",
+        {"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "reasoning_content"},
+        policy);
     if (const json* v = field(m, "refusal"))
       if (!(v->is_string() && v->get<std::string>().empty()))
         unsupported(where + ".refusal", "refusals in messages are not supported.");
@@ -243,16 +245,53 @@ std::vector<Message> parse_messages(const json& body, UnknownFields policy) {
       throw ApiError::bad_request("Missing required parameter: '" + where + ".role'.",
                                   where + ".role", "missing_required_parameter");
     if (!role->is_string()) wrong_type(where + ".role", "a string", *role);
+    // "developer" stays itself: the chat template decides (gpt-oss's knows it,
+    // the others read it as "system").
     std::string r = role->get<std::string>();
-    if (r == "developer") r = "system";
-    if (r != "system" && r != "user" && r != "assistant" && r != "tool")
+    if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool")
       bad_value(where + ".role", "'" + role->get<std::string>() +
                                      "' is not supported. Supported values are: 'system', "
                                      "'developer', 'user', 'assistant' and 'tool'.");
     out.push_back({r, message_content(m, where, r)});
     parse_message_tools(m, where, out.back());
+    // The thinking of an earlier answer, as llama.cpp and DeepSeek's API take
+    // it back (templates that keep reasoning in the history show it).
+    if (const json* v = field(m, "reasoning_content"); v && !v->is_null()) {
+      if (r != "assistant")
+        bad_value(where + ".reasoning_content", "only assistant messages carry reasoning.");
+      if (!v->is_string()) wrong_type(where + ".reasoning_content", "a string", *v);
+      out.back().reasoning_content = v->get<std::string>();
+    }
   }
   return out;
+}
+
+// chat_template_kwargs: extra variables for the model's chat template (an
+// object of at most 64 entries, 64 KiB as JSON); reasoning_effort: OpenAI's
+// field, handed to the template as llama.cpp does ("none" turns thinking off).
+void parse_template_kwargs(const json& body, GenerationRequest& r) {
+  if (const json* k = field(body, "chat_template_kwargs"); k && !k->is_null()) {
+    if (!k->is_object()) wrong_type("chat_template_kwargs", "an object", *k);
+    if (k->size() > 64) bad_value("chat_template_kwargs", "more than 64 entries.");
+    const std::string text = k->dump();
+    if (text.size() > (64u << 10)) bad_value("chat_template_kwargs", "larger than 64 KiB.");
+    r.chat_template_kwargs = nlohmann::ordered_json::parse(text);
+  }
+  if (const json* e = field(body, "reasoning_effort"); e && !e->is_null()) {
+    if (!e->is_string()) wrong_type("reasoning_effort", "a string", *e);
+    const std::string v = e->get<std::string>();
+    if (v != "none" && v != "minimal" && v != "low" && v != "medium" && v != "high")
+      bad_value("reasoning_effort", "'" + v +
+                                        "' is not supported. Supported values are: 'none', "
+                                        "'minimal', 'low', 'medium' and 'high'.");
+    if (!r.chat_template_kwargs.is_object())
+      r.chat_template_kwargs = nlohmann::ordered_json::object();
+    if (v == "none") {
+      r.chat_template_kwargs["enable_thinking"] = false;
+    } else {
+      r.chat_template_kwargs["reasoning_effort"] = v;
+    }
+  }
 }
 
 void parse_prompt(const json& body, GenerationRequest& r) {
@@ -328,7 +367,9 @@ GenerationRequest parse_chat_request(const json& body, const std::vector<std::st
                 "repeat_penalty",
                 "repeat_last_n",
                 "ignore_eos",
-                "cache_prompt"},
+                "cache_prompt",
+                "chat_template_kwargs",
+                "reasoning_effort"},
                policy, extra);
   GenerationRequest r;
   r.kind = GenerationRequest::Kind::Chat;
@@ -338,6 +379,7 @@ GenerationRequest parse_chat_request(const json& body, const std::vector<std::st
   parse_chat_logprobs(body, r.params);
   parse_max_tokens(body, "max_completion_tokens", r);
   parse_tools(body, r);
+  parse_template_kwargs(body, r);
   return r;
 }
 

@@ -1,5 +1,6 @@
 #include "tokenize_route.h"
 
+#include "generation.h"
 #include "json_fields.h"
 #include "routes.h"
 #include "session.h"
@@ -24,22 +25,18 @@ json piece_json(const std::string& piece) {
   return bytes;
 }
 
-// Chat messages as /v1/chat/completions parses and tokenizes them.
+// Chat messages (with tools and chat_template_kwargs) as
+// /v1/chat/completions parses and tokenizes them.
 std::vector<int32_t> chat_ids(const Tokenizer& tok, const ChatTemplate& tmpl, const json& body,
                               UnknownFields unknown) {
   bool add_generation_prompt = true;
   get_bool(body, "add_generation_prompt", add_generation_prompt);
-  const GenerationRequest g =
-      parse_chat_request(json{{"messages", body.at("messages")}}, {}, unknown);
-  std::vector<ChatMessage> msgs;
-  msgs.reserve(g.messages.size());
-  for (const auto& m : g.messages) msgs.push_back({m.role, m.content});
-  try {
-    return encode_chat(tok, tmpl, msgs, add_generation_prompt);
-  } catch (const InvalidArgument& e) {
-    throw ApiError::bad_request(std::string("Invalid 'messages': ") + e.what(), "messages",
-                                "invalid_value");
-  }
+  json chat = json::object();
+  for (const char* k :
+       {"messages", "tools", "tool_choice", "chat_template_kwargs", "reasoning_effort"})
+    if (body.contains(k)) chat[k] = body.at(k);
+  const GenerationRequest g = parse_chat_request(chat, {}, unknown);
+  return tok.encode(chat_segments(tmpl, g, add_generation_prompt), /*add_bos=*/true);
 }
 
 }  // namespace

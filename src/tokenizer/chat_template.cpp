@@ -1,7 +1,10 @@
 // Chat template recognition and native formatting (see chat_template.h).
 #include "tern/tokenizer/chat_template.h"
 
+#include <nlohmann/json.hpp>
+
 #include "chat_tools.h"
+#include "jinja_chat.h"
 #include "tern/core/error.h"
 #include "tern/core/log.h"
 #include "tern/gguf/gguf_file.h"
@@ -66,6 +69,14 @@ std::string find_default_system_prompt(std::string_view src) {
   return {};
 }
 
+// The built-in formats read "developer" as "system" (as OpenAI defines it).
+std::vector<ChatMessage> developer_as_system(std::span<const ChatMessage> msgs) {
+  std::vector<ChatMessage> out(msgs.begin(), msgs.end());
+  for (ChatMessage& m : out)
+    if (m.role == "developer") m.role = "system";
+  return out;
+}
+
 void check_role(const ChatMessage& m, std::string_view tmpl, bool allow_tool) {
   if (m.role == "system" || m.role == "user" || m.role == "assistant" ||
       (allow_tool && m.role == "tool"))
@@ -94,7 +105,7 @@ ChatTemplate ChatTemplate::from_string(std::string_view src) {
   return ChatTemplate(Kind::ChatML, {});
 }
 
-ChatTemplate ChatTemplate::from_gguf(const gguf::GgufFile& f) {
+ChatTemplate ChatTemplate::from_gguf(const gguf::GgufFile& f, const Tokenizer& tok) {
   const std::string src = f.get_string_or("tokenizer.chat_template", "");
   // Gemma base (pretrained) files ship no template but a vocabulary with the
   // turn markers: use Gemma's own turns rather than ChatML, whose markers the
@@ -102,7 +113,53 @@ ChatTemplate ChatTemplate::from_gguf(const gguf::GgufFile& f) {
   if (src.empty() && f.get_string_or("general.architecture", "").starts_with("gemma")) {
     return ChatTemplate(Kind::Gemma, {});
   }
-  return from_string(src);
+  if (src.empty()) return from_string(src);
+  try {
+    return from_jinja(src, tokens_of(tok));
+  } catch (const InvalidArgument& e) {
+    ChatTemplate t = from_string(src);
+    log::get("tokenizer")
+        ->warn("the file's chat template does not run ({}); using the built-in '{}' format",
+               e.what(), t.name());
+    return t;
+  }
+}
+
+ChatTemplate ChatTemplate::from_jinja(std::string_view source, ChatTokens tokens, std::time_t now) {
+  ChatTemplate t(Kind::Jinja, {});
+  t.jinja_ = std::make_shared<const chat_jinja::Renderer>(source, std::move(tokens), now);
+  return t;
+}
+
+ChatTokens ChatTemplate::tokens_of(const Tokenizer& tok) {
+  ChatTokens t;
+  if (tok.bos() >= 0) t.bos = tok.token_text(tok.bos());
+  if (tok.eos() >= 0) t.eos = tok.token_text(tok.eos());
+  t.add_bos = tok.add_bos_default();
+  return t;
+}
+
+ChatTemplate ChatTemplate::of_name(std::string_view name) {
+  for (Kind k : {Kind::ChatML, Kind::Llama3, Kind::Gemma, Kind::Llama2, Kind::SmolVLM}) {
+    ChatTemplate t(k, {});
+    if (t.name() == name) return t;
+  }
+  throw InvalidArgument("unknown chat template '" + std::string(name) +
+                        "' (built-in formats: chatml, llama3, gemma, llama2, smolvlm; "
+                        "--chat-template-file FILE reads a Jinja template)");
+}
+
+std::string_view ChatTemplate::source() const {
+  return jinja_ ? std::string_view(jinja_->source()) : std::string_view();
+}
+
+std::string ChatTemplate::describe() const {
+  if (!jinja_) return std::string(name());
+  const chat_jinja::Caps& c = jinja_->caps();
+  auto flag = [](const char* n, bool v) { return std::string(n) + (v ? "=yes" : "=no"); };
+  return "jinja (" + flag("system_role", c.system_role) + " " + flag("tools", c.tools) + " " +
+         flag("tool_calls", c.tool_calls) + " " + flag("object_arguments", c.object_arguments) +
+         " " + flag("string_content", c.string_content) + ")";
 }
 
 ChatTemplate ChatTemplate::of_kind(Kind kind, std::string default_system_prompt) {
@@ -121,6 +178,8 @@ std::string_view ChatTemplate::name() const {
       return "llama2";
     case Kind::SmolVLM:
       return "smolvlm";
+    case Kind::Jinja:
+      return "jinja";
   }
   return "?";
 }
@@ -144,9 +203,13 @@ class ChatTemplate::Prompt {
   std::vector<TextSegment> segs_;
 };
 
-std::vector<TextSegment> ChatTemplate::segments(std::span<const ChatMessage> msgs,
+std::vector<TextSegment> ChatTemplate::segments(std::span<const ChatMessage> all,
                                                 bool add_generation_prompt,
-                                                std::span<const ChatTool> tools) const {
+                                                std::span<const ChatTool> tools,
+                                                const nlohmann::ordered_json* kwargs) const {
+  if (jinja_) return jinja_->render(all, add_generation_prompt, tools, kwargs);
+  const std::vector<ChatMessage> mapped = developer_as_system(all);
+  const std::span<const ChatMessage> msgs = mapped;
   Prompt p;
   switch (kind_) {
     case Kind::ChatML:
@@ -164,19 +227,28 @@ std::vector<TextSegment> ChatTemplate::segments(std::span<const ChatMessage> msg
     case Kind::SmolVLM:
       smolvlm(chat_tools::lower_generic(msgs, tools), add_generation_prompt, p);
       break;
+    case Kind::Jinja:
+      break;
   }
   return p.take();
 }
 
 std::string ChatTemplate::apply(std::span<const ChatMessage> msgs, bool add_generation_prompt,
-                                std::span<const ChatTool> tools) const {
+                                std::span<const ChatTool> tools,
+                                const nlohmann::ordered_json* kwargs) const {
   std::string out;
-  for (const TextSegment& s : segments(msgs, add_generation_prompt, tools)) out += s.text;
+  for (const TextSegment& s : segments(msgs, add_generation_prompt, tools, kwargs)) out += s.text;
   return out;
 }
 
 ChatToolFormat ChatTemplate::tool_format() const {
-  if (kind_ == Kind::Llama3) return {"", "", "parameters"};
+  // A Jinja template's model writes calls the way its template writes them
+  // in the history: Hermes' <tool_call> tags, or Llama 3's bare JSON.
+  const std::string_view src = source();
+  const bool llama3 = kind_ == Kind::Llama3 ||
+                      (jinja_ && !contains(src, "<tool_call>") &&
+                       contains(src, "<|start_header_id|>") && contains(src, "parameters"));
+  if (llama3) return {"", "", "parameters"};
   return {std::string(chat_tools::kCallOpen), std::string(chat_tools::kCallClose), "arguments"};
 }
 
@@ -322,8 +394,9 @@ void ChatTemplate::smolvlm(std::span<const ChatMessage> msgs, bool add_generatio
 
 std::vector<int32_t> encode_chat(const Tokenizer& tok, const ChatTemplate& tmpl,
                                  std::span<const ChatMessage> msgs, bool add_generation_prompt,
-                                 std::span<const ChatTool> tools) {
-  return tok.encode(tmpl.segments(msgs, add_generation_prompt, tools), /*add_bos=*/true);
+                                 std::span<const ChatTool> tools,
+                                 const nlohmann::ordered_json* kwargs) {
+  return tok.encode(tmpl.segments(msgs, add_generation_prompt, tools, kwargs), /*add_bos=*/true);
 }
 
 }  // namespace tern

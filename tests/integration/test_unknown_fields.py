@@ -23,11 +23,12 @@ def sdk(server):
 
 def test_unknown_fields_are_ignored_and_logged_once(server, client, healthy):
     for _ in range(2):
-        r = ask(client, reasoning_effort="low", metadata={"team": "qa"},
-                extra_body={"stream_options": None, "some_future_field": {"a": 1}})
+        r = ask(client, metadata={"team": "qa"},
+                extra_body={"stream_options": None, "verbosity": "low",
+                            "some_future_field": {"a": 1}})
         assert r.choices[0].message.content
     log = server.log()
-    assert log.count("unknown request field 'reasoning_effort'") == 1
+    assert log.count("unknown request field 'verbosity'") == 1
     assert log.count("unknown request field 'some_future_field'") == 1
     # Nested unknown fields too, streaming.
     chunks = list(ask(client, stream=True,
@@ -48,10 +49,10 @@ def test_strict_fields_refuses_unknown_fields():
     with TernServer("--strict-fields") as srv:
         client = sdk(srv)
         with pytest.raises(openai.BadRequestError) as e:
-            ask(client, reasoning_effort="low", metadata={"team": "qa"})
+            ask(client, metadata={"team": "qa"}, extra_body={"verbosity": "low"})
         assert e.value.status_code == 400
         assert e.value.body["code"] == "unknown_parameter"
-        assert e.value.body["param"] == "reasoning_effort"
+        assert e.value.body["param"] == "verbosity"
         # Known fields (metadata, store, ...) still pass, and the server keeps serving.
         assert ask(client, metadata={"team": "qa"}, store=False).choices[0].message.content
         r = requests.post(srv.url + "/v1/completions", timeout=300,

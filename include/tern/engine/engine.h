@@ -43,6 +43,9 @@ struct EngineOptions {
   int kv_prefetch_layers = 1;  // flash reads run this many layers ahead
   size_t kv_staging_mb = 0;    // of kv_dram_mb, buffers for streamed blocks; 0: 1/16 of it
   bool prefix_reuse = true;    // false: no prompt reuses cached KV (kv::KvConfig)
+  // The chat template: the model file's own unless one of these is set.
+  std::string chat_template;       // a built-in format by name (ChatTemplate::of_name)
+  std::string chat_template_file;  // a Jinja template file
   // The one memory budget KV blocks and image embeddings share (null: none;
   // see core/memory_budget.h). It must outlive the engine.
   MemoryBudget* budget = nullptr;

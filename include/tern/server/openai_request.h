@@ -32,10 +32,11 @@ struct ImageSource {
 };
 
 struct Message {
-  std::string role;  // system, user, assistant, tool ("developer" is read as system)
+  std::string role;  // system, developer, user, assistant, tool
   std::string content;
   std::vector<MessageToolCall> tool_calls{};  // assistant
   std::string tool_call_id{};                 // tool: the call this answers
+  std::string reasoning_content{};            // assistant: its earlier thinking
   // The frames of the media markers in `content`, when the message keeps
   // them itself (a stored Responses conversation); chat keeps them in
   // GenerationRequest::images instead.
@@ -65,6 +66,9 @@ struct GenerationRequest {
   int n = 1;                           // choices, 1..kMaxChoices
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // Chat: extra chat-template variables (chat_template_kwargs, and
+  // reasoning_effort as llama.cpp passes it); null when none.
+  nlohmann::ordered_json chat_template_kwargs;
   // Chat: the functions offered (see "Tool calling" in README.md).
   std::vector<ToolSpec> tools;
   ToolChoice tool_choice = ToolChoice::Auto;

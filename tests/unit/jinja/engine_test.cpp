@@ -213,6 +213,9 @@ TEST(JinjaUndefined, AsJinja2) {
   EXPECT_NE(error_of("{{ nothing.attr }}").find("'nothing' is undefined"), std::string::npos);
   EXPECT_NE(error_of("{{ nothing + 1 }}").find("undefined"), std::string::npos);
   EXPECT_EQ(render("[{{ none.x }}]"), "[]");  // attribute of None is undefined
+  // As llama.cpp (not jinja2): a string plus undefined is the string.
+  EXPECT_EQ(render("{{ 'a: ' + d.missing }}|{{ nothing + 'b' }}", R"({"d":{}})"), "a: |b");
+  EXPECT_NE(error_of("{{ [1] + nothing }}").find("undefined"), std::string::npos);
 }
 
 TEST(JinjaGlobals, RangeRaiseAndStrftime) {

@@ -89,7 +89,7 @@ TEST(OpenAiRequest, MaxCompletionTokensAndContentParts) {
   const auto r = parse_chat_request(body);
   EXPECT_EQ(r.params.max_tokens, 5);
   ASSERT_EQ(r.messages.size(), 3u);
-  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[0].role, "developer");  // the chat template reads it (as system, mostly)
   EXPECT_EQ(r.messages[1].content, "a\nb");
   EXPECT_EQ(r.messages[2].content, "");
 }
@@ -231,6 +231,32 @@ TEST(OpenAiRequest, BadMessages) {
         {"content", json::array({{{"type", "image_url"}, {"image_url", {{"url", "x"}}}}})}}});
   EXPECT_EQ(chat_error(chat({{"messages", image}})).code(), "unsupported_value");
   EXPECT_EQ(chat_error(chat({{"messages", json::array({"hi"})}})).param(), "messages[0]");
+}
+
+TEST(OpenAiRequest, TemplateKwargsReasoningEffortAndEarlierReasoning) {
+  auto r = parse_chat_request(chat({{"chat_template_kwargs", {{"enable_thinking", false}}}}));
+  EXPECT_EQ(r.chat_template_kwargs, nlohmann::ordered_json({{"enable_thinking", false}}));
+  r = parse_chat_request(chat({{"reasoning_effort", "high"}}));
+  EXPECT_EQ(r.chat_template_kwargs["reasoning_effort"], "high");
+  r = parse_chat_request(chat({{"reasoning_effort", "none"}}));
+  EXPECT_EQ(r.chat_template_kwargs["enable_thinking"], false);
+  EXPECT_TRUE(parse_chat_request(chat({})).chat_template_kwargs.is_null());
+  EXPECT_EQ(chat_error(chat({{"chat_template_kwargs", "x"}})).code(), "invalid_type");
+  EXPECT_EQ(chat_error(chat({{"reasoning_effort", "extreme"}})).param(), "reasoning_effort");
+  json big = json::object();
+  for (int i = 0; i < 65; ++i) big["k" + std::to_string(i)] = i;
+  EXPECT_EQ(chat_error(chat({{"chat_template_kwargs", big}})).param(), "chat_template_kwargs");
+  const json thought = json::array(
+      {{{"role", "user"}, {"content", "2+2?"}},
+       {{"role", "assistant"}, {"content", "4"}, {"reasoning_content", "two and two"}}});
+  r = parse_chat_request(chat({{"messages", thought}}));
+  EXPECT_EQ(r.messages[1].reasoning_content, "two and two");
+  json bad = thought;
+  bad[0]["reasoning_content"] = "x";
+  EXPECT_EQ(chat_error(chat({{"messages", bad}})).param(), "messages[0].reasoning_content");
+  bad = thought;
+  bad[1]["reasoning_content"] = 5;
+  EXPECT_EQ(chat_error(chat({{"messages", bad}})).code(), "invalid_type");
 }
 
 TEST(OpenAiRequest, StopStrings) {

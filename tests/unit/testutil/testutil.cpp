@@ -4,6 +4,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
 
 namespace tern::test {
 
@@ -41,6 +44,19 @@ std::string temp_path(const std::string& name) {
     return d.string();
   }();
   return dir + "/" + name;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::time_t utc_time(const std::string& text, const char* fmt) {
+  std::tm tm{};
+  std::istringstream(text) >> std::get_time(&tm, fmt);
+  return timegm(&tm);
 }
 
 }  // namespace tern::test

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by unit tests: where the source tree, fixtures and default
 // model live. Tests that need the real model skip (GTEST_SKIP) when it is absent.
+#include <ctime>
 #include <string>
 
 namespace tern::test {
@@ -11,5 +12,8 @@ std::string default_model_path();                   // models/SmolLM2-135M-Instr
 std::string gemma3_model_path();  // models/gemma-3-270m-it-Q4_K_M.gguf ($TERN_GEMMA3_MODEL)
 bool file_exists(const std::string& path);
 std::string temp_path(const std::string& name);  // a fresh path in a per-process temp dir
+std::string read_file(const std::string& path);  // the whole file ("" if unreadable)
+// A UTC instant written as `fmt` (std::get_time's), e.g. "%Y-%m-%dT%H:%M:%S".
+std::time_t utc_time(const std::string& text, const char* fmt);
 
 }  // namespace tern::test

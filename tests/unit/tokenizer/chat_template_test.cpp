@@ -222,11 +222,16 @@ TEST(ChatTemplate, DefaultModelTemplate) {
   if (!test::file_exists(model)) GTEST_SKIP() << "default model not found: " << model;
   const gguf::GgufFile f = gguf::GgufFile::open(model);
   EXPECT_EQ(f.get_string("tokenizer.chat_template"), kSmolLM2Template);
-  const ChatTemplate t = ChatTemplate::from_gguf(f);
-  EXPECT_EQ(t.kind(), ChatTemplate::Kind::ChatML);
-  EXPECT_EQ(t.default_system_prompt(), kSmolSystem);
-  // The prompt tokenizes with the chat markers as single control tokens.
   const Tokenizer tok = Tokenizer::from_gguf(f);
+  const ChatTemplate t = ChatTemplate::from_gguf(f, tok);
+  // The file's own template, run as Jinja, writes its default system turn.
+  EXPECT_EQ(t.kind(), ChatTemplate::Kind::Jinja);
+  EXPECT_EQ(t.apply(Msgs{{"user", "Hi"}}, true), "<|im_start|>system\n" + kSmolSystem +
+                                                     "<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                                                     "<|im_start|>assistant\n");
+  EXPECT_EQ(t.apply(Msgs{{"user", "Hi"}}, true),
+            ChatTemplate::from_string(kSmolLM2Template).apply(Msgs{{"user", "Hi"}}, true));
+  // The prompt tokenizes with the chat markers as single control tokens.
   const auto ids = tok.encode(t.apply(Msgs{{"user", "Hi"}}, true), tok.add_bos_default(), true);
   ASSERT_FALSE(ids.empty());
   EXPECT_EQ(ids.front(), *tok.token_id("<|im_start|>"));
@@ -243,7 +248,7 @@ TEST(EncodeChat, InjectedTurnMarkersStayLiteralText) {
   if (!test::file_exists(model)) GTEST_SKIP() << "default model not found: " << model;
   const gguf::GgufFile f = gguf::GgufFile::open(model);
   const Tokenizer tok = Tokenizer::from_gguf(f);
-  const ChatTemplate t = ChatTemplate::from_gguf(f);
+  const ChatTemplate t = ChatTemplate::from_gguf(f, tok);
   const std::string content = "Hi" + kForged;
   const Msgs msgs = {{"user", content}};
   const auto ids = encode_chat(tok, t, msgs, true);

@@ -1,0 +1,324 @@
+// A chat template run by the Jinja engine (see jinja_chat.h).
+//
+// The conversation is given to the template in the shape llama.cpp's server
+// gives it, so one set of messages makes the same prompt in both:
+//   {"role", "content" (a string, "" when empty), "reasoning_content"?,
+//    "tool_call_id"?, "tool_calls"?: [{"type": "function",
+//    "function": {"name", "arguments"}, "id"?}]}
+// with the variables messages, bos_token, eos_token, enable_thinking (true
+// unless chat_template_kwargs says otherwise), tools (when offered),
+// datetime and date_string (today), add_generation_prompt (only when set),
+// and chat_template_kwargs on top.
+#include "jinja_chat.h"
+
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+#include "chat_tools.h"
+#include "tern/core/error.h"
+#include "tern/jinja/value.h"
+
+namespace tern::chat_jinja {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// Probe texts: what reaches the output tells what the template does with a
+// field (none of them can occur in a real template).
+constexpr std::string_view kSystemMark = "SYSTEM_PROBE_7c1d";
+constexpr std::string_view kStringMark = "STRING_PROBE_7c1d";
+constexpr std::string_view kTypedMark = "TYPED_PROBE_7c1d";
+constexpr std::string_view kArgMark = "ARG_PROBE_7c1d";
+constexpr std::string_view kCallMark = "CALL_PROBE_7c1d";
+constexpr std::string_view kToolMark = "TOOL_PROBE_7c1d";
+
+std::string format_day(std::time_t t, const char* fmt, bool utc) {
+  std::tm tm{};
+  if (utc) {
+    gmtime_r(&t, &tm);
+  } else {
+    localtime_r(&t, &tm);
+  }
+  char buf[64];
+  return std::string(buf, std::strftime(buf, sizeof buf, fmt, &tm));
+}
+
+std::string trim(std::string_view s) {
+  const size_t b = s.find_first_not_of(" \t\n\r\f\v");
+  if (b == std::string_view::npos) return {};
+  const size_t e = s.find_last_not_of(" \t\n\r\f\v");
+  return std::string(s.substr(b, e - b + 1));
+}
+
+// Whether the template knows a thinking mode (then enable_thinking defaults
+// to true, as llama.cpp's server has it for templates it finds reasoning
+// markers in; a template that only switches a line of text, like Apertus'
+// "Deliberation: enabled", is left off).
+bool knows_thinking(std::string_view src) {
+  for (std::string_view mark : {"reasoning_content", "think>", "[THINK]", "<|channel"})
+    if (src.find(mark) != std::string_view::npos) return true;
+  return false;
+}
+
+json tool_json(const ChatTool& t) {
+  json params = json::parse(t.parameters, nullptr, /*allow_exceptions=*/false);
+  if (params.is_discarded()) params = json::object();
+  return json{
+      {"type", "function"},
+      {"function", json{{"name", t.name}, {"description", t.description}, {"parameters", params}}}};
+}
+
+// One message as llama.cpp's common_chat_msg::to_json_oaicompat writes it.
+json message_json(const ChatMessage& m) {
+  json j = {{"role", m.role}, {"content", m.content}};
+  if (!m.reasoning_content.empty()) j["reasoning_content"] = m.reasoning_content;
+  if (!m.tool_call_id.empty()) j["tool_call_id"] = m.tool_call_id;
+  if (!m.tool_calls.empty()) {
+    json calls = json::array();
+    for (const ChatToolCall& c : m.tool_calls) {
+      json call = {{"type", "function"},
+                   {"function", json{{"name", c.name}, {"arguments", c.arguments}}}};
+      if (!c.id.empty()) call["id"] = c.id;
+      calls.push_back(std::move(call));
+    }
+    j["tool_calls"] = std::move(calls);
+  }
+  return j;
+}
+
+// The reshaping llama.cpp applies before rendering, from what the template
+// takes (its workarounds in common/chat.cpp).
+json polyfill(json messages, const Caps& caps, std::string_view source) {
+  // StepFun's template: surrounding whitespace in a message sends its model
+  // into reasoning loops, so llama.cpp trims every text first.
+  if (source.find("You have access to the following functions in JSONSchema format") !=
+      std::string_view::npos) {
+    for (json& m : messages)
+      for (const char* k : {"content", "reasoning_content"})
+        if (m.contains(k) && m[k].is_string()) m[k] = trim(m[k].get<std::string>());
+  }
+  // "developer" is the system role, except to gpt-oss (its template knows both).
+  if (source.find("<|channel|>") == std::string_view::npos)
+    for (json& m : messages)
+      if (m["role"] == "developer") m["role"] = "system";
+  // A template with no system role: the first system message joins the next
+  // message's text (or is dropped when it is the only one).
+  if (!caps.system_role && !messages.empty() && messages.front()["role"] == "system") {
+    if (messages.size() > 1) {
+      messages[1]["content"] = messages[0]["content"].get<std::string>() + "\n" +
+                               messages[1]["content"].get<std::string>();
+    }
+    messages.erase(messages.begin());
+  }
+  // Families whose templates read an earlier answer's thinking elsewhere
+  // (llama.cpp's handlers for them move it the same way).
+  const bool gpt_oss = source.find("<|channel|>") != std::string_view::npos;
+  const bool lfm2 = source.find("<|tool_list_start|>") != std::string_view::npos ||
+                    source.find("List of tools: [") != std::string_view::npos;
+  const bool ministral3 = source.find("[SYSTEM_PROMPT]") != std::string_view::npos &&
+                          source.find("[TOOL_CALLS]") != std::string_view::npos &&
+                          source.find("[ARGS]") != std::string_view::npos &&
+                          source.find("[CALL_ID]") == std::string_view::npos;
+  for (json& m : messages) {
+    const bool thought = m.contains("reasoning_content");
+    if ((gpt_oss || lfm2) && thought) {
+      m["thinking"] = m["reasoning_content"];
+      if (gpt_oss && m.contains("tool_calls")) m.erase("content");
+    }
+    if (ministral3 && (m["role"] == "system" || m["role"] == "assistant")) {
+      // Content as blocks: the thinking first, then the text.
+      json blocks = json::array();
+      if (thought)
+        blocks.push_back(json{{"type", "thinking"}, {"thinking", m["reasoning_content"]}});
+      blocks.push_back(json{{"type", "text"}, {"text", m["content"]}});
+      m["content"] = std::move(blocks);
+      m.erase("reasoning_content");
+    }
+    if (caps.object_arguments && m.contains("tool_calls")) {
+      for (json& c : m["tool_calls"]) {
+        json& args = c["function"]["arguments"];
+        json parsed = json::parse(args.get<std::string>(), nullptr, false);
+        if (parsed.is_discarded())
+          throw InvalidArgument("a tool call's arguments are not valid JSON: " +
+                                args.get<std::string>());
+        args = std::move(parsed);
+      }
+    }
+    if (!caps.string_content && caps.typed_content && m.contains("content") &&
+        m["content"].is_string()) {
+      const std::string text = m["content"].get<std::string>();
+      m["content"] = json::array({json{{"type", "text"}, {"text", text}}});
+    }
+  }
+  return messages;
+}
+
+struct Probe {
+  bool ok = false;
+  std::string out;
+};
+
+// Renders a probe conversation; a template that raises is an answer too.
+Probe try_render(const jinja::Template& t, const ChatTokens& tok, const json& messages,
+                 const json* tools) {
+  jinja::Object ctx;
+  ctx.set("messages", jinja::from_json(messages, true));
+  ctx.set("bos_token", jinja::Value(tok.bos));
+  ctx.set("eos_token", jinja::Value(tok.eos));
+  ctx.set("enable_thinking", jinja::Value(true));
+  if (tools) ctx.set("tools", jinja::from_json(*tools, true));
+  ctx.set("add_generation_prompt", jinja::Value(true));
+  try {
+    return {true, t.render(ctx).text()};
+  } catch (const InvalidArgument&) {
+    return {};
+  }
+}
+
+bool contains(const Probe& p, std::string_view mark) {
+  return p.ok && p.out.find(mark) != std::string::npos;
+}
+
+json probe_tool() {
+  json params = {{"type", "object"},
+                 {"properties", json{{"arg", json{{"type", "string"}}}}},
+                 {"required", json::array({"arg"})}};
+  return json::array(
+      {json{{"type", "function"},
+            {"function",
+             json{{"name", kToolMark}, {"description", "Probe tool"}, {"parameters", params}}}}});
+}
+
+json probe_call(const json& args) {
+  return json::array(
+      {json{{"role", "user"}, {"content", "Call it."}},
+       json{{"role", "assistant"},
+            {"content", ""},
+            {"tool_calls",
+             json::array({json{{"type", "function"},
+                               {"function", json{{"name", kCallMark}, {"arguments", args}}},
+                               {"id", "call00001"}}})}},
+       json{{"role", "tool"}, {"content", "Done."}, {"tool_call_id", "call00001"}},
+       json{{"role", "assistant"}, {"content", "It is done."}},
+       json{{"role", "user"}, {"content", "Thanks."}}});
+}
+
+Caps probe(const jinja::Template& t, const ChatTokens& tok) {
+  Caps c;
+  const Probe plain =
+      try_render(t, tok, json::array({json{{"role", "user"}, {"content", kStringMark}}}), nullptr);
+  if (!contains(plain, kStringMark)) {
+    const json typed = json::array({json{{"type", "text"}, {"text", kTypedMark}}});
+    const Probe parts =
+        try_render(t, tok, json::array({json{{"role", "user"}, {"content", typed}}}), nullptr);
+    if (contains(parts, kTypedMark)) {
+      c.string_content = false;
+      c.typed_content = true;
+    }
+  }
+  const Probe sys = try_render(t, tok,
+                               json::array({json{{"role", "system"}, {"content", kSystemMark}},
+                                            json{{"role", "user"}, {"content", "Hello."}}}),
+                               nullptr);
+  c.system_role = contains(sys, kSystemMark);
+  const json tools = probe_tool();
+  const Probe as_object = try_render(t, tok, probe_call(json{{"arg", kArgMark}}), &tools);
+  // A dict printed as Python prints it is a template that wanted the text.
+  const std::string py_repr = "'arg': '" + std::string(kArgMark) + "'";
+  c.object_arguments =
+      contains(as_object, kArgMark) && as_object.out.find(py_repr) == std::string::npos;
+  const Probe call =
+      c.object_arguments
+          ? as_object
+          : try_render(t, tok, probe_call("{\"arg\": \"" + std::string(kArgMark) + "\"}"), &tools);
+  c.tool_calls = contains(call, kCallMark);
+  c.tools = contains(call, kToolMark);
+  return c;
+}
+
+jinja::Options options(std::time_t now) {
+  jinja::Options o;
+  o.now = now;
+  return o;
+}
+
+}  // namespace
+
+Renderer::Renderer(std::string_view source, ChatTokens tokens, std::time_t now)
+    : source_(source),
+      tokens_(std::move(tokens)),
+      now_(now),
+      tmpl_(jinja::Template::parse(source, options(now))) {
+  caps_ = probe(tmpl_, tokens_);
+  thinking_ = knows_thinking(source_);
+}
+
+std::vector<TextSegment> Renderer::render(std::span<const ChatMessage> msgs,
+                                          bool add_generation_prompt,
+                                          std::span<const ChatTool> tools,
+                                          const json* kwargs) const {
+  // A template that knows nothing of tools (it shows neither the tools
+  // offered nor calls) gets them as text instead, the way the built-in
+  // formats without a tool section write them: the model still learns what
+  // it may call. (llama.cpp hands them to such a template, which drops them.)
+  std::vector<ChatMessage> lowered;
+  if (!tools.empty() && !caps_.tools && !caps_.tool_calls) {
+    lowered = chat_tools::lower_generic(msgs, tools);
+    msgs = lowered;
+    tools = {};
+  }
+  json messages = json::array();
+  for (const ChatMessage& m : msgs) messages.push_back(message_json(m));
+  messages = polyfill(std::move(messages), caps_, source_);
+
+  jinja::Object ctx;
+  ctx.set("messages", jinja::from_json(messages, true));
+  ctx.set("bos_token", jinja::Value(tokens_.bos));
+  ctx.set("eos_token", jinja::Value(tokens_.eos));
+  ctx.set("enable_thinking", jinja::Value(thinking_));
+  if (!tools.empty()) {
+    json list = json::array();
+    for (const ChatTool& t : tools) list.push_back(tool_json(t));
+    ctx.set("tools", jinja::from_json(list, true));
+  }
+  const std::time_t now = now_ != 0 ? now_ : std::time(nullptr);
+  ctx.set("datetime", jinja::Value(format_day(now, "%b %d %Y", now_ != 0)));
+  ctx.set("date_string", jinja::Value(format_day(now, "%d %b %Y", now_ != 0)));
+  // Earlier answers keep their reasoning unless the client says otherwise
+  // (llama.cpp's default), under each name templates use for it.
+  bool preserve = true;
+  if (kwargs && kwargs->is_object()) {
+    // Variables the client chose (chat_template_kwargs, e.g. enable_thinking:
+    // false): its strings are input like the messages.
+    for (const auto& [k, v] : kwargs->items()) ctx.set(k, jinja::from_json(v, true));
+    if (auto it = kwargs->find("preserve_reasoning"); it != kwargs->end() && it->is_boolean())
+      preserve = it->get<bool>();
+    if (auto it = kwargs->find("reasoning_effort"); it != kwargs->end() && it->is_string())
+      ctx.set("reasoning_strength", jinja::from_json(*it, true));
+  }
+  ctx.set("preserve_reasoning", jinja::Value(preserve));
+  ctx.set("preserve_thinking", jinja::Value(preserve));
+  for (const char* k : {"clear_thinking", "truncate_history_thinking", "drop_thinking"})
+    ctx.set(k, jinja::Value(!preserve));
+  if (add_generation_prompt) ctx.set("add_generation_prompt", jinja::Value(true));
+
+  jinja::Str out = tmpl_.render(ctx);
+  // The tokenizer adds BOS (and EOS) itself when the vocabulary asks for them:
+  // a template that writes them too would double them (llama.cpp strips them the same way).
+  size_t begin = 0, end = out.size();
+  if (tokens_.add_bos && !tokens_.bos.empty() && out.view().starts_with(tokens_.bos))
+    begin = tokens_.bos.size();
+  if (tokens_.add_eos && !tokens_.eos.empty() && end - begin >= tokens_.eos.size() &&
+      out.view().ends_with(tokens_.eos))
+    end -= tokens_.eos.size();
+  if (begin != 0 || end != out.size()) out = out.substr(begin, end - begin);
+
+  std::vector<TextSegment> segs;
+  for (auto& [text, input] : out.runs()) {
+    if (text.empty()) continue;
+    segs.push_back(TextSegment{std::move(text), !input});
+  }
+  return segs;
+}
+
+}  // namespace tern::chat_jinja

@@ -1,0 +1,135 @@
+// The chat-template corpus against llama.cpp itself: every template of
+// llama.cpp's models/templates/ (tests/fixtures/templates/*.jinja), each
+// conversation of llama_cpp/conversations.json, rendered through ChatTemplate
+// (the Jinja engine plus tern's probing and reshaping of messages) must give
+// the prompt llama.cpp's server gave for the same request
+// (llama_cpp/<template>.json, recorded with its POST /apply-template by
+// scripts/oracle/record_apply_template.py), byte for byte.
+#include <gtest/gtest.h>
+
+#include <ctime>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "tern/core/error.h"
+#include "tern/tokenizer/chat_template.h"
+#include "testutil.h"
+
+namespace tern {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+fs::path fixtures() {
+  return test::fixture_path("templates");
+}
+
+std::string read(const fs::path& p) {
+  return test::read_file(p.string());
+}
+
+std::vector<ChatMessage> messages_of(const json& req) {
+  std::vector<ChatMessage> out;
+  for (const json& m : req["messages"]) {
+    ChatMessage& c = out.emplace_back();
+    c.role = m["role"];
+    if (m["content"].is_string()) c.content = m["content"];
+    c.tool_call_id = m.value("tool_call_id", "");
+    c.reasoning_content = m.value("reasoning_content", "");
+    if (m.contains("tool_calls"))
+      for (const json& t : m["tool_calls"])
+        c.tool_calls.push_back({t["function"]["name"], t["function"]["arguments"], t["id"]});
+  }
+  return out;
+}
+
+std::vector<ChatTool> tools_of(const json& req) {
+  std::vector<ChatTool> out;
+  if (req.contains("tools"))
+    for (const json& t : req["tools"])
+      out.push_back({t["function"]["name"], t["function"]["description"],
+                     t["function"]["parameters"].dump()});
+  return out;
+}
+
+// Where tern's prompt differs from llama.cpp's on purpose, and why.
+const std::map<std::string, std::string> kKnownDifferences = {
+    // llama.cpp rebuilds the model turns of older Gemma 4 templates (a call
+    // and its results become one turn with tool_responses); tern renders the
+    // messages as the template takes them.
+    {"google-gemma-4-31B-it-interleaved.jinja/tools", "no Gemma 4 model-turn rebuilding"},
+    // Templates that show neither tools nor calls: llama.cpp hands them the
+    // tools, which they drop, so the model never learns of them; tern writes
+    // them into the system text (jinja_chat.cpp).
+    {"HuggingFaceTB-SmolLM3-3B.jinja/tools", "tools written as text"},
+    {"HuggingFaceTB-SmolLM3-3B.jinja/tools_offered", "tools written as text"},
+    {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja/tools", "tools written as text"},
+    {"deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja/tools_offered", "tools written as text"},
+};
+
+TEST(ChatTemplateCorpus, EveryTemplateGivesLlamaCppsPrompt) {
+  const json all = json::parse(read(fixtures() / "llama_cpp" / "conversations.json"));
+  const ChatTokens tokens{all["bos_token"], all["eos_token"], false, false};
+  // Noon (UTC) of the day the prompts were recorded: templates that print
+  // today's date print that day.
+  const std::time_t now = test::utc_time(all["day"].get<std::string>() + " 12", "%Y-%m-%d %H");
+  int same = 0, errors = 0, known = 0, failed = 0;
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(fixtures()))
+    if (e.path().extension() == ".jinja") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 70u);
+  for (const fs::path& file : files) {
+    const json expected =
+        json::parse(read(fixtures() / "llama_cpp" / (file.stem().string() + ".json")));
+    const std::string source = read(file);
+    for (const auto& [name, want] : expected.items()) {
+      const std::string key = file.filename().string() + "/" + name;
+      SCOPED_TRACE(key);
+      if (kKnownDifferences.count(key)) {
+        ++known;
+        continue;
+      }
+      const json& req = all["conversations"][name];
+      std::string got, error;
+      try {
+        const ChatTemplate t = ChatTemplate::from_jinja(source, tokens, now);
+        const std::vector<ChatMessage> msgs = messages_of(req);
+        const std::vector<ChatTool> tools = tools_of(req);
+        const json* kwargs =
+            req.contains("chat_template_kwargs") ? &req["chat_template_kwargs"] : nullptr;
+        got = t.apply(msgs, req.value("add_generation_prompt", true), tools, kwargs);
+      } catch (const InvalidArgument& e) {
+        error = e.what();
+      }
+      if (want.contains("error")) {
+        if (!error.empty()) {
+          ++errors;
+        } else {
+          ++failed;
+          ADD_FAILURE() << "llama.cpp failed (" << want["error"] << "), tern rendered:\n" << got;
+        }
+        continue;
+      }
+      if (!error.empty()) {
+        ++failed;
+        ADD_FAILURE() << "tern failed: " << error;
+        continue;
+      }
+      if (got == want["prompt"].get<std::string>()) {
+        ++same;
+      } else {
+        ++failed;
+        ADD_FAILURE() << "tern:\n" << got << "\nllama.cpp:\n" << want["prompt"].get<std::string>();
+      }
+    }
+  }
+  std::printf(
+      "[corpus] %d prompts as llama.cpp's, %d refused by both, %d known differences, %d failed\n",
+      same, errors, known, failed);
+}
+
+}  // namespace
+}  // namespace tern
