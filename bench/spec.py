@@ -5,6 +5,8 @@
 Workloads (seeded, stated):
   code    a source file of this repository (300-1,500 tokens) and an edit
           instruction ("rename X to Y"); the answer is the whole edited file;
+  predict the code edit with the file before the edit as OpenAI's
+          `prediction` (Predicted Outputs);
   tool    a JSON tool result and a request to repeat some of its fields;
   chat    free chat, little to copy: speculation must not lose here.
 
@@ -36,14 +38,16 @@ SOURCES = ["src/sched/drafter.cpp", "src/server/answer.cpp", "src/sched/admissio
            "src/server/api_exchange.cpp"]
 
 
-def workloads(seed: int, n: int) -> dict[str, list[str]]:
+def workloads(seed: int, n: int) -> dict[str, list]:
+    """name -> prompts (a prompt: its text, or (text, prediction))."""
     rng = random.Random(seed)
-    code, tool, chat = [], [], []
+    code, tool, chat, predict = [], [], [], []
     for i in range(n):
         src = (REPO / SOURCES[i % len(SOURCES)]).read_text()
         code.append("Rewrite this file with the function `" + rng.choice(["propose", "add", "push"]) +
                     "` renamed to `" + rng.choice(["suggest", "append", "feed"]) +
                     "`. Output the whole file and nothing else.\n\n" + src)
+        predict.append((code[-1], src))
         rows = [{"id": rng.randrange(10**6), "name": rng.choice(["alpha", "beta", "gamma", "delta"]),
                  "price": round(rng.uniform(1, 100), 2), "tags": rng.sample(
                      ["new", "sale", "eco", "fast", "blue", "red"], 3)} for _ in range(12)]
@@ -53,13 +57,16 @@ def workloads(seed: int, n: int) -> dict[str, list[str]]:
         chat.append(rng.choice(["Tell me about the history of tea.", "Why is the sky blue?",
                                 "Write a poem about autumn leaves.",
                                 "Give advice to someone learning to cook."]))
-    return {"code": code, "tool": tool, "chat": chat}
+    return {"code": code, "tool": tool, "chat": chat, "predict": predict}
 
 
-def one(url: str, prompt: str, max_tokens: int) -> dict:
-    r = requests.post(url + "/v1/chat/completions", timeout=600, json={
-        "messages": [{"role": "user", "content": prompt}], "temperature": 0,
-        "max_tokens": max_tokens}).json()
+def one(url: str, prompt, max_tokens: int) -> dict:
+    prompt, prediction = prompt if isinstance(prompt, tuple) else (prompt, None)
+    body = {"messages": [{"role": "user", "content": prompt}], "temperature": 0,
+            "max_tokens": max_tokens}
+    if prediction is not None:
+        body["prediction"] = {"type": "content", "content": prediction}
+    r = requests.post(url + "/v1/chat/completions", timeout=600, json=body).json()
     t = r["timings"]
     return {"text": r["choices"][0]["message"]["content"], "n": t["predicted_n"],
             "ms": t["predicted_ms"], "draft": t.get("draft_n", 0),
@@ -125,7 +132,7 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=4, help="prompts per workload")
     ap.add_argument("--max-tokens", type=int, default=400)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--workloads", default="code,tool,chat")
+    ap.add_argument("--workloads", default="code,predict,tool,chat")
     ap.add_argument("-m", "--model", default=str(REPO / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--bin", default=str(REPO / "build" / "tern"))
     ap.add_argument("--tern-arg", action="append", default=[], help="extra tern serve flag")

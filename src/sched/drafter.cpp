@@ -22,4 +22,44 @@ void NgramDrafter::propose(std::span<const int32_t> tokens, int k, std::vector<i
   }
 }
 
+namespace {
+
+// Where `tail` occurs in `text` ending at or after `from` (the end index of
+// the first such occurrence, within `to`), or 0.
+size_t find_forward(std::span<const int32_t> text, std::span<const int32_t> tail, size_t from,
+                    size_t to) {
+  const size_t n = tail.size();
+  for (size_t end = std::max(from, n); end <= std::min(to, text.size()); ++end)
+    if (std::equal(tail.begin(), tail.end(), text.begin() + long(end - n))) return end;
+  return 0;
+}
+
+}  // namespace
+
+void PredictionDrafter::propose(std::span<const int32_t> output,
+                                std::span<const int32_t> prediction, size_t& cursor, int k,
+                                std::vector<int32_t>& out) {
+  out.clear();
+  if (k <= 0 || prediction.empty()) return;
+  size_t end = 0;
+  if (output.empty()) {
+    end = 0;
+  } else {
+    const size_t size = prediction.size();
+    for (size_t n = std::min<size_t>(kMaxNgram, output.size()); n >= 1 && end == 0; --n) {
+      const std::span<const int32_t> tail = output.subspan(output.size() - n);
+      if (n == 1) {  // one token: only just after where the output was
+        end = find_forward(prediction, tail, cursor, cursor + kNearWindow);
+        break;
+      }
+      end = find_forward(prediction, tail, cursor, size);
+      if (end == 0) end = find_forward(prediction, tail, 0, std::min(size, cursor + n));
+    }
+    if (end == 0) return;
+  }
+  cursor = end;
+  const size_t take = std::min(size_t(k), prediction.size() - end);
+  out.assign(prediction.begin() + long(end), prediction.begin() + long(end + take));
+}
+
 }  // namespace tern::sched

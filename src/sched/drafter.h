@@ -30,4 +30,23 @@ class NgramDrafter {
   static void propose(std::span<const int32_t> tokens, int k, std::vector<int32_t>& out);
 };
 
+// Predicted Outputs: the client sent the text it expects (OpenAI's
+// `prediction`, e.g. a file before an edit). The output is followed through
+// it: the last tokens generated are found in the prediction (where the
+// previous guess left off first, then anywhere), and what follows them there
+// is proposed; before the first token, its start.
+class PredictionDrafter {
+ public:
+  static constexpr int kMaxNgram = 8;
+  // A single-token match is only trusted this close after the cursor.
+  static constexpr int kNearWindow = 32;
+
+  // Up to k tokens that may follow `output` (the tokens generated so far),
+  // from `prediction`; `cursor` (the sequence's, 0 at first) is where the
+  // last match ended, updated to this one's. None when the output has left
+  // the prediction.
+  static void propose(std::span<const int32_t> output, std::span<const int32_t> prediction,
+                      size_t& cursor, int k, std::vector<int32_t>& out);
+};
+
 }  // namespace tern::sched

@@ -239,6 +239,8 @@ void Scheduler::finish(Sequence& s, FinishReason reason, std::string error, std:
   f.error = std::move(error);
   f.usage.prompt_tokens = s.prompt_len();
   f.usage.completion_tokens = s.n_generated;
+  f.usage.accepted_prediction_tokens = s.prediction_accepted;
+  f.usage.rejected_prediction_tokens = s.prediction_rejected;
   if (!s.started) s.admitted = now;
   f.usage.cached_tokens = s.reused_dram + s.reused_flash;
   f.timings.queue_ms = ms_between(s.req.arrival, s.admitted);
@@ -254,6 +256,8 @@ void Scheduler::finish(Sequence& s, FinishReason reason, std::string error, std:
   f.timings.predicted_n = s.n_generated;
   f.timings.draft_n = s.draft_n;
   f.timings.draft_accepted_n = s.draft_accepted;
+  f.timings.prediction_accepted_n = s.prediction_accepted;
+  f.timings.prediction_rejected_n = s.prediction_rejected;
   f.timings.finish_detail = std::move(detail);
   if (reason == FinishReason::Stop && s.stop.matched() >= 0)
     f.stop_string = s.req.params.stop[size_t(s.stop.matched())];

@@ -67,7 +67,13 @@ int Scheduler::plan_draft(Sequence& s, int budget) {
   k = std::min(k, n_ctx_ - s.in_kv - 1);
   if (s.req.params.max_tokens > 0) k = std::min(k, s.req.params.max_tokens - s.n_generated - 1);
   if (k <= 0) return 0;
-  NgramDrafter::propose(s.tokens, k, draft_);
+  draft_.clear();
+  if (!s.req.prediction.empty()) {
+    const auto output = std::span<const int32_t>(s.tokens).last(size_t(s.n_generated));
+    PredictionDrafter::propose(output, s.req.prediction, s.prediction_cursor, k, draft_);
+  }
+  s.verify_predicted = !draft_.empty();
+  if (draft_.empty()) NgramDrafter::propose(s.tokens, k, draft_);
   if (draft_.empty()) return 0;
   s.verify.assign(1, s.tokens[size_t(s.in_kv)]);
   s.verify.insert(s.verify.end(), draft_.begin(), draft_.end());
@@ -298,6 +304,10 @@ void Scheduler::emit_verified(Sequence& s, int entry) {
   const int accepted = emitted - 1;
   s.draft_n += k;
   s.draft_accepted += accepted;
+  if (s.verify_predicted) {
+    s.prediction_accepted += accepted;
+    s.prediction_rejected += k - accepted;
+  }
   metrics_.draft_tokens += uint64_t(k);
   metrics_.draft_accepted_tokens += uint64_t(accepted);
   // The next guess: longer after a full match, just past what matched otherwise.

@@ -69,6 +69,12 @@ class Sequence {
   int draft_k = 0;
   int draft_n = 0;
   int draft_accepted = 0;
+  // Predicted Outputs: where the output is in the request's prediction,
+  // whether this step's guesses came from it, and its guesses kept / not.
+  size_t prediction_cursor = 0;
+  bool verify_predicted = false;
+  int prediction_accepted = 0;
+  int prediction_rejected = 0;
   int io_retries = 0;  // recomputes after a flash-tier failure
 
   // Prompt accounting for timings (first admission only: a recompute after

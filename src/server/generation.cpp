@@ -185,6 +185,17 @@ Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, con
     }
   }
   const SamplingParams params = tool_constrained_params(g, tool_syntax(ctx));
+  // Predicted Outputs: the expected text as tokens (plain text: never control tokens).
+  std::vector<int32_t> prediction;
+  if (!g.prediction.empty()) {
+    prediction = ctx.engine.tokenizer().encode(g.prediction, /*add_bos=*/false,
+                                               /*parse_special=*/false);
+    if (int(prediction.size()) > ctx.engine.n_ctx())
+      throw ApiError::bad_request("'prediction' is " + std::to_string(prediction.size()) +
+                                      " tokens, longer than the context (" +
+                                      std::to_string(ctx.engine.n_ctx()) + ").",
+                                  "prediction", "invalid_value");
+  }
   // Choice i samples with seed + i, so a seeded request replays every choice.
   for (int i = 0; i < g.n; ++i) {
     auto stream = std::make_shared<sched::Stream>(notify);
@@ -198,6 +209,7 @@ Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, con
     r.session = g.session;
     r.lora = lora;
     r.media = media;
+    r.prediction = prediction;
     if (i > 0) r.after = s.streams[0];
     try {
       submit_one(ctx, std::move(r), param);

@@ -43,7 +43,10 @@ json usage_json(const sched::Usage& u) {
   return json{{"prompt_tokens", u.prompt_tokens},
               {"completion_tokens", u.completion_tokens},
               {"total_tokens", u.prompt_tokens + u.completion_tokens},
-              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
+              {"completion_tokens_details",
+               {{"accepted_prediction_tokens", u.accepted_prediction_tokens},
+                {"rejected_prediction_tokens", u.rejected_prediction_tokens}}}};
 }
 
 json timings_json(const sched::Timings& t) {
@@ -70,6 +73,10 @@ json timings_json(const sched::Timings& t) {
   if (t.draft_n > 0) {
     j["draft_n"] = t.draft_n;
     j["draft_accepted_n"] = t.draft_accepted_n;
+  }
+  if (t.prediction_accepted_n + t.prediction_rejected_n > 0) {
+    j["prediction_accepted_n"] = t.prediction_accepted_n;
+    j["prediction_rejected_n"] = t.prediction_rejected_n;
   }
   if (t.image_n > 0) {
     j["image_n"] = t.image_n;

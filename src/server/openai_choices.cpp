@@ -120,7 +120,11 @@ sched::Usage sum_usage(std::span<const sched::Finish> f) {
   if (f.empty()) return u;
   u.prompt_tokens = f[0].usage.prompt_tokens;
   u.cached_tokens = f[0].usage.cached_tokens;
-  for (const auto& x : f) u.completion_tokens += x.usage.completion_tokens;
+  for (const auto& x : f) {
+    u.completion_tokens += x.usage.completion_tokens;
+    u.accepted_prediction_tokens += x.usage.accepted_prediction_tokens;
+    u.rejected_prediction_tokens += x.usage.rejected_prediction_tokens;
+  }
   return u;
 }
 

@@ -294,6 +294,35 @@ void parse_template_kwargs(const json& body, GenerationRequest& r) {
   }
 }
 
+// prediction: {"type": "content", "content": a string or text parts}, at
+// most 1 MiB of text (the tokens are checked against the context later).
+void parse_prediction(const json& body, GenerationRequest& r) {
+  const json* p = field(body, "prediction");
+  if (!p || p->is_null()) return;
+  if (!p->is_object()) wrong_type("prediction", "an object", *p);
+  const json* type = field(*p, "type");
+  if (!type || !type->is_string() || type->get<std::string>() != "content")
+    bad_value("prediction.type", "expected 'content'.");
+  const json* c = field(*p, "content");
+  if (!c) missing("prediction.content");
+  if (c->is_string()) {
+    r.prediction = c->get<std::string>();
+  } else if (c->is_array()) {
+    for (size_t i = 0; i < c->size(); ++i) {
+      const json& part = (*c)[i];
+      const std::string where = "prediction.content[" + std::to_string(i) + "]";
+      if (!part.is_object() || !field(part, "type") || (*field(part, "type")) != "text")
+        bad_value(where, "only text parts ({\"type\": \"text\", \"text\": ...}) are supported.");
+      const json* t = field(part, "text");
+      if (!t || !t->is_string()) wrong_type(where + ".text", "a string", t ? *t : json());
+      r.prediction += t->get<std::string>();
+    }
+  } else {
+    wrong_type("prediction.content", "a string or an array of text parts", *c);
+  }
+  if (r.prediction.size() > (1u << 20)) bad_value("prediction.content", "longer than 1 MiB.");
+}
+
 void parse_prompt(const json& body, GenerationRequest& r) {
   const json* p = field(body, "prompt");
   if (!p)
@@ -369,7 +398,8 @@ GenerationRequest parse_chat_request(const json& body, const std::vector<std::st
                 "ignore_eos",
                 "cache_prompt",
                 "chat_template_kwargs",
-                "reasoning_effort"},
+                "reasoning_effort",
+                "prediction"},
                policy, extra);
   GenerationRequest r;
   r.kind = GenerationRequest::Kind::Chat;
@@ -380,6 +410,7 @@ GenerationRequest parse_chat_request(const json& body, const std::vector<std::st
   parse_max_tokens(body, "max_completion_tokens", r);
   parse_tools(body, r);
   parse_template_kwargs(body, r);
+  parse_prediction(body, r);
   return r;
 }
 

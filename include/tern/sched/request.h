@@ -49,6 +49,10 @@ struct Request {
   // Set by admission: the bytes of this request's image rows, reserved in
   // the memory budget until its prefill is past them (or it ends).
   std::shared_ptr<MemoryCharge> media_charge;
+  // Predicted Outputs (OpenAI's `prediction`): the token ids of the text the
+  // client expects the answer to be close to. Speculative decoding guesses
+  // from it first (then from prompt lookup); the output is unchanged.
+  std::vector<int32_t> prediction;
 };
 
 // The prompt can never run: it does not fit the context, or the KV budget

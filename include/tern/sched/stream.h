@@ -44,6 +44,10 @@ struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;  // prompt tokens whose KV was reused (prefix cache)
+  // Predicted Outputs: guesses from the request's prediction that the model
+  // kept, and that it did not (OpenAI's completion_tokens_details).
+  int accepted_prediction_tokens = 0;
+  int rejected_prediction_tokens = 0;
 };
 
 // Per-request timings in the spirit of llama.cpp's `timings` object.
@@ -71,6 +75,10 @@ struct Timings {
   // verify pass, and how many of them the model agreed with.
   int draft_n = 0;
   int draft_accepted_n = 0;
+  // Of those, the guesses drawn from the request's prediction (Predicted
+  // Outputs): kept, and thrown away.
+  int prediction_accepted_n = 0;
+  int prediction_rejected_n = 0;
   // Why the generation ended early when the reason alone does not say
   // (e.g. "length" because the KV budget ran out, not max_tokens); "" otherwise.
   std::string finish_detail;

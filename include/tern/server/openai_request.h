@@ -69,6 +69,9 @@ struct GenerationRequest {
   // Chat: extra chat-template variables (chat_template_kwargs, and
   // reasoning_effort as llama.cpp passes it); null when none.
   nlohmann::ordered_json chat_template_kwargs;
+  // Chat: Predicted Outputs (`prediction`: {"type": "content", "content"}):
+  // the text the answer is expected to be close to ("" if none).
+  std::string prediction;
   // Chat: the functions offered (see "Tool calling" in README.md).
   std::vector<ToolSpec> tools;
   ToolChoice tool_choice = ToolChoice::Auto;

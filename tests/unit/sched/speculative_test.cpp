@@ -47,6 +47,41 @@ TEST(NgramDrafter, ProposesWhatFollowedTheMostRecentMatch) {
   EXPECT_TRUE(propose(far, 2).empty());
 }
 
+std::vector<int32_t> predict(const std::vector<int32_t>& output,
+                             const std::vector<int32_t>& prediction, size_t& cursor, int k) {
+  std::vector<int32_t> out;
+  PredictionDrafter::propose(output, prediction, cursor, k, out);
+  return out;
+}
+
+TEST(PredictionDrafter, FollowsTheOutputThroughThePrediction) {
+  const std::vector<int32_t> pred = {10, 11, 12, 13, 14, 15, 16, 17, 12, 13, 20, 21};
+  size_t cursor = 0;
+  // Before the first token: the prediction's start.
+  EXPECT_EQ(predict({}, pred, cursor, 3), (std::vector<int32_t>{10, 11, 12}));
+  // On track: what follows.
+  EXPECT_EQ(predict({10, 11, 12}, pred, cursor, 2), (std::vector<int32_t>{13, 14}));
+  EXPECT_EQ(cursor, 3u);
+  // "12 13" occurs twice: the one after the cursor is the one that follows.
+  EXPECT_EQ(predict({10, 11, 12, 13, 14, 15, 16, 17, 12, 13}, pred, cursor, 4),
+            (std::vector<int32_t>{20, 21}));
+  EXPECT_EQ(cursor, 10u);
+  // The output left the prediction (an edit): nothing to guess...
+  size_t c2 = 3;
+  EXPECT_TRUE(predict({10, 11, 12, 99, 98}, pred, c2, 4).empty());
+  // ... until it joins it again, even a single token just ahead.
+  EXPECT_EQ(predict({10, 11, 12, 99, 98, 15}, pred, c2, 2), (std::vector<int32_t>{16, 17}));
+  // A single token far away is no evidence.
+  size_t c3 = 0;
+  std::vector<int32_t> long_pred(100, 1);
+  long_pred[80] = 7;
+  long_pred[81] = 8;
+  EXPECT_TRUE(predict({5, 7}, long_pred, c3, 2).empty());
+  // Nothing left after the match.
+  size_t c4 = 0;
+  EXPECT_TRUE(predict({20, 21}, pred, c4, 2).empty());
+}
+
 class Speculative : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -61,11 +96,13 @@ class Speculative : public ::testing::Test {
   struct Run {
     std::vector<std::string> texts;
     int draft_n = 0, accepted = 0;
+    int prediction_accepted = 0, prediction_rejected = 0;
   };
 
   // Every prompt at once (max_batch of them decode together).
+  // predictions[i]: request i's Predicted Outputs text (none if absent).
   Run run(const std::vector<std::string>& prompts, const SamplingParams& p, int draft_max,
-          int max_batch, int spec_max_batch = 4) {
+          int max_batch, int spec_max_batch = 4, const std::vector<std::string>& predictions = {}) {
     SchedulerOptions o;
     o.max_batch = max_batch;
     o.step_tokens = 64;
@@ -81,6 +118,8 @@ class Speculative : public ::testing::Test {
       r.params = p;
       r.params.seed = p.seed + i;
       r.stream = cs.back()->stream();
+      if (i < predictions.size())
+        r.prediction = engine_->tokenizer().encode(predictions[i], false, false);
       EXPECT_EQ(s.submit(std::move(r)), SubmitStatus::Accepted);
     }
     s.start();
@@ -91,6 +130,9 @@ class Speculative : public ::testing::Test {
       out.texts.push_back(c->text());
       out.draft_n += f.timings.draft_n;
       out.accepted += f.timings.draft_accepted_n;
+      out.prediction_accepted += f.usage.accepted_prediction_tokens;
+      out.prediction_rejected += f.usage.rejected_prediction_tokens;
+      EXPECT_EQ(f.usage.accepted_prediction_tokens, f.timings.prediction_accepted_n);
     }
     s.stop();
     engine_->kv().check_invariants();
@@ -185,6 +227,33 @@ TEST_F(Speculative, MaxTokensAndTheContextBoundTheGuesses) {
   for (const std::string& t : on.texts) EXPECT_LE(t.size(), 5u * 4);
   const Run off = run(prompts_, params(0, 5), 0, 1);
   EXPECT_EQ(on.texts, off.texts);
+}
+
+TEST_F(Speculative, APredictionIsGuessedFromAndTheTextIsUnchanged) {
+  const SamplingParams p = params(0, 48);
+  const std::vector<std::string> prompts = {"Hello", "def f(x): return x"};
+  const Run off = run(prompts, p, 0, 1);
+  // The exact answer as the prediction: nearly every token is a kept guess.
+  const Run exact = run(prompts, p, 16, 1, 4, off.texts);
+  EXPECT_EQ(exact.texts, off.texts);
+  // (96 tokens in all; 71 came as kept guesses when this was written.)
+  EXPECT_GT(exact.prediction_accepted, 48) << "a perfect prediction was mostly thrown away";
+  // An edited answer (a middle part replaced): still the same text, guesses
+  // kept before and after the edit, some thrown away at it.
+  std::vector<std::string> edited = off.texts;
+  for (std::string& t : edited)
+    t = t.substr(0, t.size() / 3) + " zzz qqq " + t.substr(t.size() / 2);
+  const Run edit = run(prompts, p, 16, 1, 4, edited);
+  EXPECT_EQ(edit.texts, off.texts);
+  EXPECT_GT(edit.prediction_accepted, 0);
+  EXPECT_GT(edit.prediction_rejected, 0);
+  // Unrelated text: nothing changes either.
+  const Run wrong = run(prompts, p, 16, 1, 4, {"zebra quartz", "lorem ipsum dolor"});
+  EXPECT_EQ(wrong.texts, off.texts);
+  // Speculation off: the prediction is not used.
+  const Run spec_off = run(prompts, p, 0, 1, 4, off.texts);
+  EXPECT_EQ(spec_off.texts, off.texts);
+  EXPECT_EQ(spec_off.prediction_accepted + spec_off.prediction_rejected, 0);
 }
 
 }  // namespace

@@ -1,0 +1,81 @@
+"""Speculative decoding through the real server: prompt lookup and OpenAI's
+Predicted Outputs (`prediction`) give the same text as plain decoding, with
+the guesses counted in usage.completion_tokens_details and timings."""
+from __future__ import annotations
+
+import openai
+import pytest
+import requests
+
+from tern_server import TernServer
+
+CODE = """def area(width, height):
+    return width * height
+
+
+def perimeter(width, height):
+    return 2 * (width + height)
+"""
+PROMPT = [{"role": "user", "content": "Repeat this code exactly, renaming nothing:\n\n" + CODE}]
+
+
+def sdk(server):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def plain():
+    """The same model with speculation off: the reference text."""
+    with TernServer("--spec", "off") as srv:
+        yield srv
+
+
+def test_prompt_lookup_keeps_the_text(server, healthy, plain):
+    want = sdk(plain).chat.completions.create(model="m", messages=PROMPT, max_tokens=60,
+                                              temperature=0)
+    body = {"model": "m", "messages": PROMPT, "max_tokens": 60, "temperature": 0}
+    got = requests.post(server.url + "/v1/chat/completions", json=body, timeout=300).json()
+    assert got["choices"][0]["message"]["content"] == want.choices[0].message.content
+    assert got["timings"]["draft_n"] > 0, got["timings"]
+    assert "prediction_accepted_n" not in got["timings"]
+    details = got["usage"]["completion_tokens_details"]
+    assert details == {"accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}
+
+
+def test_predicted_outputs_through_the_sdk(server, healthy, plain):
+    want = sdk(plain).chat.completions.create(model="m", messages=PROMPT, max_tokens=60,
+                                              temperature=0).choices[0].message.content
+    client = sdk(server)
+    # The expected answer as the prediction: the same text, mostly from kept guesses.
+    r = client.chat.completions.create(model="m", messages=PROMPT, max_tokens=60, temperature=0,
+                                       prediction={"type": "content", "content": want})
+    assert r.choices[0].message.content == want
+    d = r.usage.completion_tokens_details
+    assert d.accepted_prediction_tokens > r.usage.completion_tokens // 2, r.usage
+    # A prediction as text parts, partly wrong: the text still does not change.
+    wrong = want[: len(want) // 2] + "\nx = 1\n"
+    r = client.chat.completions.create(
+        model="m", messages=PROMPT, max_tokens=60, temperature=0,
+        prediction={"type": "content", "content": [{"type": "text", "text": wrong}]})
+    assert r.choices[0].message.content == want
+    assert r.usage.completion_tokens_details.accepted_prediction_tokens > 0
+    # Streaming with usage: the same counts arrive in the last chunk.
+    chunks = list(client.chat.completions.create(
+        model="m", messages=PROMPT, max_tokens=60, temperature=0, stream=True,
+        stream_options={"include_usage": True}, prediction={"type": "content", "content": want}))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == want
+    assert chunks[-1].usage.completion_tokens_details.accepted_prediction_tokens > 0
+
+
+def test_bad_predictions_are_400s_naming_the_field(server, healthy):
+    client = sdk(server)
+    for prediction, param in [({"type": "text", "content": "x"}, "prediction.type"),
+                              ({"type": "content"}, "prediction.content"),
+                              ({"type": "content", "content": 5}, "prediction.content"),
+                              ({"type": "content", "content": [{"type": "image_url"}]},
+                               "prediction.content[0]"),
+                              ("just text", "prediction")]:
+        with pytest.raises(openai.BadRequestError) as e:
+            client.chat.completions.create(model="m", messages=PROMPT, max_tokens=4,
+                                           extra_body={"prediction": prediction})
+        assert e.value.body["param"] == param, (prediction, e.value.body)
