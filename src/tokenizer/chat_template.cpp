@@ -159,7 +159,11 @@ std::string ChatTemplate::describe() const {
   auto flag = [](const char* n, bool v) { return std::string(n) + (v ? "=yes" : "=no"); };
   return "jinja (" + flag("system_role", c.system_role) + " " + flag("tools", c.tools) + " " +
          flag("tool_calls", c.tool_calls) + " " + flag("object_arguments", c.object_arguments) +
-         " " + flag("string_content", c.string_content) + ")";
+         " " + flag("string_content", c.string_content) + " calls=" +
+         (c.call_format ? "'" + c.call_format->open + "{...\"" + c.call_format->args_key +
+                              "\"...}" + c.call_format->close + "'"
+                        : std::string("unknown")) +
+         ")";
 }
 
 ChatTemplate ChatTemplate::of_kind(Kind kind, std::string default_system_prompt) {
@@ -243,7 +247,9 @@ std::string ChatTemplate::apply(std::span<const ChatMessage> msgs, bool add_gene
 
 ChatToolFormat ChatTemplate::tool_format() const {
   // A Jinja template's model writes calls the way its template writes them
-  // in the history: Hermes' <tool_call> tags, or Llama 3's bare JSON.
+  // in the history (read off a render at load); otherwise Hermes'
+  // <tool_call> tags, or Llama 3's bare JSON for a Llama 3 template.
+  if (jinja_ && jinja_->caps().call_format) return *jinja_->caps().call_format;
   const std::string_view src = source();
   const bool llama3 = kind_ == Kind::Llama3 ||
                       (jinja_ && !contains(src, "<tool_call>") &&

@@ -13,6 +13,7 @@
 
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "chat_tools.h"
 #include "tern/core/error.h"
@@ -236,6 +237,72 @@ Caps probe(const jinja::Template& t, const ChatTokens& tok) {
   return c;
 }
 
+// How the template writes a call in an assistant turn, read off a render:
+// the turn with a probe call against the same turn with probe text. Found
+// when the call is one JSON object {"name": ..., "<args key>": {...}}
+// between an opening and a closing tag (Hermes' <tool_call>, Granite's,
+// MiniMax's <tool_calls>) or alone in the turn (Llama 3's bare JSON).
+// Anything else (arrays, name outside the JSON, XML parameters): none.
+std::optional<ChatToolFormat> call_format(const jinja::Template& t, const ChatTokens& tok,
+                                          const Caps& caps) {
+  constexpr std::string_view kText = "CONTENT_PROBE_7c1d";
+  const json user = {{"role", "user"}, {"content", "Call it."}};
+  const json args = json{{"ARGKEY_PROBE", "ARGVAL_PROBE"}};
+  const json call = {
+      {"type", "function"},
+      {"function",
+       json{{"name", kCallMark}, {"arguments", caps.object_arguments ? args : json(args.dump())}}},
+      {"id", "call00001"}};
+  const json said = json::array({user, json{{"role", "assistant"}, {"content", kText}}});
+  const json called = json::array(
+      {user, json{{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array({call})}}});
+  const auto render = [&](const json& msgs) -> std::optional<std::string> {
+    jinja::Object ctx;
+    ctx.set("messages", jinja::from_json(msgs, true));
+    ctx.set("bos_token", jinja::Value(tok.bos));
+    ctx.set("eos_token", jinja::Value(tok.eos));
+    try {
+      return t.render(ctx).text();
+    } catch (const InvalidArgument&) {
+      return std::nullopt;
+    }
+  };
+  const std::optional<std::string> a = render(said), b = render(called);
+  if (!a || !b) return std::nullopt;
+  const size_t at = a->find(kText);
+  const size_t name_at = b->find(kCallMark);
+  if (at == std::string::npos || name_at == std::string::npos) return std::nullopt;
+  // The turn's header is what both renders share before the text.
+  size_t head = 0;
+  while (head < at && head < b->size() && (*a)[head] == (*b)[head]) ++head;
+  const std::string_view turn_end = std::string_view(*a).substr(at + kText.size());
+  // The call object: the '{' before the name, to its matching '}'.
+  const size_t open_brace = b->rfind('{', name_at);
+  if (open_brace == std::string::npos || open_brace < head) return std::nullopt;
+  json obj;
+  size_t end = std::string::npos;
+  for (size_t i = name_at; i < b->size() && end == std::string::npos; ++i) {
+    if ((*b)[i] != '}') continue;
+    obj = json::parse(b->substr(open_brace, i + 1 - open_brace), nullptr, false);
+    if (!obj.is_discarded()) end = i + 1;
+  }
+  if (end == std::string::npos || !obj.is_object() || obj.size() != 2 ||
+      obj.value("name", "") != kCallMark)
+    return std::nullopt;
+  std::string args_key;
+  for (const auto& [k, v] : obj.items())
+    if (k != "name" && (v == args || v == json(args.dump()))) args_key = k;
+  if (args_key.empty()) return std::nullopt;
+  std::string_view rest = std::string_view(*b).substr(end);
+  if (!rest.ends_with(turn_end)) return std::nullopt;
+  rest.remove_suffix(turn_end.size());
+  const std::string open = trim(std::string_view(*b).substr(head, open_brace - head));
+  const std::string close = trim(rest);
+  if (open.empty() != close.empty()) return std::nullopt;  // a tag needs both ends
+  if (open.ends_with('[')) return std::nullopt;            // a list of calls: not parsed yet
+  return ChatToolFormat{open, close, args_key};
+}
+
 jinja::Options options(std::time_t now) {
   jinja::Options o;
   o.now = now;
@@ -250,6 +317,7 @@ Renderer::Renderer(std::string_view source, ChatTokens tokens, std::time_t now)
       now_(now),
       tmpl_(jinja::Template::parse(source, options(now))) {
   caps_ = probe(tmpl_, tokens_);
+  if (caps_.tool_calls) caps_.call_format = call_format(tmpl_, tokens_, caps_);
   thinking_ = knows_thinking(source_);
 }
 

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,6 +27,9 @@ struct Caps {
   bool object_arguments = false;  // a call's arguments are read as a dict
   bool tool_calls = true;         // an assistant message's tool_calls reach the prompt
   bool tools = true;              // the tools list reaches the prompt
+  // How its model writes a call, when the template's own history shows a
+  // form tern parses (see jinja_chat.cpp); none otherwise.
+  std::optional<ChatToolFormat> call_format;
 };
 
 class Renderer {

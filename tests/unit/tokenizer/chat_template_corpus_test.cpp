@@ -131,5 +131,38 @@ TEST(ChatTemplateCorpus, EveryTemplateGivesLlamaCppsPrompt) {
       same, errors, known, failed);
 }
 
+// How each family's model writes a call, read off its own template.
+TEST(ChatTemplateCorpus, CallFormatsComeFromTheTemplates) {
+  const ChatTokens tokens{"<s>", "</s>", false, false};
+  const auto format = [&](const std::string& name) {
+    return ChatTemplate::from_jinja(read(fixtures() / (name + ".jinja")), tokens).tool_format();
+  };
+  const auto is = [](const ChatToolFormat& f, const char* open, const char* close,
+                     const char* key) {
+    return f.open == open && f.close == close && f.args_key == key;
+  };
+  for (const char* t : {"Qwen-Qwen2.5-7B-Instruct", "Qwen-Qwen3-0.6B", "Qwen-QwQ-32B",
+                        "NousResearch-Hermes-3-Llama-3.1-8B-tool_use", "ibm-granite-granite-4.0",
+                        "MiMo-VL", "Bielik-11B-v3.0-Instruct"})
+    EXPECT_TRUE(is(format(t), "<tool_call>", "</tool_call>", "arguments")) << t;
+  for (const char* t : {"meta-llama-Llama-3.1-8B-Instruct", "meta-llama-Llama-3.2-3B-Instruct",
+                        "meta-llama-Llama-3.3-70B-Instruct"})
+    EXPECT_TRUE(is(format(t), "", "", "parameters")) << t;
+  EXPECT_TRUE(is(format("MiniMax-M1"), "<tool_calls>", "</tool_calls>", "arguments"));
+  // A list of calls is not read off (yet): the Hermes default.
+  EXPECT_TRUE(is(format("unsloth-Apriel-1.5"), "<tool_call>", "</tool_call>", "arguments"));
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(fixtures()))
+    if (e.path().extension() == ".jinja") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  int derived = 0;
+  for (const fs::path& f : files) {
+    const std::string d = ChatTemplate::from_jinja(read(f), tokens).describe();
+    derived += d.find("calls=unknown") == std::string::npos;
+  }
+  std::printf("[calls] %d of %zu templates: a call format read off the template\n", derived,
+              files.size());
+}
+
 }  // namespace
 }  // namespace tern
