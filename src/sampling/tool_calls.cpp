@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tern/core/json_scan.h"
 #include "tern/sampling/json_schema.h"
 
 namespace tern {
@@ -58,6 +59,47 @@ bool ToolCallParser::parse_call(std::string_view body, ParsedToolCall& out) {
   out.name = name->get<std::string>();
   out.arguments = a.dump();
   return true;
+}
+
+bool ToolCallParser::parse_body(std::string_view body, std::vector<ParsedToolCall>& calls) const {
+  using Form = ToolCallSyntax::Form;
+  ParsedToolCall c;
+  switch (syntax_.form) {
+    case Form::Object:
+      if (!parse_call(body, c)) return false;
+      calls.push_back(std::move(c));
+      return true;
+    case Form::List: {
+      const json j = json::parse(trim(body), nullptr, /*allow_exceptions=*/false);
+      if (!j.is_array() || j.empty()) return false;
+      std::vector<ParsedToolCall> out;
+      for (const json& x : j) {
+        if (!parse_call(x.dump(), c)) return false;
+        out.push_back(std::move(c));
+      }
+      calls.insert(calls.end(), out.begin(), out.end());
+      return true;
+    }
+    case Form::Named: {
+      const size_t sep = body.find(syntax_.name_sep);
+      if (syntax_.name_sep.empty() || sep == std::string_view::npos) return false;
+      const std::string_view name = trim(body.substr(0, sep));
+      if (name.empty() || name.find_first_of(" \t\r\n{}\"") != std::string_view::npos) return false;
+      json a = json::parse(trim(body.substr(sep + syntax_.name_sep.size())), nullptr, false);
+      if (!a.is_object()) return false;
+      calls.push_back({std::string(name), a.dump()});
+      return true;
+    }
+  }
+  return false;
+}
+
+size_t ToolCallParser::call_end() const {
+  if (!syntax_.close.empty()) return buf_.find(syntax_.close);
+  if (syntax_.form == ToolCallSyntax::Form::List) return json_container_end(buf_, 0);
+  const size_t sep = buf_.find(syntax_.name_sep);
+  if (sep == std::string::npos) return std::string::npos;
+  return json_container_end(buf_, sep + syntax_.name_sep.size());
 }
 
 void ToolCallParser::emit_content(std::string_view s, Parts& out) {
@@ -133,35 +175,68 @@ void ToolCallParser::finish_streamed_call(std::string_view body, Parts& out) {
   args_at_ = args_sent_ = 0;
 }
 
-// Tagged syntax: text up to an opening tag is content; a call ends at the closing tag.
+// Tagged syntax: text up to an opening tag is content; a call ends at the
+// closing tag (or, without one, where its JSON ends). A wrapper around the
+// calls (wrap_open / wrap_close) is dropped.
 void ToolCallParser::push_tagged(Parts& out) {
+  const std::string& wrap_open = syntax_.wrap_open;
+  const std::string& wrap_close = syntax_.wrap_close;
   for (;;) {
     if (state_ == State::Call) {
-      const size_t end = buf_.find(syntax_.close);
+      const size_t end = call_end();
       if (end == std::string::npos) {
-        if (stream_) stream_open_call(out);
+        if (stream_ && syntax_.form == ToolCallSyntax::Form::Object) stream_open_call(out);
         return;
       }
-      ParsedToolCall c;
+      const std::string_view body = std::string_view(buf_).substr(0, end);
+      std::vector<ParsedToolCall> calls;
       if (args_sent_ > 0) {
-        finish_streamed_call(std::string_view(buf_).substr(0, end), out);
-      } else if (parse_call(std::string_view(buf_).substr(0, end), c)) {
-        add_call(std::move(c), out);
+        finish_streamed_call(body, out);
+      } else if (parse_body(body, calls)) {
+        for (auto& c : calls) add_call(std::move(c), out);
       } else {
-        emit_content(syntax_.open + buf_.substr(0, end) + syntax_.close, out);
+        emit_content(syntax_.open + std::string(body) + syntax_.close, out);
       }
-      buf_.erase(0, end + syntax_.close.size());
+      const bool closed = !syntax_.close.empty() && end < buf_.size();
+      buf_.erase(0, end + (closed ? syntax_.close.size() : 0));
       state_ = State::Text;
       continue;
     }
-    const size_t at = buf_.find(syntax_.open);
+    // Right after a call: the wrapper's end is not content.
+    if (after_call_ && !wrap_close.empty()) {
+      const std::string_view t = trim(buf_);
+      if (t.starts_with(wrap_close)) {
+        buf_.erase(0, buf_.find(wrap_close) + wrap_close.size());
+        continue;
+      }
+      if (!t.empty() && std::string_view(wrap_close).starts_with(t)) return;  // maybe it
+    }
+    size_t at = buf_.find(syntax_.open);
+    size_t skip = syntax_.open.size();
+    if (!wrap_open.empty()) {
+      // The wrapper's start counts when a call's opening tag follows it.
+      const size_t w = buf_.find(wrap_open);
+      if (w != std::string::npos && (at == std::string::npos || w < at)) {
+        const std::string_view rest = trim(std::string_view(buf_).substr(w + wrap_open.size()));
+        if (rest.size() < syntax_.open.size() && std::string_view(syntax_.open).starts_with(rest)) {
+          emit_content(std::string_view(buf_).substr(0, w), out);
+          buf_.erase(0, w);
+          return;  // not decided yet
+        }
+        if (rest.starts_with(syntax_.open)) {
+          at = w;
+          skip = buf_.find(syntax_.open, w + wrap_open.size()) + syntax_.open.size() - w;
+        }
+      }
+    }
     if (at != std::string::npos) {
       emit_content(std::string_view(buf_).substr(0, at), out);
-      buf_.erase(0, at + syntax_.open.size());
+      buf_.erase(0, at + skip);
       state_ = State::Call;
       continue;
     }
-    const size_t keep = partial_tag_suffix(buf_, syntax_.open);
+    size_t keep = partial_tag_suffix(buf_, syntax_.open);
+    if (!wrap_open.empty()) keep = std::max(keep, partial_tag_suffix(buf_, wrap_open));
     emit_content(std::string_view(buf_).substr(0, buf_.size() - keep), out);
     buf_.erase(0, buf_.size() - keep);
     return;
@@ -220,11 +295,11 @@ ToolCallParser::Parts ToolCallParser::flush() {
     }
   } else if (state_ == State::Call) {
     // An unterminated call (the output ended first): a call if its body is complete.
-    ParsedToolCall c;
+    std::vector<ParsedToolCall> calls;
     if (args_sent_ > 0) {
       finish_streamed_call(buf_, out);
-    } else if (parse_call(buf_, c)) {
-      add_call(std::move(c), out);
+    } else if (parse_body(buf_, calls)) {
+      for (auto& c : calls) add_call(std::move(c), out);
     } else {
       emit_content(syntax_.open + buf_, out);
     }

@@ -7,7 +7,7 @@ AnswerOptions chat_answer(ServerContext& ctx, const Submission& s, bool tools,
   AnswerOptions o;
   o.split_reasoning = s.split_reasoning;
   o.in_reasoning = s.in_reasoning;
-  if (tools) o.tools = tool_syntax(ctx);
+  if (tools) o.tools = s.tool_syntax;
   o.stream_arguments = stream_arguments;
   return o;
 }

@@ -155,7 +155,14 @@ std::vector<TextSegment> chat_segments(const ChatTemplate& tmpl, const Generatio
 
 ToolCallSyntax tool_syntax(ServerContext& ctx) {
   const ChatToolFormat f = ctx.engine.chat_template().tool_format();
-  return ToolCallSyntax{f.open, f.close, f.args_key};
+  ToolCallSyntax s{f.open, f.close, f.args_key};
+  s.form = f.form == ChatToolFormat::Form::List    ? ToolCallSyntax::Form::List
+           : f.form == ChatToolFormat::Form::Named ? ToolCallSyntax::Form::Named
+                                                   : ToolCallSyntax::Form::Object;
+  s.name_sep = f.name_sep;
+  s.wrap_open = f.wrap_open;
+  s.wrap_close = f.wrap_close;
+  return s;
 }
 
 Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, const std::string& rid,
@@ -184,7 +191,11 @@ Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, con
       if (piece.find_first_not_of(" \t\r\n") != std::string::npos) break;
     }
   }
-  const SamplingParams params = tool_constrained_params(g, tool_syntax(ctx));
+  s.tool_syntax = tool_syntax(ctx);
+  const bool forced = g.tool_choice == ToolChoice::Required || g.tool_choice == ToolChoice::Named;
+  if (forced && s.tool_syntax.form != ToolCallSyntax::Form::Object)
+    s.tool_syntax = ToolCallSyntax{};
+  const SamplingParams params = tool_constrained_params(g, s.tool_syntax);
   // Predicted Outputs: the expected text as tokens (plain text: never control tokens).
   std::vector<int32_t> prediction;
   if (!g.prediction.empty()) {

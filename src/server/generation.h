@@ -27,6 +27,10 @@ struct Submission {
   // in_reasoning: the prompt ended with the open tag, so the output starts inside it.
   bool split_reasoning = false;
   bool in_reasoning = false;
+  // Chat with tools: how the answer's calls are written (the model's own
+  // format; Hermes' when calls are forced and that format cannot be
+  // constrained).
+  ToolCallSyntax tool_syntax;
 };
 
 // Throws ApiError: 400 (template or prompt problems, context_length_exceeded

@@ -199,7 +199,9 @@ SamplingParams tool_constrained_params(const GenerationRequest& g, const ToolCal
     // opens one, is constrained (non-strict tools' arguments: any object).
     bool strict = false;
     for (const ToolSpec& t : g.tools) strict = strict || t.strict;
-    if (!strict || !syntax.tagged() || p.response_format != ResponseFormat::Text) return p;
+    if (!strict || !syntax.tagged() || syntax.form != ToolCallSyntax::Form::Object ||
+        p.response_format != ResponseFormat::Text)
+      return p;
     std::vector<ToolSpec> tools = g.tools;
     for (ToolSpec& t : tools)
       if (!t.strict) t.parameters = "{\"type\":\"object\"}";

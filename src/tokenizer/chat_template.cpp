@@ -153,17 +153,37 @@ std::string_view ChatTemplate::source() const {
   return jinja_ ? std::string_view(jinja_->source()) : std::string_view();
 }
 
+namespace {
+
+// A call in the format, as '<tool_call>{"name", "arguments"}</tool_call>'.
+std::string describe_call(const ChatToolFormat& f) {
+  std::string body;
+  switch (f.form) {
+    case ChatToolFormat::Form::Object:
+      body = "{\"name\", \"" + f.args_key + "\"}";
+      break;
+    case ChatToolFormat::Form::List:
+      body = "[{\"name\", \"" + f.args_key + "\"}, ...]";
+      break;
+    case ChatToolFormat::Form::Named:
+      body = "NAME" + f.name_sep + "{...}";
+      break;
+  }
+  const std::string one = f.open + body + f.close;
+  if (f.wrap_open.empty() && f.wrap_close.empty()) return "'" + one + "'";
+  return "'" + f.wrap_open + one + "..." + f.wrap_close + "'";
+}
+
+}  // namespace
+
 std::string ChatTemplate::describe() const {
   if (!jinja_) return std::string(name());
   const chat_jinja::Caps& c = jinja_->caps();
   auto flag = [](const char* n, bool v) { return std::string(n) + (v ? "=yes" : "=no"); };
   return "jinja (" + flag("system_role", c.system_role) + " " + flag("tools", c.tools) + " " +
          flag("tool_calls", c.tool_calls) + " " + flag("object_arguments", c.object_arguments) +
-         " " + flag("string_content", c.string_content) + " calls=" +
-         (c.call_format ? "'" + c.call_format->open + "{...\"" + c.call_format->args_key +
-                              "\"...}" + c.call_format->close + "'"
-                        : std::string("unknown")) +
-         ")";
+         " " + flag("string_content", c.string_content) +
+         " calls=" + (c.call_format ? describe_call(*c.call_format) : std::string("unknown")) + ")";
 }
 
 ChatTemplate ChatTemplate::of_kind(Kind kind, std::string default_system_prompt) {

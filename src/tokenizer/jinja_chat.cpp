@@ -17,6 +17,7 @@
 
 #include "chat_tools.h"
 #include "tern/core/error.h"
+#include "tern/core/json_scan.h"
 #include "tern/jinja/value.h"
 
 namespace tern::chat_jinja {
@@ -237,25 +238,117 @@ Caps probe(const jinja::Template& t, const ChatTokens& tok) {
   return c;
 }
 
-// How the template writes a call in an assistant turn, read off a render:
-// the turn with a probe call against the same turn with probe text. Found
-// when the call is one JSON object {"name": ..., "<args key>": {...}}
-// between an opening and a closing tag (Hermes' <tool_call>, Granite's,
-// MiniMax's <tool_calls>) or alone in the turn (Llama 3's bare JSON).
-// Anything else (arrays, name outside the JSON, XML parameters): none.
+// Where the JSON object or list starting at s[from] ends (one past it),
+// npos if it does not parse there; `value` is what it parses to.
+size_t json_end(std::string_view s, size_t from, json* value) {
+  const size_t end = json_container_end(s, from);
+  if (end == std::string_view::npos) return end;
+  *value = json::parse(s.substr(from, end - from), nullptr, false);
+  return value->is_discarded() ? std::string_view::npos : end;
+}
+
+// One call as the template wrote it in a render: where its name is, the
+// text before it (from the turn's header), its arguments' JSON, and the
+// text after it to the turn's end.
+struct WrittenCall {
+  ChatToolFormat::Form form = ChatToolFormat::Form::Object;
+  size_t begin = 0, end = 0;  // the call's JSON (Object, List) or name + sep + JSON (Named)
+  std::string args_key, name_sep;
+};
+
+// The call named `name` in `text` (arguments `args`, as object or JSON text).
+std::optional<WrittenCall> find_call(std::string_view text, std::string_view name, const json& args,
+                                     size_t from) {
+  const size_t name_at = text.find(name, from);
+  if (name_at == std::string_view::npos) return std::nullopt;
+  const auto args_of = [&](const json& obj) -> std::string {
+    if (!obj.is_object() || obj.size() < 2 || obj.value("name", "") != name) return {};
+    for (const auto& [k, v] : obj.items())
+      if (k != "name" && (v == args || v == json(args.dump()))) return k;
+    return {};
+  };
+  WrittenCall w;
+  // Inside a JSON object {"name": ..., "<key>": ...}, maybe inside a list.
+  const size_t brace = text.rfind('{', name_at);
+  if (brace != std::string_view::npos && brace >= from) {
+    json obj;
+    const size_t end = json_end(text, brace, &obj);
+    if (end != std::string_view::npos && end > name_at && !(w.args_key = args_of(obj)).empty()) {
+      size_t b = brace;
+      while (b > from && (text[b - 1] == ' ' || text[b - 1] == '\n')) --b;
+      if (b > from && text[b - 1] == '[') {
+        json list;
+        const size_t lend = json_end(text, b - 1, &list);
+        if (lend == std::string_view::npos || !list.is_array()) return std::nullopt;
+        w.form = ChatToolFormat::Form::List;
+        w.begin = b - 1;
+        w.end = lend;
+        return w;
+      }
+      w.begin = brace;
+      w.end = end;
+      return w;
+    }
+  }
+  // The name outside the JSON: name, a separator, the arguments object.
+  const size_t name_end = name_at + name.size();
+  for (size_t b = text.find('{', name_end); b != std::string_view::npos && b < name_end + 64;
+       b = text.find('{', b + 1)) {
+    json obj;
+    const size_t end = json_end(text, b, &obj);
+    if (end == std::string_view::npos || obj != args) continue;
+    w.form = ChatToolFormat::Form::Named;
+    w.name_sep = std::string(text.substr(name_end, b - name_end));
+    if (w.name_sep.find_first_of("\"{}") != std::string::npos) return std::nullopt;
+    w.begin = name_at;
+    w.end = end;
+    return w;
+  }
+  return std::nullopt;
+}
+
+// The longest common suffix of a and b that starts at a marker ('<' or '['),
+// and the longest common prefix that ends at one ('>' or ']').
+std::string_view marker_suffix(std::string_view a, std::string_view b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[a.size() - 1 - n] == b[b.size() - 1 - n]) ++n;
+  std::string_view s = a.substr(a.size() - n);
+  const size_t m = s.find_first_of("<[");
+  return m == std::string_view::npos ? std::string_view() : s.substr(m);
+}
+std::string_view marker_prefix(std::string_view a, std::string_view b) {
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  std::string_view s = a.substr(0, n);
+  const size_t m = s.find_last_of(">]");
+  return m == std::string_view::npos ? std::string_view() : s.substr(0, m + 1);
+}
+
+// How the template writes a call in an assistant turn, read off renders:
+// the turn with probe text, with one probe call, and with two. Found when the
+// call is one JSON object {"name": ..., "<args key>": {...}} between an
+// opening and a closing tag or alone in the turn (Hermes' <tool_call>,
+// Llama 3's bare JSON), a JSON list of them after a tag (Mistral Nemo), or
+// the name, a separator and the arguments' JSON (Mistral's [TOOL_CALLS]f[ARGS],
+// functionary, DeepSeek; with two calls the part written once around them
+// is the wrapper). Anything else (XML parameters, a call index in the
+// separator, channels): none.
 std::optional<ChatToolFormat> call_format(const jinja::Template& t, const ChatTokens& tok,
                                           const Caps& caps) {
   constexpr std::string_view kText = "CONTENT_PROBE_7c1d";
+  constexpr std::string_view kCall2 = "SECOND_PROBE_7c1d";
   const json user = {{"role", "user"}, {"content", "Call it."}};
   const json args = json{{"ARGKEY_PROBE", "ARGVAL_PROBE"}};
-  const json call = {
-      {"type", "function"},
-      {"function",
-       json{{"name", kCallMark}, {"arguments", caps.object_arguments ? args : json(args.dump())}}},
-      {"id", "call00001"}};
-  const json said = json::array({user, json{{"role", "assistant"}, {"content", kText}}});
-  const json called = json::array(
-      {user, json{{"role", "assistant"}, {"content", ""}, {"tool_calls", json::array({call})}}});
+  const auto call = [&](std::string_view name, const char* id) {
+    return json{{"type", "function"},
+                {"function", json{{"name", name},
+                                  {"arguments", caps.object_arguments ? args : json(args.dump())}}},
+                {"id", id}};
+  };
+  const auto turn = [&](json calls) {
+    return json::array(
+        {user, json{{"role", "assistant"}, {"content", ""}, {"tool_calls", std::move(calls)}}});
+  };
   const auto render = [&](const json& msgs) -> std::optional<std::string> {
     jinja::Object ctx;
     ctx.set("messages", jinja::from_json(msgs, true));
@@ -267,40 +360,53 @@ std::optional<ChatToolFormat> call_format(const jinja::Template& t, const ChatTo
       return std::nullopt;
     }
   };
-  const std::optional<std::string> a = render(said), b = render(called);
+  const std::optional<std::string> a =
+      render(json::array({user, json{{"role", "assistant"}, {"content", kText}}}));
+  const std::optional<std::string> b = render(turn(json::array({call(kCallMark, "call00001")})));
   if (!a || !b) return std::nullopt;
   const size_t at = a->find(kText);
-  const size_t name_at = b->find(kCallMark);
-  if (at == std::string::npos || name_at == std::string::npos) return std::nullopt;
+  if (at == std::string::npos) return std::nullopt;
   // The turn's header is what both renders share before the text.
   size_t head = 0;
   while (head < at && head < b->size() && (*a)[head] == (*b)[head]) ++head;
   const std::string_view turn_end = std::string_view(*a).substr(at + kText.size());
-  // The call object: the '{' before the name, to its matching '}'.
-  const size_t open_brace = b->rfind('{', name_at);
-  if (open_brace == std::string::npos || open_brace < head) return std::nullopt;
-  json obj;
-  size_t end = std::string::npos;
-  for (size_t i = name_at; i < b->size() && end == std::string::npos; ++i) {
-    if ((*b)[i] != '}') continue;
-    obj = json::parse(b->substr(open_brace, i + 1 - open_brace), nullptr, false);
-    if (!obj.is_discarded()) end = i + 1;
-  }
-  if (end == std::string::npos || !obj.is_object() || obj.size() != 2 ||
-      obj.value("name", "") != kCallMark)
-    return std::nullopt;
-  std::string args_key;
-  for (const auto& [k, v] : obj.items())
-    if (k != "name" && (v == args || v == json(args.dump()))) args_key = k;
-  if (args_key.empty()) return std::nullopt;
-  std::string_view rest = std::string_view(*b).substr(end);
+  const std::optional<WrittenCall> w = find_call(*b, kCallMark, args, head);
+  if (!w) return std::nullopt;
+  std::string_view rest = std::string_view(*b).substr(w->end);
   if (!rest.ends_with(turn_end)) return std::nullopt;
   rest.remove_suffix(turn_end.size());
-  const std::string open = trim(std::string_view(*b).substr(head, open_brace - head));
-  const std::string close = trim(rest);
-  if (open.empty() != close.empty()) return std::nullopt;  // a tag needs both ends
-  if (open.ends_with('[')) return std::nullopt;            // a list of calls: not parsed yet
-  return ChatToolFormat{open, close, args_key};
+  ChatToolFormat f;
+  f.form = w->form;
+  f.args_key = w->args_key.empty() ? "arguments" : w->args_key;
+  f.name_sep = w->name_sep;
+  f.open = trim(std::string_view(*b).substr(head, w->begin - head));
+  f.close = trim(rest);
+  if (f.form == ChatToolFormat::Form::Object && f.open.empty() != f.close.empty())
+    return std::nullopt;  // a tag needs both ends
+  if (f.form != ChatToolFormat::Form::Object && f.open.empty()) return std::nullopt;
+  if (f.form != ChatToolFormat::Form::Named) return f;
+  // Two calls: the text between them is a call's end and the next one's
+  // start; what the single call has beyond those is the wrapper.
+  const std::optional<std::string> c =
+      render(turn(json::array({call(kCallMark, "call00001"), call(kCall2, "call00002")})));
+  if (!c) return f;
+  const std::optional<WrittenCall> w1 = find_call(*c, kCallMark, args, head);
+  const std::optional<WrittenCall> w2 = w1 ? find_call(*c, kCall2, args, w1->end) : std::nullopt;
+  if (!w2 || w2->name_sep != w1->name_sep) return std::nullopt;  // e.g. a call index inside
+  const std::string_view between = std::string_view(*c).substr(w1->end, w2->begin - w1->end);
+  const std::string_view unit_open = marker_suffix(f.open, trim(between));
+  const std::string_view unit_close = marker_prefix(f.close, trim(between));
+  if (unit_open.empty()) return std::nullopt;
+  f.wrap_open = trim(std::string_view(f.open).substr(0, f.open.size() - unit_open.size()));
+  // The wrapper's end: its first marker (the template may write the turn's
+  // own end after it).
+  std::string wrap_close = trim(std::string_view(f.close).substr(unit_close.size()));
+  if (const size_t m = wrap_close.find_first_of(">]"); m != std::string::npos)
+    wrap_close.resize(m + 1);
+  f.wrap_close = std::move(wrap_close);
+  f.open = std::string(unit_open);
+  f.close = std::string(unit_close);
+  return f;
 }
 
 jinja::Options options(std::time_t now) {

@@ -3,12 +3,19 @@
 // forced call must satisfy (for JsonConstraint), and an incremental parser
 // that splits generated text into content and calls.
 //
-// A call is written in one of two syntaxes (ToolCallSyntax):
+// A call is written in one of these syntaxes (ToolCallSyntax, read off the
+// model's chat template):
 //   tagged  <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>   (Hermes / Qwen /
-//   SmolLM2,
-//           and the generic fallback); several calls may follow each other.
+//           SmolLM2, Granite, and the generic fallback); several calls may follow each other.
 //   bare    {"name": "f", "parameters": {...}}   (Llama 3.x): the whole reply is one JSON object.
+//   list    [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]   (Mistral Nemo): the
+//           calls as one JSON list after the opening tag (closing tag optional).
+//   named   [TOOL_CALLS]f[ARGS]{...}   (Mistral Small 3.2, Devstral), <function=f>{...}</function>
+//           (functionary), <｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜> (DeepSeek):
+//           the name, a separator, the arguments' JSON; the calls may sit inside a wrapper
+//           (wrap_open ... wrap_close, written once around them), dropped from the content.
 // Nothing here knows about HTTP or tokens.
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -24,9 +31,13 @@ struct ToolSpec {
 };
 
 struct ToolCallSyntax {
-  std::string open = "<tool_call>";  // empty: the bare syntax
-  std::string close = "</tool_call>";
+  enum class Form : uint8_t { Object, List, Named };
+  std::string open = "<tool_call>";    // empty: the bare syntax (Object only)
+  std::string close = "</tool_call>";  // may be empty for List and Named (the output's end)
   std::string args_key = "arguments";  // Llama 3: "parameters"
+  Form form = Form::Object;
+  std::string name_sep;               // Named: between the name and the arguments
+  std::string wrap_open, wrap_close;  // Named: around all the calls (may be empty)
 
   bool tagged() const { return !open.empty(); }
   // The frame a forced call is decoded in (JsonConstraint::Frame's texts).
@@ -78,6 +89,12 @@ class ToolCallParser {
  private:
   void emit_content(std::string_view s, Parts& out);
   void push_tagged(Parts& out);
+  // A call's body (between open and close) by the syntax's form: its calls
+  // into `calls`; false if it is not one.
+  bool parse_body(std::string_view body, std::vector<ParsedToolCall>& calls) const;
+  // Where the call starting buf_ ends (its close, or with no close the next
+  // open), npos while unknown.
+  size_t call_end() const;
   void add_call(ParsedToolCall c, Parts& out);
   void stream_open_call(Parts& out);
   void finish_streamed_call(std::string_view body, Parts& out);

@@ -96,9 +96,14 @@ struct ChatTool {
 
 // How a template's model writes a call: tagged, between `open` and `close`
 // ({"name": ..., "<args_key>": {...}} inside), or bare (open empty: the reply
-// is the JSON object).
+// is the JSON object); as a JSON list of such objects after `open` (List); or
+// as open + name + name_sep + arguments JSON + close (Named), the calls
+// inside wrap_open ... wrap_close. (sampling/tool_calls.h parses them.)
 struct ChatToolFormat {
+  enum class Form : uint8_t { Object, List, Named };
   std::string open, close, args_key;
+  Form form = Form::Object;
+  std::string name_sep{}, wrap_open{}, wrap_close{};
 };
 
 class ChatTemplate {

@@ -128,6 +128,72 @@ const char* kWeather =
 const char* kAdd =
     R"({"type":"object","properties":{"a":{"type":"integer","minimum":0,"maximum":99},"b":{"type":"number"}},"required":["a","b"],"additionalProperties":false})";
 
+ToolCallSyntax syntax(ToolCallSyntax::Form form, std::string open, std::string close,
+                      std::string sep = {}, std::string wrap_open = {},
+                      std::string wrap_close = {}) {
+  ToolCallSyntax s;
+  s.form = form;
+  s.open = std::move(open);
+  s.close = std::move(close);
+  s.name_sep = std::move(sep);
+  s.wrap_open = std::move(wrap_open);
+  s.wrap_close = std::move(wrap_close);
+  return s;
+}
+
+// `text` in pieces of every size (streaming the arguments on every other
+// one): `content`, then get_weather(city: Paris) and add(a: 1, b: "]}").
+void expect_two_calls(const ToolCallSyntax& syn, const std::string& text,
+                      const std::string& content) {
+  for (size_t step = 1; step <= text.size(); ++step) {
+    const ToolCallParser::Parts parts = parse_in_pieces(syn, text, step, step % 2 == 0);
+    EXPECT_EQ(parts.content, content) << step;
+    ASSERT_EQ(parts.calls.size(), 2u) << step << " content: " << parts.content;
+    EXPECT_EQ(parts.calls[0].name, "get_weather");
+    EXPECT_EQ(json::parse(parts.calls[0].arguments), json({{"city", "Paris"}}));
+    EXPECT_EQ(parts.calls[1].name, "add");
+    EXPECT_EQ(json::parse(parts.calls[1].arguments), json({{"a", 1}, {"b", "]}"}}));
+  }
+}
+
+// Mistral Nemo: one JSON list after [TOOL_CALLS], no closing tag.
+TEST(ToolCallParser, ListSyntaxWithoutAClosingTag) {
+  const ToolCallSyntax nemo = syntax(ToolCallSyntax::Form::List, "[TOOL_CALLS]", "");
+  const std::string text =
+      "Sure.[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, "
+      "\"id\": \"abc123def\"}, {\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": \"]}\"}}]";
+  expect_two_calls(nemo, text, "Sure.");
+  // Not a list of calls: content, tag included.
+  EXPECT_EQ(parse_in_pieces(nemo, "[TOOL_CALLS][1, 2]", 3).content, "[TOOL_CALLS][1, 2]");
+}
+
+// Mistral Small 3.2 / Devstral: [TOOL_CALLS]name[ARGS]{...}, repeated.
+TEST(ToolCallParser, NamedSyntaxEndsWhereItsJsonEnds) {
+  const ToolCallSyntax mistral = syntax(ToolCallSyntax::Form::Named, "[TOOL_CALLS]", "", "[ARGS]");
+  const std::string text =
+      "[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}[TOOL_CALLS]add[ARGS]{\"a\": 1, "
+      "\"b\": \"]}\"}";
+  expect_two_calls(mistral, text, "");
+  // A name that is not one: content.
+  EXPECT_EQ(parse_in_pieces(mistral, "[TOOL_CALLS]two words[ARGS]{}", 4).content,
+            "[TOOL_CALLS]two words[ARGS]{}");
+}
+
+// DeepSeek V3.1: each call tagged, all of them inside a wrapper that is dropped.
+TEST(ToolCallParser, NamedSyntaxInsideAWrapper) {
+  const ToolCallSyntax ds =
+      syntax(ToolCallSyntax::Form::Named, "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>",
+             "<｜tool▁sep｜>", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>");
+  const std::string text =
+      "Checking.<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": "
+      "\"Paris\"}<｜tool▁call▁end｜><｜tool▁call▁begin｜>add<｜tool▁sep｜>{\"a\": 1, \"b\": "
+      "\"]}\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>";
+  expect_two_calls(ds, text, "Checking.");
+  // The wrapper's start alone, without a call after it, is content.
+  EXPECT_EQ(parse_in_pieces(ds, "a <｜tool▁calls▁begin｜> b", 2).content,
+            "a <｜tool▁calls▁begin｜> b");
+}
+
 TEST(ToolCallSchema, NameIsOneOfTheToolsAndArgumentsFollowItsSchema) {
   const std::vector<ToolSpec> tools = {{"get_weather", "", kWeather}, {"add", "", kAdd}};
   const auto g = JsonGrammar::from_schema(tool_call_schema(tools, "arguments"));

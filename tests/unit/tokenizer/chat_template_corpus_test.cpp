@@ -149,8 +149,29 @@ TEST(ChatTemplateCorpus, CallFormatsComeFromTheTemplates) {
                         "meta-llama-Llama-3.3-70B-Instruct"})
     EXPECT_TRUE(is(format(t), "", "", "parameters")) << t;
   EXPECT_TRUE(is(format("MiniMax-M1"), "<tool_calls>", "</tool_calls>", "arguments"));
-  // A list of calls is not read off (yet): the Hermes default.
-  EXPECT_TRUE(is(format("unsloth-Apriel-1.5"), "<tool_call>", "</tool_call>", "arguments"));
+  // A list of calls after a tag.
+  for (const char* t : {"unsloth-Apriel-1.5", "Apriel-1.6-15b-Thinker-fixed"}) {
+    EXPECT_TRUE(is(format(t), "<tool_calls>", "</tool_calls>", "arguments")) << t;
+    EXPECT_EQ(format(t).form, ChatToolFormat::Form::List) << t;
+  }
+  const ChatToolFormat nemo = format("mistralai-Mistral-Nemo-Instruct-2407");
+  EXPECT_TRUE(is(nemo, "[TOOL_CALLS]", "", "arguments") && nemo.form == ChatToolFormat::Form::List);
+  // The name outside the JSON: Mistral's [TOOL_CALLS]name[ARGS]{...}, DeepSeek's tagged calls
+  // inside a wrapper.
+  for (const char* t :
+       {"unsloth-mistral-Devstral-Small-2507", "mistralai-Ministral-3-14B-Reasoning-2512"}) {
+    const ChatToolFormat f = format(t);
+    EXPECT_TRUE(f.form == ChatToolFormat::Form::Named && f.open == "[TOOL_CALLS]" &&
+                f.close.empty() && f.name_sep == "[ARGS]" && f.wrap_open.empty())
+        << t;
+  }
+  const ChatToolFormat ds = format("deepseek-ai-DeepSeek-V3.1");
+  EXPECT_EQ(ds.form, ChatToolFormat::Form::Named);
+  EXPECT_EQ(ds.open, "<｜tool▁call▁begin｜>");
+  EXPECT_EQ(ds.name_sep, "<｜tool▁sep｜>");
+  EXPECT_EQ(ds.close, "<｜tool▁call▁end｜>");
+  EXPECT_EQ(ds.wrap_open, "<｜tool▁calls▁begin｜>");
+  EXPECT_EQ(ds.wrap_close, "<｜tool▁calls▁end｜>");
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(fixtures()))
     if (e.path().extension() == ".jinja") files.push_back(e.path());
@@ -159,6 +180,7 @@ TEST(ChatTemplateCorpus, CallFormatsComeFromTheTemplates) {
   for (const fs::path& f : files) {
     const std::string d = ChatTemplate::from_jinja(read(f), tokens).describe();
     derived += d.find("calls=unknown") == std::string::npos;
+    if (getenv("SHOW_CALLS")) std::printf("[calls] %s: %s\n", f.stem().string().c_str(), d.c_str());
   }
   std::printf("[calls] %d of %zu templates: a call format read off the template\n", derived,
               files.size());
