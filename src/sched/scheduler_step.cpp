@@ -64,6 +64,7 @@ void Scheduler::plan_step() {
 int Scheduler::plan_draft(Sequence& s, int budget) {
   if (s.draft_k == 0) s.draft_k = opts_.draft_max;
   int k = std::min(s.draft_k, budget);
+  if (s.req.draft_max >= 0) k = std::min(k, s.req.draft_max);
   k = std::min(k, n_ctx_ - s.in_kv - 1);
   if (s.req.params.max_tokens > 0) k = std::min(k, s.req.params.max_tokens - s.n_generated - 1);
   if (k <= 0) return 0;

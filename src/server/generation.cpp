@@ -221,6 +221,7 @@ Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, con
     r.lora = lora;
     r.media = media;
     r.prediction = prediction;
+    r.draft_max = g.spec_max_tokens;
     if (i > 0) r.after = s.streams[0];
     try {
       submit_one(ctx, std::move(r), param);

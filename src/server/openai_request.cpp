@@ -182,6 +182,35 @@ void parse_lora(const json& body, GenerationRequest& r, UnknownFields policy) {
 }
 
 // Sampling settings and streaming flags, common to both endpoints.
+// speculative (tern's extension): {"type": "auto" | "ngram" | "off",
+// "max_tokens": 0-64}: this request's speculative decoding, off or with at
+// most that many guessed tokens per verify (within the server's --spec-draft).
+void parse_speculative(const json& body, GenerationRequest& r, UnknownFields policy) {
+  const json* v = field(body, "speculative");
+  if (!v || v->is_null()) return;
+  if (!v->is_object()) wrong_type("speculative", "an object", *v);
+  check_fields(*v, "speculative.", {"type", "max_tokens"}, policy);
+  if (const json* t = field(*v, "type")) {
+    if (!t->is_string()) wrong_type("speculative.type", "a string", *t);
+    const std::string type = t->get<std::string>();
+    if (type == "off") {
+      r.spec_max_tokens = 0;
+    } else if (type == "draft") {
+      unsupported("speculative.type", "no draft model is loaded (--draft-model is not built yet).");
+    } else if (type != "auto" && type != "ngram") {
+      bad_value("speculative.type", "'" + type +
+                                        "' is not supported. Supported values are: 'auto', "
+                                        "'ngram' and 'off'.");
+    }
+  }
+  if (const json* m = field(*v, "max_tokens")) {
+    if (!m->is_number_integer()) wrong_type("speculative.max_tokens", "an integer", *m);
+    const int64_t n = m->get<int64_t>();
+    if (n < 0 || n > 64) bad_value("speculative.max_tokens", "must be between 0 and 64.");
+    if (r.spec_max_tokens != 0) r.spec_max_tokens = int(n);
+  }
+}
+
 void parse_common(const json& body, GenerationRequest& r, UnknownFields policy) {
   if (const json* v = field(body, "model")) {
     if (!v->is_string()) wrong_type("model", "a string", *v);
@@ -202,6 +231,7 @@ void parse_common(const json& body, GenerationRequest& r, UnknownFields policy) 
   read_sampling(body, kOpenAiSampling, p);
   parse_stop(body, p);
   get_bool(body, "stream", r.stream);
+  parse_speculative(body, r, policy);
   if (const json* v = field(body, "stream_options")) {
     if (!v->is_object()) wrong_type("stream_options", "an object", *v);
     check_fields(*v, "stream_options.", {"include_usage"}, policy);
@@ -397,6 +427,7 @@ GenerationRequest parse_chat_request(const json& body, const std::vector<std::st
                 "repeat_last_n",
                 "ignore_eos",
                 "cache_prompt",
+                "speculative",
                 "chat_template_kwargs",
                 "reasoning_effort",
                 "prediction"},
@@ -443,7 +474,8 @@ GenerationRequest parse_completion_request(const json& body, const std::vector<s
                 "repeat_penalty",
                 "repeat_last_n",
                 "ignore_eos",
-                "cache_prompt"},
+                "cache_prompt",
+                "speculative"},
                policy, extra);
   GenerationRequest r;
   r.kind = GenerationRequest::Kind::Completion;

@@ -79,3 +79,33 @@ def test_bad_predictions_are_400s_naming_the_field(server, healthy):
             client.chat.completions.create(model="m", messages=PROMPT, max_tokens=4,
                                            extra_body={"prediction": prediction})
         assert e.value.body["param"] == param, (prediction, e.value.body)
+
+
+def test_per_request_speculative_controls(server, healthy, plain):
+    want = sdk(plain).chat.completions.create(model="m", messages=PROMPT, max_tokens=60,
+                                              temperature=0).choices[0].message.content
+    body = {"model": "m", "messages": PROMPT, "max_tokens": 60, "temperature": 0}
+    off = requests.post(server.url + "/v1/chat/completions", timeout=300,
+                        json={**body, "speculative": {"type": "off"}}).json()
+    assert off["choices"][0]["message"]["content"] == want
+    assert "draft_n" not in off["timings"], off["timings"]
+    small = requests.post(server.url + "/v1/chat/completions", timeout=300,
+                          json={**body, "speculative": {"type": "ngram", "max_tokens": 2}}).json()
+    assert small["choices"][0]["message"]["content"] == want
+    t = small["timings"]
+    # At most 2 guesses per verify: never more guesses than twice the verifies,
+    # which are at most the tokens generated.
+    assert 0 < t["draft_n"] <= 2 * t["predicted_n"], t
+    # The same through /v1/completions.
+    r = requests.post(server.url + "/v1/completions", timeout=300,
+                      json={"model": "m", "prompt": CODE + CODE[:40], "max_tokens": 24,
+                            "temperature": 0, "speculative": {"type": "off"}}).json()
+    assert "draft_n" not in r["timings"]
+    for spec, param in [({"type": "eagle"}, "speculative.type"),
+                        ({"type": "draft"}, "speculative.type"),
+                        ({"max_tokens": 65}, "speculative.max_tokens"),
+                        ({"max_tokens": "4"}, "speculative.max_tokens"),
+                        ("off", "speculative")]:
+        r = requests.post(server.url + "/v1/chat/completions", timeout=60,
+                          json={**body, "max_tokens": 2, "speculative": spec})
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, (spec, r.text)

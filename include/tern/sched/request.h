@@ -53,6 +53,10 @@ struct Request {
   // client expects the answer to be close to. Speculative decoding guesses
   // from it first (then from prompt lookup); the output is unchanged.
   std::vector<int32_t> prediction;
+  // Speculative decoding for this request: at most this many guessed tokens
+  // per verify (within SchedulerOptions::draft_max); 0 = none; -1 = no limit
+  // of its own.
+  int draft_max = -1;
 };
 
 // The prompt can never run: it does not fit the context, or the KV budget

@@ -69,6 +69,9 @@ struct GenerationRequest {
   // Chat: extra chat-template variables (chat_template_kwargs, and
   // reasoning_effort as llama.cpp passes it); null when none.
   nlohmann::ordered_json chat_template_kwargs;
+  // speculative (tern's extension): at most this many guessed tokens per
+  // verify for this request, 0 = no speculation; -1 = the server's policy.
+  int spec_max_tokens = -1;
   // Chat: Predicted Outputs (`prediction`: {"type": "content", "content"}):
   // the text the answer is expected to be close to ("" if none).
   std::string prediction;
