@@ -186,7 +186,7 @@ std::string loadable_types();
 // n must be a multiple of the block size and can_quantize(type) true.
 // Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, and (plain
 // round-to-nearest, no scale search: for test models) Q2_K, Q3_K, IQ4_NL,
-// IQ4_XS.
+// IQ4_XS, TQ1_0, TQ2_0, MXFP4 (not the lattice types IQ1..IQ3).
 void quantize_row_ref(DType type, const float* src, void* dst, int64_t n);
 bool can_quantize(DType type);
 

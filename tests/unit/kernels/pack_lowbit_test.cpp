@@ -179,7 +179,8 @@ TEST(PackLowBit, TestModelQuantizersRoundTrip) {
   for (int64_t i = 0; i < n; ++i) x[size_t(i)] = normal(rng) * (1.0f + float(i / 256 % 5));
   std::fill(x.begin() + 256, x.begin() + 512, 0.0f);
   const std::pair<DType, double> limits[] = {
-      {DType::Q2_K, 0.45}, {DType::Q3_K, 0.25}, {DType::IQ4_NL, 0.12}, {DType::IQ4_XS, 0.12}};
+      {DType::Q2_K, 0.45},  {DType::Q3_K, 0.25},  {DType::IQ4_NL, 0.12}, {DType::IQ4_XS, 0.12},
+      {DType::TQ1_0, 0.85}, {DType::TQ2_0, 0.85}, {DType::MXFP4, 0.2}};
   for (const auto& [t, limit] : limits) {
     ASSERT_TRUE(can_quantize(t));
     const std::vector<uint8_t> q = quantize_ref(t, x);
