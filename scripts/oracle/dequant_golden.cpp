@@ -2,7 +2,8 @@
 // seeded blocks of each format, dequantized by ggml's to_float, written as
 // JSON (tests/fixtures/dequant_golden.json, read by DequantGolden.* in
 // tests/unit/kernels/dequant_golden_test.cpp). Also dumps ggml's type table
-// (name, block size, block bytes of every id) for the DType table test.
+// (name, block size, block bytes of every id) for the DType table test, and
+// ggml's reference quantizers' bytes for TQ1_0, TQ2_0 and MXFP4.
 //
 // Build and run: scripts/oracle/gen_dequant_golden.sh. Not part of tern's build.
 #include <cinttypes>
@@ -190,6 +191,26 @@ int main(int argc, char** argv) {
       }
       std::fprintf(out, "]}");
     }
+  }
+  // ggml's reference quantizers of the types tern's test quantizers also
+  // write (kernels::quantize_ref): seeded values (uniform, a scale per 256,
+  // then 256 zeros) and the bytes ggml_quantize_chunk makes of them.
+  std::fprintf(out, "],\n\"quantized\":[");
+  const ggml_type qtypes[] = {GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0, GGML_TYPE_MXFP4};
+  for (size_t t = 0; t < sizeof(qtypes) / sizeof(qtypes[0]); ++t) {
+    g_state = 1000 + t;
+    const int64_t n = 768;
+    std::vector<float> x(static_cast<size_t>(n), 0.0f);
+    for (int64_t i = 0; i < 512; ++i) {
+      const float u = float(next_u64() >> 40) / float(1 << 24);
+      x[size_t(i)] = (2.0f * u - 1.0f) * 0.01f * float(1 + i / 256 * 3);
+    }
+    std::vector<uint8_t> q(ggml_row_size(qtypes[t], n));
+    ggml_quantize_chunk(qtypes[t], x.data(), q.data(), 0, 1, n, nullptr);
+    std::fprintf(out, "%s\n {\"type\":\"%s\",\"bytes\":\"%s\",\"values\":[", t ? "," : "",
+                 ggml_type_name(qtypes[t]), hex(q).c_str());
+    for (int64_t i = 0; i < n; ++i) std::fprintf(out, "%s%.9g", i ? "," : "", x[size_t(i)]);
+    std::fprintf(out, "]}");
   }
   std::fprintf(out, "]}\n");
   std::fclose(out);

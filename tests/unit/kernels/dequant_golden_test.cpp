@@ -136,5 +136,19 @@ TEST(DequantGolden, LatticeTernaryAndFp4AreBitExact) {
   EXPECT_EQ(check_cases(exact_type, true), 10 * 8);
 }
 
+// The test quantizers of TQ1_0, TQ2_0 and MXFP4 write the very bytes ggml's
+// reference quantizers write (so test models are what llama-quantize would
+// make of the same values, without an importance matrix).
+TEST(DequantGolden, TestQuantizersWriteGgmlBytes) {
+  int n = 0;
+  for (const json& c : golden().at("quantized")) {
+    const DType type = type_named(upper(c.at("type")));
+    const std::vector<float> x = c.at("values").get<std::vector<float>>();
+    EXPECT_EQ(quantize_ref(type, x), from_hex(c.at("bytes"))) << c.at("type");
+    ++n;
+  }
+  EXPECT_EQ(n, 3);
+}
+
 }  // namespace
 }  // namespace tern::kernels
