@@ -2,10 +2,12 @@
 // seeded blocks of each format, dequantized by ggml's to_float, written as
 // JSON (tests/fixtures/dequant_golden.json, read by DequantGolden.* in
 // tests/unit/kernels/dequant_golden_test.cpp). Also dumps ggml's type table
-// (name, block size, block bytes of every id) for the DType table test.
+// (name, block size, block bytes of every id) for the DType table test, and
+// ggml's reference quantizers' bytes for TQ1_0, TQ2_0 and MXFP4.
 //
 // Build and run: scripts/oracle/gen_dequant_golden.sh. Not part of tern's build.
 #include <cinttypes>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -32,12 +34,38 @@ void put_f16(uint8_t* p, float v) {
   std::memcpy(p, &h, 2);
 }
 
-// Where each format keeps its fp16 scales (byte offsets in a block).
+// Where each format keeps its scales: fp16 fields at byte offsets, MXFP4's
+// E8M0 exponent byte, or IQ1_M's fp16 spread over the top nibbles of its
+// four u16 scales (bytes 49, 51, 53, 55).
+enum class Scale { F16Fields, E8M0, Iq1m };
+
 struct Format {
   ggml_type type;
   const char* name;
   std::vector<int> f16_fields;
+  Scale scale = Scale::F16Fields;
 };
+
+// An E8M0 exponent for a case's scale d: 0 for d = 0, 1 for fp16's
+// subnormals, 252 (the largest whose 12 * 2^(e-128) is a finite float) for
+// fp16's largest, else about |d|.
+uint8_t e8m0_for(float d) {
+  const float a = d < 0 ? -d : d;
+  if (a == 0.0f) return 0;
+  if (a < 1e-7f) return 1;
+  if (a >= 65504.0f) return 252;
+  int e = 0;
+  std::frexp(a, &e);
+  return uint8_t(127 + e);
+}
+
+void put_iq1m_scale(uint8_t* blk, float v) {
+  const ggml_fp16_t h = ggml_fp32_to_fp16(v);
+  for (int k = 0; k < 4; ++k) {
+    uint8_t& hi = blk[49 + 2 * k];
+    hi = uint8_t((hi & 0x0F) | (((h >> (4 * k)) & 0xF) << 4));
+  }
+}
 
 // How a case fills a block: the code/scale bytes, then the fp16 fields.
 enum class Fill { Random, Zeros, Ones, Alternating };
@@ -71,6 +99,16 @@ int main(int argc, char** argv) {
       {GGML_TYPE_Q3_K, "Q3_K", {108}},
       {GGML_TYPE_IQ4_NL, "IQ4_NL", {0}},
       {GGML_TYPE_IQ4_XS, "IQ4_XS", {0}},
+      {GGML_TYPE_IQ3_XXS, "IQ3_XXS", {0}},
+      {GGML_TYPE_IQ3_S, "IQ3_S", {0}},
+      {GGML_TYPE_IQ2_XXS, "IQ2_XXS", {0}},
+      {GGML_TYPE_IQ2_XS, "IQ2_XS", {0}},
+      {GGML_TYPE_IQ2_S, "IQ2_S", {0}},
+      {GGML_TYPE_IQ1_S, "IQ1_S", {0}},
+      {GGML_TYPE_IQ1_M, "IQ1_M", {}, Scale::Iq1m},
+      {GGML_TYPE_TQ1_0, "TQ1_0", {52}},
+      {GGML_TYPE_TQ2_0, "TQ2_0", {64}},
+      {GGML_TYPE_MXFP4, "MXFP4", {}, Scale::E8M0},
   };
   // Extreme codes (all bits 0 / all bits 1 -> the smallest and largest code,
   // scale and min of every sub-block), a negative super-scale, fp16's largest
@@ -131,6 +169,8 @@ int main(int argc, char** argv) {
         for (size_t j = 0; j < f.f16_fields.size(); ++j) {
           put_f16(blk + f.f16_fields[j], (j == 0 ? k.d : k.dmin) * vary);
         }
+        if (f.scale == Scale::E8M0) blk[0] = e8m0_for(k.d * vary);
+        if (f.scale == Scale::Iq1m) put_iq1m_scale(blk, k.d * vary);
       }
       const int64_t n = qk * k.n_blocks;
       std::vector<float> y(static_cast<size_t>(n));
@@ -140,9 +180,37 @@ int main(int argc, char** argv) {
                    ",\"bytes\":\"%s\",\"values\":[",
                    first ? "" : ",", f.name, k.label, n, hex(bytes).c_str());
       first = false;
-      for (int64_t i = 0; i < n; ++i) std::fprintf(out, "%s%.9g", i ? "," : "", y[size_t(i)]);
+      // -0.0, not -0: JSON readers take "-0" for the integer 0 and lose the sign.
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = y[size_t(i)];
+        if (v == 0.0f && std::signbit(v)) {
+          std::fprintf(out, "%s-0.0", i ? "," : "");
+        } else {
+          std::fprintf(out, "%s%.9g", i ? "," : "", v);
+        }
+      }
       std::fprintf(out, "]}");
     }
+  }
+  // ggml's reference quantizers of the types tern's test quantizers also
+  // write (kernels::quantize_ref): seeded values (uniform, a scale per 256,
+  // then 256 zeros) and the bytes ggml_quantize_chunk makes of them.
+  std::fprintf(out, "],\n\"quantized\":[");
+  const ggml_type qtypes[] = {GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0, GGML_TYPE_MXFP4};
+  for (size_t t = 0; t < sizeof(qtypes) / sizeof(qtypes[0]); ++t) {
+    g_state = 1000 + t;
+    const int64_t n = 768;
+    std::vector<float> x(static_cast<size_t>(n), 0.0f);
+    for (int64_t i = 0; i < 512; ++i) {
+      const float u = float(next_u64() >> 40) / float(1 << 24);
+      x[size_t(i)] = (2.0f * u - 1.0f) * 0.01f * float(1 + i / 256 * 3);
+    }
+    std::vector<uint8_t> q(ggml_row_size(qtypes[t], n));
+    ggml_quantize_chunk(qtypes[t], x.data(), q.data(), 0, 1, n, nullptr);
+    std::fprintf(out, "%s\n {\"type\":\"%s\",\"bytes\":\"%s\",\"values\":[", t ? "," : "",
+                 ggml_type_name(qtypes[t]), hex(q).c_str());
+    for (int64_t i = 0; i < n; ++i) std::fprintf(out, "%s%.9g", i ? "," : "", x[size_t(i)]);
+    std::fprintf(out, "]}");
   }
   std::fprintf(out, "]}\n");
   std::fclose(out);

@@ -38,30 +38,30 @@ std::optional<DTypeTraits> dtype_traits(uint32_t raw) {
       return DTypeTraits{"Q8_K", 256, 292, false};
     // i-quants (block sizes from ggml-common.h's block_iq* structs).
     case DType::IQ2_XXS:
-      return DTypeTraits{"IQ2_XXS", 256, 66, false};
+      return DTypeTraits{"IQ2_XXS", 256, 66, true};
     case DType::IQ2_XS:
-      return DTypeTraits{"IQ2_XS", 256, 74, false};
+      return DTypeTraits{"IQ2_XS", 256, 74, true};
     case DType::IQ3_XXS:
-      return DTypeTraits{"IQ3_XXS", 256, 98, false};
+      return DTypeTraits{"IQ3_XXS", 256, 98, true};
     case DType::IQ1_S:
-      return DTypeTraits{"IQ1_S", 256, 50, false};
+      return DTypeTraits{"IQ1_S", 256, 50, true};
     case DType::IQ4_NL:
       return DTypeTraits{"IQ4_NL", 32, 18, true};
     case DType::IQ3_S:
-      return DTypeTraits{"IQ3_S", 256, 110, false};
+      return DTypeTraits{"IQ3_S", 256, 110, true};
     case DType::IQ2_S:
-      return DTypeTraits{"IQ2_S", 256, 82, false};
+      return DTypeTraits{"IQ2_S", 256, 82, true};
     case DType::IQ4_XS:
       return DTypeTraits{"IQ4_XS", 256, 136, true};
     case DType::IQ1_M:
-      return DTypeTraits{"IQ1_M", 256, 56, false};
+      return DTypeTraits{"IQ1_M", 256, 56, true};
     // Ternary, fp4 and the small-block 1/2-bit types.
     case DType::TQ1_0:
-      return DTypeTraits{"TQ1_0", 256, 54, false};
+      return DTypeTraits{"TQ1_0", 256, 54, true};
     case DType::TQ2_0:
-      return DTypeTraits{"TQ2_0", 256, 66, false};
+      return DTypeTraits{"TQ2_0", 256, 66, true};
     case DType::MXFP4:
-      return DTypeTraits{"MXFP4", 32, 17, false};
+      return DTypeTraits{"MXFP4", 32, 17, true};
     case DType::NVFP4:
       return DTypeTraits{"NVFP4", 64, 36, false};
     case DType::Q1_0:

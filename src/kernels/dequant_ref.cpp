@@ -6,23 +6,13 @@
 #include <cstring>
 #include <limits>
 
+#include "iq_codes.h"
+#include "load_le.h"
 #include "tern/core/half.h"
 #include "tern/kernels/dequant.h"
 
 namespace tern::kernels {
 namespace {
-
-float load_f16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return fp16_to_f32(h);
-}
-
-uint32_t load_u32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 void dequant_f16(const uint8_t* src, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = load_f16(src + 2 * i);
@@ -204,9 +194,22 @@ void dequant_iq4_xs(const block::IQ4_XS* b, float* y, int64_t nb) {
   }
 }
 
+// The lattice, ternary and MXFP4 types: unit * q, block by block
+// (iq_codes.h; the products are exact, so this is llama.cpp's value).
+void dequant_integer_codes(DType type, const uint8_t* p, float* y, int64_t nb) {
+  const DTypeTraits tr = dtype_traits(type);
+  float unit[8];
+  int32_t q[256];
+  for (int64_t i = 0; i < nb; ++i, p += tr.block_bytes, y += tr.block_elems) {
+    integer_codes(type, p, tr.block_elems, unit, q);
+    for (uint32_t e = 0; e < tr.block_elems; ++e) y[e] = unit[e / 32] * float(q[e]);
+  }
+}
+
 }  // namespace
 
 bool can_dequantize(DType type) {
+  if (has_integer_codes(type)) return true;
   switch (type) {
     case DType::F32:
     case DType::F16:
@@ -296,7 +299,8 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       dequant_iq4_xs(reinterpret_cast<const block::IQ4_XS*>(p), dst, nb);
       break;
     default:
-      break;  // unreachable: can_dequantize() checked above
+      dequant_integer_codes(type, p, dst, nb);  // can_dequantize() checked above
+      break;
   }
 }
 

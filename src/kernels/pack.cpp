@@ -1,9 +1,12 @@
 // Repacking GGUF weights into the engine's tiled int4/int8 layout (packed.h).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
+#include "iq_codes.h"
 #include "tern/core/error.h"
 #include "tern/core/half.h"
 #include "tern/kernels/dequant.h"
@@ -123,6 +126,44 @@ bool int8_codes(DType src, const uint8_t* srow, int g, uint16_t& d16, int* q) {
   return false;
 }
 
+// A group of a lattice / ternary / fp4 row (iq_codes.h: x = unit * qc) as
+// Int8Sym without requantizing. The codes are kept as they are when they fit
+// int8 (then d = unit, a fp16 times a power of two: exact unless it leaves
+// fp16's range); otherwise they are divided by the smallest common factor k
+// that makes them fit and d = unit * k is rounded to fp16 (relative error <=
+// 2^-11, as Q4_K's scales): that moves a group's one sub-block scale (2s+1)
+// into d. False when no such k exists -- the two halves of an IQ2_XS / IQ2_S
+// / IQ1_M group have scales of their own -- or d overflows fp16: the caller
+// requantizes the group.
+bool int8_from_codes(float unit, const int32_t* qc, uint16_t& d16, int* q) {
+  int amax = 0, gcd = 0;
+  for (int j = 0; j < kGroup; ++j) {
+    amax = std::max(amax, std::abs(qc[j]));
+    gcd = std::gcd(gcd, std::abs(qc[j]));
+  }
+  if (amax == 0) {
+    d16 = 0;
+    std::fill(q, q + kGroup, 0);
+    return true;
+  }
+  // Of the factors that fit, the one whose scale fp16 holds best (exact if
+  // any: small scales fall into fp16's subnormals, where a larger k helps).
+  int best = 0;
+  float best_err = 0.0f;
+  for (int k = 1; k <= gcd; ++k) {
+    if (gcd % k != 0 || amax / k > 127) continue;
+    const float scale = unit * float(k);
+    const float err = std::fabs(fp16_to_f32(f32_to_fp16(scale)) - scale) / scale;
+    if (best == 0 || err < best_err) best = k, best_err = err;
+    if (err == 0.0f) break;
+  }
+  if (best == 0) return false;
+  d16 = f32_to_fp16(unit * float(best));
+  if (!std::isfinite(fp16_to_f32(d16))) return false;
+  for (int j = 0; j < kGroup; ++j) q[j] = qc[j] / best;
+  return true;
+}
+
 // Store the 32 codes of row i of a block in the interleaved layout (packed.h).
 void put_int4_row(Int4Block& b, int i, const int* q) {
   for (int k = 0; k < 16; ++k) b.q[k / 4][i][k % 4] = uint8_t(q[k] | (q[k + 16] << 4));
@@ -182,6 +223,10 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
   const size_t src_row_bytes = dtype_row_bytes(src_type, size_t(n_in));
   const auto* src_bytes = static_cast<const uint8_t*>(src);
   std::vector<float> row(static_cast<size_t>(n_in));
+  // Lattice / ternary / fp4 sources into int8: the row's integer codes.
+  const bool int_codes = fmt == WeightFormat::Int8Sym && has_integer_codes(src_type);
+  std::vector<float> units(int_codes ? size_t(groups) : 0);
+  std::vector<int32_t> codes(int_codes ? size_t(n_in) : 0);
 
   for (int r = 0; r < n_out; ++r) {
     const int t = r / kTileRows, i = r % kTileRows;
@@ -192,7 +237,11 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
     const bool exact8 = fmt == WeightFormat::Int8Sym && src_type == DType::Q8_0;
     const bool codes_q4k = fmt == WeightFormat::Int4Asym && src_type == DType::Q4_K;
     const bool exact5 = fmt == WeightFormat::Int5Sym && src_type == DType::Q5_0;
-    if (!exact4 && !exact8 && !codes_q4k && !exact5) {
+    if (int_codes) {
+      integer_codes(src_type, srow, n_in, units.data(), codes.data());
+      for (int e = 0; e < n_in; ++e)
+        row[size_t(e)] = units[size_t(e / kGroup)] * float(codes[size_t(e)]);
+    } else if (!exact4 && !exact8 && !codes_q4k && !exact5) {
       dequantize_row(src_type, srow, row.data(), n_in);
     }
     int q[kGroup];
@@ -245,7 +294,9 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
           const uint8_t* sb = srow + size_t(g) * sizeof(Q8_0Src);
           std::memcpy(&b.d[i], sb, 2);
           for (int c = 0; c < 8; ++c) std::memcpy(b.q[c][i], sb + 2 + 4 * c, 4);
-        } else if (int8_codes(src_type, srow, g, b.d[i], q)) {
+        } else if (int_codes
+                       ? int8_from_codes(units[size_t(g)], codes.data() + g * kGroup, b.d[i], q)
+                       : int8_codes(src_type, srow, g, b.d[i], q)) {
           put_int8_row(b, i, q);
         } else {
           quant_group_sym(row.data() + g * kGroup, 127, 0, b.d[i], q);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "iq_grids.h"
 #include "tern/core/error.h"
 #include "tern/core/half.h"
 #include "tern/kernels/dequant.h"
@@ -225,6 +226,82 @@ void quant_iq4_xs(const float* x, block::IQ4_XS* b, int64_t nb) {
   }
 }
 
+// Ternary digits x / d in {-1, 0, 1}, stored as 0..2.
+int trit(float x, float id) {
+  return std::clamp(int(std::lround(x * id)), -1, 1) + 1;
+}
+
+// Up to five trits, most significant first, as one TQ1_0 byte: the base-3
+// number scaled to 0..255 (rounded up) so that digit n is (uint8(b * 3^n) *
+// 3) >> 8 (iq_codes.cpp). A byte of four trits carries a fifth, zero digit.
+uint8_t tq1_byte(const int* t, int count) {
+  int q = 0;
+  for (int n = 0; n < 5; ++n) q = 3 * q + (n < count ? t[n] : 0);
+  return uint8_t((q * 256 + 242) / 243);
+}
+
+// TQ1_0: element order as in iq_codes.cpp.
+// A ternary block's scale d = amax of its 256 values, stored as fp16 at
+// `d_field`; returns 1/d (0 for an all-zero block).
+float ternary_scale(const float* x, uint8_t* d_field) {
+  float amax = 0.0f;
+  for (int e = 0; e < 256; ++e) amax = std::max(amax, std::fabs(x[e]));
+  store_f16(d_field, amax);
+  return amax != 0.0f ? 1.0f / amax : 0.0f;
+}
+
+void quant_tq1_0(const float* x, uint8_t* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 256, b += 54) {
+    const float id = ternary_scale(x, b + 52);
+    int t[5];
+    for (int m = 0; m < 32; ++m) {
+      for (int n = 0; n < 5; ++n) t[n] = trit(x[32 * n + m], id);
+      b[m] = tq1_byte(t, 5);
+    }
+    for (int m = 0; m < 16; ++m) {
+      for (int n = 0; n < 5; ++n) t[n] = trit(x[160 + 16 * n + m], id);
+      b[32 + m] = tq1_byte(t, 5);
+    }
+    for (int j = 0; j < 4; ++j) {
+      for (int n = 0; n < 4; ++n) t[n] = trit(x[240 + 4 * n + j], id);
+      b[48 + j] = tq1_byte(t, 4);
+    }
+  }
+}
+
+// TQ2_0: d = amax; element 128h + 32l + m in bits 2l.. of qs[32h + m].
+void quant_tq2_0(const float* x, uint8_t* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 256, b += 66) {
+    const float id = ternary_scale(x, b + 64);
+    std::memset(b, 0, 64);
+    for (int e = 0; e < 256; ++e) {
+      b[32 * (e / 128) + e % 32] |= uint8_t(trit(x[e], id) << (2 * ((e % 128) / 32)));
+    }
+  }
+}
+
+// MXFP4, as ggml's reference: e = floor(log2 amax) - 2 + 127 (so the
+// largest e2m1 value, 12 halved, lands near amax), codes the nearest
+// kValuesFp4 entry of x / 2^(e-128).
+void quant_mxfp4(const float* x, uint8_t* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 32, b += 17) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const int e = amax > 0.0f ? std::clamp(int(std::floor(std::log2(amax))) - 2 + 127, 0, 254) : 0;
+    const float d = std::ldexp(1.0f, e - 128);
+    auto nearest = [d](float v) {
+      int best = 0;
+      for (int k = 1; k < 16; ++k) {
+        if (std::fabs(iq::kValuesFp4[k] * d - v) < std::fabs(iq::kValuesFp4[best] * d - v))
+          best = k;
+      }
+      return best;
+    };
+    b[0] = uint8_t(e);
+    for (int j = 0; j < 16; ++j) b[1 + j] = uint8_t(nearest(x[j]) | (nearest(x[j + 16]) << 4));
+  }
+}
+
 }  // namespace
 
 bool can_quantize(DType type) {
@@ -241,6 +318,9 @@ bool can_quantize(DType type) {
     case DType::Q3_K:
     case DType::IQ4_NL:
     case DType::IQ4_XS:
+    case DType::TQ1_0:
+    case DType::TQ2_0:
+    case DType::MXFP4:
       return true;
     default:
       return false;
@@ -293,6 +373,15 @@ void quantize_row_ref(DType type, const float* src, void* dst, int64_t n) {
       break;
     case DType::IQ4_XS:
       quant_iq4_xs(src, reinterpret_cast<block::IQ4_XS*>(p), nb);
+      break;
+    case DType::TQ1_0:
+      quant_tq1_0(src, p, nb);
+      break;
+    case DType::TQ2_0:
+      quant_tq2_0(src, p, nb);
+      break;
+    case DType::MXFP4:
+      quant_mxfp4(src, p, nb);
       break;
     default:
       break;  // unreachable: can_quantize() checked above

@@ -73,8 +73,14 @@
 // 32-group's scale d*(sc-32) to fp16 (<= 2^-11 relative, as Q4_K). Q2_K's
 // groups mix two (scale, min) pairs, which neither int4 nor int8 can carry
 // exactly: it is requantized to Int8Sym (error <= amax/254 a weight, a few
-// percent of Q2_K's own step of range/3). Every other source is dequantized
-// and requantized:
+// percent of Q2_K's own step of range/3). The lattice, ternary and fp4
+// types go to Int8Sym from their integer codes (src/kernels/iq_codes.h):
+// TQ1_0, TQ2_0 and MXFP4 losslessly (MXFP4 while its scale fits fp16);
+// IQ3_XXS, IQ3_S, IQ2_XXS and IQ1_S keep their grid codes and round each
+// group's scale to fp16 (2^-11 relative); IQ2_XS, IQ2_S and IQ1_M, whose
+// half-groups of 16 have scales of their own, keep their codes where both
+// halves fit int8 under one scale and are requantized elsewhere. Every other
+// source is dequantized and requantized:
 // Q5_1/Q5_K/Q6_K into Int8Sym (per-32 amax/127 scale; the added error is at
 // most half an int8 step, amax/254, against the source's own step of about
 // range/31 (5-bit) or range/63 (Q6_K), so a few percent of the source's

@@ -1,4 +1,5 @@
-// Repacking Q2_K, Q3_K, IQ4_NL and IQ4_XS into Int8Sym: IQ4_NL and Q3_K are
+// Repacking Q2_K, Q3_K, IQ4_NL, IQ4_XS and the lattice, ternary and fp4
+// types into Int8Sym: IQ4_NL and Q3_K are
 // lossless (Q3_K's one int8 overflow, sc = -32 with q-4 = -4, is requantized),
 // IQ4_XS rounds only each group's scale to fp16, and Q2_K is requantized
 // within half an int8 step. Also the test-model quantizers of these types.
@@ -11,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "random_blocks.h"
 #include "tern/core/dtype.h"
 #include "tern/core/half.h"
 #include "tern/kernels/dequant.h"
@@ -112,6 +114,59 @@ TEST(PackLowBit, Q2_KToInt8StaysWithinHalfAStep) {
                [](float amax) { return amax / 254 * 1.01f + 1e-3f * amax; });
 }
 
+// The lattice, ternary and fp4 types into Int8Sym (pack.cpp's
+// int8_from_codes): TQ1_0, TQ2_0 and MXFP4 keep their codes and scale
+// (lossless); IQ3_XXS, IQ3_S, IQ2_XXS and IQ1_S, one sub-block scale per
+// group of 32, keep their grid codes and round the group's scale to fp16;
+// IQ2_XS, IQ2_S and IQ1_M, whose group halves have scales of their own, keep
+// their codes only where both halves' products fit int8 and are requantized
+// elsewhere. Prints the share of weights that came through bit for bit.
+void expect_codes_packed(DType t, int n_out, int n_in, uint32_t seed, float (*bound)(float)) {
+  std::mt19937 rng(seed);
+  const auto src = test::random_blocks(t, size_t(n_out) * size_t(n_in), 0.02f, rng);
+  expect_close(t, src, n_out, n_in, bound);
+  const PackedMatrix w = pack_matrix(t, src.data(), n_out, n_in, WeightFormat::Int8Sym);
+  std::vector<float> want(static_cast<size_t>(n_in)), got(static_cast<size_t>(n_in));
+  size_t same = 0;
+  for (int r = 0; r < n_out; ++r) {
+    dequantize_row(t, src.data() + dtype_row_bytes(t, size_t(n_in)) * size_t(r), want.data(), n_in);
+    unpack_row(w, r, got.data());
+    for (int k = 0; k < n_in; ++k) same += got[size_t(k)] == want[size_t(k)];
+  }
+  std::printf("%s: %.1f%% of weights exact\n", std::string(dtype_name(t)).c_str(),
+              100.0 * double(same) / (double(n_out) * n_in));
+}
+
+float exact(float) {
+  return 0.0f;
+}
+// Half an ulp of a fp16 scale: 2^-11 of it, or half the subnormal step 2^-24
+// below 2^-14, times an int8 code.
+float fp16_scale(float amax) {
+  return amax * std::ldexp(1.0f, -11) * 1.01f + 127 * std::ldexp(1.0f, -25);
+}
+float requantized(float amax) {
+  return amax / 254 * 1.01f + amax * std::ldexp(1.0f, -11);
+}
+
+TEST(PackLowBit, TernaryAndMxfp4ToInt8AreLossless) {
+  expect_codes_packed(DType::TQ1_0, 9, 512, 11, exact);
+  expect_codes_packed(DType::TQ2_0, 9, 512, 12, exact);
+  expect_codes_packed(DType::MXFP4, 9, 96, 13, exact);
+}
+
+TEST(PackLowBit, OneScaleLatticeTypesRoundOnlyTheGroupScale) {
+  for (DType t : {DType::IQ3_XXS, DType::IQ3_S, DType::IQ2_XXS, DType::IQ1_S}) {
+    expect_codes_packed(t, 9, 512, 14, fp16_scale);
+  }
+}
+
+TEST(PackLowBit, TwoScaleLatticeTypesStayWithinHalfAStep) {
+  for (DType t : {DType::IQ2_XS, DType::IQ2_S, DType::IQ1_M}) {
+    expect_codes_packed(t, 9, 512, 15, requantized);
+  }
+}
+
 // The round-to-nearest test-model quantizers decode back within the noise
 // their bits allow (relative RMS error over normal values of varying scale),
 // keep an all-zero block at zero, and write blocks llama.cpp's layout reads
@@ -124,7 +179,8 @@ TEST(PackLowBit, TestModelQuantizersRoundTrip) {
   for (int64_t i = 0; i < n; ++i) x[size_t(i)] = normal(rng) * (1.0f + float(i / 256 % 5));
   std::fill(x.begin() + 256, x.begin() + 512, 0.0f);
   const std::pair<DType, double> limits[] = {
-      {DType::Q2_K, 0.45}, {DType::Q3_K, 0.25}, {DType::IQ4_NL, 0.12}, {DType::IQ4_XS, 0.12}};
+      {DType::Q2_K, 0.45},  {DType::Q3_K, 0.25},  {DType::IQ4_NL, 0.12}, {DType::IQ4_XS, 0.12},
+      {DType::TQ1_0, 0.85}, {DType::TQ2_0, 0.85}, {DType::MXFP4, 0.2}};
   for (const auto& [t, limit] : limits) {
     ASSERT_TRUE(can_quantize(t));
     const std::vector<uint8_t> q = quantize_ref(t, x);

@@ -3,6 +3,7 @@
 #include <random>
 #include <vector>
 
+#include "random_blocks.h"
 #include "tern/gguf/gguf.h"
 #include "tern/kernels/dequant.h"
 #include "tern/tokenizer/tokenizer.h"
@@ -57,12 +58,16 @@ std::string write_tiny_model(const TinyModelSpec& s, const std::string& name) {
     size_t count = 1;
     for (auto d : dims) count *= size_t(d);
     auto v = randn(rng, count, scale);
-    // A type tern cannot encode (IQ3_XXS, ...) is written as zero bytes of
-    // the right size: enough for tests that the loader refuses it by name.
-    w.add_tensor(n, t, dims,
-                 tern::kernels::can_quantize(t)
-                     ? tern::kernels::quantize_ref(t, v)
-                     : std::vector<uint8_t>(tern::dtype_row_bytes(t, count), 0));
+    // The lattice types (no test quantizer) get random codes of about the
+    // same spread; a type tern cannot load (NVFP4, ...) is written as zero bytes
+    // of the right size: enough for tests that the loader refuses it by name.
+    if (tern::kernels::can_quantize(t)) {
+      w.add_tensor(n, t, dims, tern::kernels::quantize_ref(t, v));
+    } else if (can_write_random_blocks(t)) {
+      w.add_tensor(n, t, dims, random_blocks(t, count, scale, rng));
+    } else {
+      w.add_tensor(n, t, dims, std::vector<uint8_t>(tern::dtype_row_bytes(t, count), 0));
+    }
   };
   auto add_norm = [&](const std::string& n, int len) {
     std::vector<float> v(static_cast<size_t>(len));
