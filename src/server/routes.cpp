@@ -181,6 +181,7 @@ std::span<const RouteSpec> route_table() {
       {R::Responses, "/v1/responses", false, "POST", true},
       {R::StoredResponse, "/v1/responses/", true, "GET, DELETE", true},
       {R::Messages, "/v1/messages", false, "POST", true},
+      {R::Embeddings, "/v1/embeddings", false, "POST", true},
       {R::Tokenize, "/tokenize", false, "POST", true},
       {R::Detokenize, "/detokenize", false, "POST", true},
       {R::Adapters, "/v1/adapters", false, "GET, POST", true},
