@@ -202,11 +202,15 @@ class EmbeddingJob {
   awaitable<std::vector<std::vector<float>>> run() {
     const size_t window = size_t(std::max(1, ctx_.scheduler.options().max_batch));
     for (;;) {
+      const size_t done_before = done_;
       while (next_ < streams_.size() && in_flight_ < window && submit_next()) {
       }
       for (size_t i = first_open_; i < next_; ++i) collect(i);
       while (first_open_ < next_ && !streams_[first_open_]) ++first_open_;
       if (done_ == streams_.size()) co_return std::move(pooled_);
+      // Inputs finished and made room: submit the next ones before sleeping
+      // (nothing would wake a wait with none of ours in flight).
+      if (done_ != done_before && next_ < streams_.size()) continue;
       if (!co_await waker_.wait())
         throw ApiError(500, "server_error", "The request was cancelled.");
     }

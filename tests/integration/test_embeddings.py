@@ -1,0 +1,154 @@
+"""POST /v1/embeddings through the OpenAI Python SDK and plain HTTP, on the shared server.
+
+The shared server runs SmolLM2 (no pooling_type in the file), so it pools by
+the default, mean; its vectors are checked against llama-embedding's
+(tests/fixtures/embed_golden.json) as well as against themselves: a batched
+request gives exactly the vectors of the same inputs one by one.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import openai
+import pytest
+import requests
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GOLDEN = os.path.join(HERE, "..", "fixtures", "embed_golden.json")
+N_EMBD = 576  # SmolLM2-135M's width
+
+TEXTS = [
+    "Retrieval needs vectors.",
+    "The quick brown fox jumps over the lazy dog.",
+    "Paris is the capital of France.",
+    "def add(a, b): return a + b",
+    "Ünïcödé and emoji 🦊 too.",
+]
+
+
+def norm(v):
+    return math.sqrt(sum(x * x for x in v))
+
+
+def cosine(a, b):
+    return sum(x * y for x, y in zip(a, b)) / (norm(a) * norm(b))
+
+
+def f32(v):
+    """The floats as float32 values: JSON carries each as its shortest decimal."""
+    import struct
+
+    return list(struct.unpack(f"<{len(v)}f", struct.pack(f"<{len(v)}f", *v)))
+
+
+def post(server, body):
+    return requests.post(server.url + "/v1/embeddings", json=body, timeout=300)
+
+
+def test_one_string_float(client, server):
+    r = client.embeddings.create(model="my-embedder", input="Hello world", encoding_format="float")
+    assert r.object == "list"
+    assert r.model == "my-embedder"  # echoed
+    assert len(r.data) == 1 and r.data[0].index == 0 and r.data[0].object == "embedding"
+    v = r.data[0].embedding
+    assert len(v) == N_EMBD
+    assert abs(norm(v) - 1.0) < 1e-5
+    ids = requests.post(server.url + "/tokenize", timeout=30,
+                        json={"content": "Hello world", "add_special": True}).json()["tokens"]
+    assert r.usage.prompt_tokens == len(ids) == r.usage.total_tokens
+
+
+def test_batch_equals_one_by_one(client):
+    # More inputs than --max-batch (16): they enter the scheduler in waves.
+    texts = [f"{t} (variant {i})" for i in range(8) for t in TEXTS][:37]
+    batch = client.embeddings.create(model="m", input=texts, encoding_format="float")
+    assert [d.index for d in batch.data] == list(range(len(texts)))
+    for i in (0, 1, 16, 17, 36):
+        alone = client.embeddings.create(model="m", input=texts[i], encoding_format="float")
+        assert alone.data[0].embedding == batch.data[i].embedding, f"input {i}"
+    assert batch.usage.prompt_tokens > len(texts)
+
+
+def test_base64_is_the_same_floats(client, server):
+    floats = client.embeddings.create(model="m", input=TEXTS, encoding_format="float")
+    # Without encoding_format the SDK asks for base64 and decodes it itself.
+    decoded = client.embeddings.create(model="m", input=TEXTS)
+    for f, d in zip(floats.data, decoded.data):
+        assert f32(d.embedding) == f32(f.embedding)
+    raw = client.embeddings.create(model="m", input=TEXTS[0], encoding_format="base64")
+    assert isinstance(raw.data[0].embedding, str)
+    import base64
+    import struct
+
+    b = base64.b64decode(raw.data[0].embedding)
+    assert len(b) == 4 * N_EMBD
+    assert list(struct.unpack(f"<{N_EMBD}f", b)) == f32(floats.data[0].embedding)
+
+
+def test_dimensions_truncate_and_renormalise(client):
+    full = client.embeddings.create(model="m", input=TEXTS[2], encoding_format="float")
+    cut = client.embeddings.create(model="m", input=TEXTS[2], dimensions=64,
+                                   encoding_format="float")
+    v, w = full.data[0].embedding, cut.data[0].embedding
+    assert len(w) == 64
+    assert abs(norm(w) - 1.0) < 1e-5
+    n = norm(v[:64])
+    assert all(abs(a / n - b) < 1e-6 for a, b in zip(v[:64], w))
+
+
+def test_token_ids_equal_text(client, server):
+    ids = requests.post(server.url + "/tokenize", timeout=30,
+                        json={"content": TEXTS[1], "add_special": True}).json()["tokens"]
+    by_text = client.embeddings.create(model="m", input=TEXTS[1], encoding_format="float")
+    by_ids = client.embeddings.create(model="m", input=ids, encoding_format="float")
+    by_lists = client.embeddings.create(model="m", input=[ids, ids[:3]], encoding_format="float")
+    assert by_ids.data[0].embedding == by_text.data[0].embedding
+    assert by_lists.data[0].embedding == by_text.data[0].embedding
+    assert by_lists.usage.prompt_tokens == len(ids) + 3
+
+
+def test_agrees_with_llama_embedding(client):
+    with open(GOLDEN) as f:
+        cases = [c for c in json.load(f)["cases"]
+                 if c["model"].startswith("SmolLM2") and c["pooling"] == "mean"]
+    assert cases
+    r = client.embeddings.create(model="m", input=[c["prompt"] for c in cases],
+                                 encoding_format="float")
+    for c, d in zip(cases, r.data):
+        assert cosine(d.embedding, c["embedding"]) >= 0.998, c["prompt"]
+
+
+@pytest.mark.parametrize("body,param", [
+    ({"input": []}, "input"),
+    ({"input": ""}, "input"),
+    ({"input": ["ok", ""]}, "input[1]"),
+    ({"input": ["ok", 3]}, "input[1]"),
+    ({"input": {"text": "x"}}, "input"),
+    ({"input": [[1, 2], "x"]}, "input[1]"),
+    ({"input": [[1, 2], [10 ** 9]]}, "input[1]"),
+    ({"input": ["ok"] * 2049}, "input"),
+    ({"input": "ok", "dimensions": 0}, "dimensions"),
+    ({"input": "ok", "dimensions": N_EMBD + 1}, "dimensions"),
+    ({"input": "ok", "encoding_format": "hex"}, "encoding_format"),
+    ({"model": "m"}, "input"),
+])
+def test_bad_input_is_a_400_naming_the_field(server, healthy, body, param):
+    r = post(server, body)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["type"] == "invalid_request_error"
+    assert err["param"] == param, err
+    assert err["message"]
+
+
+def test_an_input_longer_than_the_context(client, server, healthy):
+    long_text = "word " * 10000  # ~10k tokens, past the 4096-token context
+    r = post(server, {"input": ["short", long_text]})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["param"] == "input[1]" and err["code"] == "context_length_exceeded"
+    assert "4096" in err["message"]
+    with pytest.raises(openai.BadRequestError):
+        client.embeddings.create(model="m", input=["short", long_text])
