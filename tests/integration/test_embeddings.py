@@ -152,3 +152,30 @@ def test_an_input_longer_than_the_context(client, server, healthy):
     assert "4096" in err["message"]
     with pytest.raises(openai.BadRequestError):
         client.embeddings.create(model="m", input=["short", long_text])
+
+
+def golden_cases(model_prefix, pooling):
+    with open(GOLDEN) as f:
+        return [c for c in json.load(f)["cases"]
+                if c["model"].startswith(model_prefix) and c["pooling"] == pooling]
+
+
+@pytest.mark.parametrize("pooling", ["last", "cls"])
+def test_serve_pooling_flag(pooling):
+    """tern serve --pooling picks the pooling: each agrees with llama-embedding's."""
+    from tern_server import TernServer
+
+    srv = TernServer("--pooling", pooling, "--max-batch", "4").start()
+    try:
+        cases = golden_cases("SmolLM2", pooling)
+        r = requests.post(srv.url + "/v1/embeddings", timeout=300,
+                          json={"input": [c["prompt"] for c in cases]})
+        assert r.status_code == 200, r.text
+        data = r.json()["data"]
+        for c, d in zip(cases, data):
+            assert cosine(d["embedding"], c["embedding"]) >= 0.998, c["prompt"]
+        # The other pooling gives other vectors.
+        other = golden_cases("SmolLM2", "mean" if pooling != "mean" else "last")
+        assert cosine(data[1]["embedding"], other[1]["embedding"]) < 0.99
+    finally:
+        assert srv.stop() == 0, srv.log()[-4000:]
