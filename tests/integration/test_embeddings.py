@@ -179,3 +179,28 @@ def test_serve_pooling_flag(pooling):
         assert cosine(data[1]["embedding"], other[1]["embedding"]) < 0.99
     finally:
         assert srv.stop() == 0, srv.log()[-4000:]
+
+
+def test_beside_a_generation_neither_changes(client, server):
+    """Embeddings share the steps of a running generation: its greedy text and
+    their vectors are what each gives alone."""
+    import threading
+
+    prompt = "The three primary colours are"
+    alone = client.completions.create(model="m", prompt=prompt, max_tokens=48, temperature=0)
+    texts = [f"{t} #{i}" for i in range(12) for t in TEXTS]
+    solo = [client.embeddings.create(model="m", input=t, encoding_format="float").data[0].embedding
+            for t in texts[:3]]
+    out = {}
+
+    def generate():
+        out["gen"] = client.completions.create(model="m", prompt=prompt, max_tokens=48,
+                                               temperature=0)
+
+    t = threading.Thread(target=generate)
+    t.start()
+    batch = client.embeddings.create(model="m", input=texts, encoding_format="float")
+    t.join()
+    assert out["gen"].choices[0].text == alone.choices[0].text
+    for i in range(3):
+        assert batch.data[i].embedding == solo[i]
