@@ -58,6 +58,9 @@ def test_one_string_float(client, server):
     ids = requests.post(server.url + "/tokenize", timeout=30,
                         json={"content": "Hello world", "add_special": True}).json()["tokens"]
     assert r.usage.prompt_tokens == len(ids) == r.usage.total_tokens
+    model = requests.get(server.url + "/v1/models", timeout=30).json()["data"][0]
+    assert model["capabilities"]["embeddings"] is True
+    assert model["meta"]["pooling"] == "mean"  # SmolLM2's file names none
 
 
 def test_batch_equals_one_by_one(client):
