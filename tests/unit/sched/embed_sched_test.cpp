@@ -5,7 +5,9 @@
 // an embedding's KV is freed when it finishes and never enters the prefix cache.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "collector.h"
@@ -93,6 +95,56 @@ TEST(EmbedSched, BatchedEqualsAloneAndGenerationsUnchanged) {
   EXPECT_EQ(gen.text(), text);
   sched.stop();
   EXPECT_GT(metrics.steps.load(), 0u);
+}
+
+// Client a's two generations and, newest, its long embedding hold every
+// batch slot; a step prefills two of the embedding's tokens beside the two
+// decodes. Client b's request arrives mid-prefill, and the newest of a's
+// sequences, the embedding, yields its slot (preempted: its KV released) and
+// is recomputed later. Its vector is still exactly the one it has alone:
+// the pooled rows restart with the KV.
+TEST(EmbedSched, APreemptedEmbeddingRecomputesTheSameVector) {
+  auto engine = Engine::load(testutil::tiny_engine_options(1024, 8));
+  Engine& e = *engine;
+  int item = 0;
+  while (prompt_of(e, item).size() < 150) ++item;
+  const std::vector<int32_t> prompt = prompt_of(e, item);
+  const std::vector<float> want = direct(e, prompt, Pooling::Mean);
+  Metrics metrics;
+  SchedulerOptions so;
+  so.max_batch = 3;
+  so.step_tokens = 4;  // two decodes and two of the embedding's tokens a step
+  so.itl_slack = 0;
+  Scheduler sched(e, so, metrics);
+  sched.start();
+  auto submit = [&](const std::string& client, std::vector<int32_t> p, Pooling pooling,
+                    Collector& c) {
+    Request r;
+    r.id = client + std::to_string(p.size());
+    r.client = client;
+    r.prompt = std::move(p);
+    r.pooling = pooling;
+    r.params.max_tokens = pooling == Pooling::None ? 300 : 0;
+    r.params.ignore_eos = true;
+    r.stream = c.stream();
+    ASSERT_EQ(sched.submit(std::move(r)), SubmitStatus::Accepted);
+  };
+  Collector g1, g2, emb, other;
+  submit("a", {5, 6, 7}, Pooling::None, g1);
+  submit("a", {8, 9}, Pooling::None, g2);
+  while (metrics.running.load() < 2) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  submit("a", prompt, Pooling::Mean, emb);
+  // Wait until the embedding is well into its prefill (the generations' 5
+  // prompt tokens, then its own).
+  while (metrics.prompt_tokens.load() < 5 + 40)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  submit("b", {10, 11}, Pooling::None, other);
+  const Finish f = emb.wait();
+  ASSERT_EQ(f.reason, FinishReason::Stop) << f.error;
+  EXPECT_EQ(f.embedding, want);
+  EXPECT_GE(f.timings.preemptions, 1) << "the embedding was not preempted: the test missed";
+  sched.cancel_all();
+  sched.stop();
 }
 
 TEST(EmbedSched, KvIsFreedAndNeverCached) {
