@@ -207,3 +207,20 @@ def test_beside_a_generation_neither_changes(client, server):
     assert out["gen"].choices[0].text == alone.choices[0].text
     for i in range(3):
         assert batch.data[i].embedding == solo[i]
+
+
+def test_langchain_openai_embeddings(server, client):
+    """LangChain's OpenAIEmbeddings against tern. It tokenizes with tiktoken
+    by default (OpenAI's vocabulary, not the served model's), so a local
+    server is used with check_embedding_ctx_length=False: the texts go as text."""
+    import langchain_openai
+
+    emb = langchain_openai.OpenAIEmbeddings(model="m", base_url=server.url + "/v1",
+                                            api_key="not-needed",
+                                            check_embedding_ctx_length=False)
+    docs = emb.embed_documents(TEXTS[:3])
+    query = emb.embed_query(TEXTS[0])
+    assert len(docs) == 3 and all(len(d) == N_EMBD for d in docs)
+    want = client.embeddings.create(model="m", input=TEXTS[0], encoding_format="float")
+    assert f32(query) == f32(want.data[0].embedding)
+    assert f32(docs[0]) == f32(query)
