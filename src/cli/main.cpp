@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   tern::cli::add_gen_vlm_text_command(app);
   tern::cli::add_info_command(app);
   tern::cli::add_template_command(app);
+  tern::cli::add_embed_command(app);
 #ifdef TERN_HAVE_SERVER
   tern::cli::add_serve_command(app);
 #endif

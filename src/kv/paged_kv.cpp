@@ -234,8 +234,9 @@ void PagedKvImpl::commit(SeqId id, std::span<const int32_t> tokens) {
     count(b);
     size_t cursor = s.next_extra;
     const BlockHash h = hash_block(s, s.length - B, s.tail, cursor);
-    // A failed sequence's KV is incomplete: never share what it computed.
-    if (s.error.empty() && index.insert(h, bid)) {
+    // A failed sequence's KV is incomplete: never share what it computed;
+    // a private one (SeqKeys::publish) is never shared either.
+    if (s.error.empty() && s.keys.publish && index.insert(h, bid)) {
       b.hashed = true;
       b.hash = h;
       if (events) events->on_event({KvEventKind::Stored, false, h, s.chain, s.tail});

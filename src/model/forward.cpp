@@ -206,14 +206,32 @@ bool Model::lora_linear(int layer, const Batch& batch, std::initializer_list<Lor
 void Model::logits(const Batch& batch, StepOutput& out, TaskPool& pool) {
   const int d = cfg_.d_model;
   Workspace& w = ws_;
-  // Gather the rows that want logits, final-norm them into xn (rows, d).
+  // Gather the rows that want logits, final-norm them into xn (rows, d);
+  // the entries that want hidden states get every row final-normed into
+  // out.hidden, and no logits.
   out.n_vocab = cfg_.n_vocab;
+  out.d_model = d;
   out.first_row.assign(batch.entries.size(), -1);
   out.n_rows.assign(batch.entries.size(), 0);
+  out.first_hidden.assign(batch.entries.size(), -1);
+  int hidden = 0;
+  for (const BatchEntry& e : batch.entries)
+    if (e.logits == LogitsMode::Hidden) hidden += int(e.tokens.size());
+  out.hidden.resize(size_t(hidden) * size_t(d));
   int rows = 0, t = 0;
+  hidden = 0;
   for (size_t i = 0; i < batch.entries.size(); ++i) {
     const BatchEntry& e = batch.entries[i];
     const int n = int(e.tokens.size());
+    if (e.logits == LogitsMode::Hidden) {
+      out.first_hidden[i] = hidden;
+      for (int j = 0; j < n; ++j, ++hidden) {
+        kernels::rmsnorm(w.x.data() + size_t(t + j) * d, out_norm_.data(),
+                         out.hidden.data() + size_t(hidden) * d, d, cfg_.norm_eps);
+      }
+      t += n;
+      continue;
+    }
     const int first = e.logits == LogitsMode::All ? 0 : n - 1;
     if (e.logits != LogitsMode::None && n > 0) {
       out.first_row[i] = rows;

@@ -104,6 +104,8 @@ SubmitStatus Scheduler::submit(Request r) {
   for (int32_t t : r.prompt)
     if (t < 0 || t >= n_vocab_)
       throw InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary");
+  if (r.pooling != Pooling::None && !r.media.empty())
+    throw InvalidArgument("request " + r.id + ": an embedding takes no images");
   int32_t media_end = 0;
   for (const vision::MediaSpan& m : r.media) {
     if (m.pos < media_end || m.n <= 0 || m.row0 < 0 || int64_t(m.pos) + m.n > n || !m.image ||
@@ -187,7 +189,7 @@ void Scheduler::stop() {
     std::lock_guard lock(mu_);
     left.swap(queue_);
   }
-  for (auto& r : left) r.stream->finish(Finish{FinishReason::Cancelled, {}, {}, {}});
+  for (auto& r : left) r.stream->finish(Finish::with(FinishReason::Cancelled));
 }
 
 bool Scheduler::idle() const {
@@ -277,7 +279,7 @@ bool Scheduler::take_work(std::vector<Request>& admitted) {
   for (auto& r : dropped) {
     logger()->info("[{}] cancelled while waiting", r.id);
     metrics_.requests_cancelled += 1;
-    Finish f{FinishReason::Cancelled, {}, {}, {}};
+    Finish f = Finish::with(FinishReason::Cancelled);
     f.usage.prompt_tokens = int(r.prompt.size());
     f.timings.queue_ms = ms_between(r.arrival, Clock::now());
     r.stream->finish(std::move(f));

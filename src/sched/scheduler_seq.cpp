@@ -25,9 +25,13 @@ void Scheduler::attach(Sequence& s) {
     h.update_u32(uint32_t(m.row0)).update_u32(uint32_t(m.n));
     keys.extras.push_back({m.pos, h.finish()});
   }
+  // An embedding computes every position (its pooling reads their hidden
+  // states), so it reuses no cached prefix, and its KV is never published.
+  keys.publish = !s.embeds();
   s.seq = engine_.new_sequence(keys);
   const kv::KvStats before = engine_.cache_stats();
-  s.in_kv = engine_.attach_prefix(s.seq, s.tokens);
+  s.in_kv = s.embeds() ? 0 : engine_.attach_prefix(s.seq, s.tokens);
+  if (s.embeds()) s.pooler->reset();
   const kv::KvStats after = engine_.cache_stats();
   if (!s.started) {
     s.started = true;
@@ -68,6 +72,8 @@ void Scheduler::start_sequences(std::vector<Request>& admitted) {
     try {
       r.params.validate();
       s = std::make_unique<Sequence>(std::move(r), engine_.tokenizer(), n_vocab_, next_order_++);
+      if (s->req.pooling != Pooling::None)
+        s->pooler.emplace(s->req.pooling, engine_.config().d_model);
       attach(*s);
       logger()->debug(
           "[{}] admitted: seq={} prompt={} tokens ({} from the prefix cache), waited {:.1f} ms", id,
@@ -77,7 +83,7 @@ void Scheduler::start_sequences(std::vector<Request>& admitted) {
       if (s && s->seq >= 0) engine_.free_sequence(s->seq);
       logger()->error("[{}] could not start: {}", id, e.what());
       metrics_.requests_failed += 1;
-      stream->finish(Finish{FinishReason::Error, {}, {}, e.what()});
+      stream->finish(Finish::with(FinishReason::Error, e.what()));
     }
   }
   admitted.clear();
@@ -259,6 +265,7 @@ void Scheduler::finish(Sequence& s, FinishReason reason, std::string error, std:
   f.timings.prediction_accepted_n = s.prediction_accepted;
   f.timings.prediction_rejected_n = s.prediction_rejected;
   f.timings.finish_detail = std::move(detail);
+  f.embedding = std::move(s.embedding);
   if (reason == FinishReason::Stop && s.stop.matched() >= 0)
     f.stop_string = s.req.params.stop[size_t(s.stop.matched())];
   if (s.n_generated > 0) {
@@ -286,12 +293,18 @@ void Scheduler::finish(Sequence& s, FinishReason reason, std::string error, std:
   stream.finish(std::move(f));
 }
 
+// An embedding's prompt is all in: its pooled vector goes out with the Finish.
+void Scheduler::finish_embedding(Sequence& s) {
+  s.embedding = s.pooler->result();
+  finish(s, FinishReason::Stop);
+}
+
 void Scheduler::retire_finished() {
   auto it =
       std::remove_if(running_.begin(), running_.end(), [&](const std::unique_ptr<Sequence>& s) {
         if (!s->done) return false;
-        if (s->has_kv())
-          engine_.free_sequence(s->seq, s->req.session.empty() ? 0.0 : opts_.session_ttl_s);
+        const bool pin = !s->req.session.empty() && !s->embeds();
+        if (s->has_kv()) engine_.free_sequence(s->seq, pin ? opts_.session_ttl_s : 0.0);
         return true;
       });
   running_.erase(it, running_.end());

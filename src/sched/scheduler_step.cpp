@@ -39,7 +39,7 @@ void Scheduler::plan_step() {
   int budget = opts_.step_tokens;
   for (auto& s : running_) {
     s->verify.clear();
-    if (s->done || s->pending() != 1 || s->req.stream->backlogged()) continue;
+    if (s->done || !s->decoding() || s->req.stream->backlogged()) continue;
     if (!s->req.media.empty() && media_ready(*s, 1) == 0) continue;
     plan_.push_back({s.get(), 1});
     budget -= 1;
@@ -90,7 +90,7 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
   // then oldest first. Long prompts still progress every step: a short
   // prompt only goes first, it never takes more than what is left.
   for (auto& s : running_) {
-    if (s->done || s->pending() <= 1) continue;
+    if (s->done || !s->prefilling()) continue;
     int rank = 0;
     for (size_t i = n_decode; i < plan_.size(); ++i)
       rank += plan_[i].first->req.client == s->req.client;
@@ -187,9 +187,13 @@ bool Scheduler::build_batch() {
       continue;
     }
     const bool last = s->in_kv + n == int(s->tokens.size());
+    // An embedding pools every position's hidden state; a generation samples
+    // from the last position's logits.
+    const LogitsMode mode =
+        s->embeds() ? LogitsMode::Hidden : (last ? LogitsMode::Last : LogitsMode::None);
     batch_.entries.push_back({s->seq,
                               std::span<const int32_t>(s->tokens.data() + s->in_kv, size_t(n)),
-                              last ? LogitsMode::Last : LogitsMode::None,
+                              mode,
                               {},
                               s->req.lora});
     entry_seq_.push_back(s);
@@ -224,7 +228,7 @@ void Scheduler::observe_step(Clock::time_point t0, Clock::time_point t1) {
   int decodes = 0;
   for (size_t i = 0; i < batch_.entries.size(); ++i) {
     const int n = int(batch_.entries[i].tokens.size());
-    if (n == 1 && entry_seq_[i]->pending() == 1)
+    if (n == 1 && entry_seq_[i]->decoding())
       ++decodes;
     else
       costs_->add_chunk(n, entry_seq_[i]->in_kv);
@@ -238,7 +242,7 @@ void Scheduler::trace_step(Clock::time_point t0) const {
   int dec = 0, dec_ctx = 0;
   for (size_t i = 0; i < batch_.entries.size(); ++i) {
     const int n = int(batch_.entries[i].tokens.size());
-    if (n == 1 && entry_seq_[i]->pending() == 1) {
+    if (n == 1 && entry_seq_[i]->decoding()) {
       ++dec;
       dec_ctx += entry_seq_[i]->in_kv;
     } else {
@@ -271,6 +275,11 @@ void Scheduler::emit_step() {
     if (s.n_generated == 0) {  // the prompt (or its recompute before the first token)
       s.prompt_computed += n;
       metrics_.prompt_tokens += uint64_t(n);
+    }
+    if (e.logits == LogitsMode::Hidden) {
+      s.pooler->add(out_.hidden_rows(int(i), n), n);
+      if (s.pending() == 0) finish_embedding(s);
+      continue;
     }
     if (e.logits == LogitsMode::None) continue;
     if (s.req.params.max_tokens == 0) {

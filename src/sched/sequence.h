@@ -11,10 +11,12 @@
 // and sampler, so on re-admission it reattaches what the prefix cache still
 // holds and recomputes the rest: the same path as a new prompt.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "media_feed.h"
 #include "tern/model/batch.h"
+#include "tern/model/pooling.h"
 #include "tern/sampling/json_constraint.h"
 #include "tern/sampling/sampler.h"
 #include "tern/sampling/stop_matcher.h"
@@ -43,6 +45,13 @@ class Sequence {
     for (int32_t t : req.prompt) sampler.accept(t, false);
     sampler.constrain(make_constraint(req.params, tok));
   }
+
+  bool embeds() const { return pooler.has_value(); }
+  // Tokens still to prefill: a generation keeps its last pending token for a
+  // decode entry, an embedding prefills to the end.
+  bool prefilling() const { return pending() > (embeds() ? 0 : 1); }
+  // One token to feed back: the next step decodes it.
+  bool decoding() const { return !embeds() && pending() == 1; }
 
   int prompt_len() const { return int(req.prompt.size()); }
   int pending() const { return int(tokens.size()) - in_kv; }  // tokens to feed
@@ -76,6 +85,10 @@ class Sequence {
   int prediction_accepted = 0;
   int prediction_rejected = 0;
   int io_retries = 0;  // recomputes after a flash-tier failure
+  // An embedding (Request::pooling): its positions' final hidden states so
+  // far, pooled; reset when it loses its KV and is recomputed.
+  std::optional<Pooler> pooler;
+  std::vector<float> embedding;  // the pooled vector, once the prompt is all in
 
   // Prompt accounting for timings (first admission only: a recompute after
   // preemption is the server's cost, not the request's prompt).

@@ -6,6 +6,7 @@
 
 #include "adapters_route.h"
 #include "api_exchange.h"
+#include "embeddings_route.h"
 #include "kv_events_route.h"
 #include "routes.h"
 #include "session.h"
@@ -185,6 +186,8 @@ awaitable<void> run_http_session(ServerContext& ctx, tcp::socket socket) {
                          ? generation_api(ctx, route->route, rid)
                          : nullptr) {
         keep = co_await handle_generation(ctx, stream, std::move(req), rid, conn, std::move(api));
+      } else if (is(Route::Embeddings, http::verb::post)) {
+        keep = co_await handle_embeddings(ctx, stream, req, rid, conn);
       } else if (is(Route::Tokenize, http::verb::post) || is(Route::Detokenize, http::verb::post)) {
         keep = co_await handle_tokenize(ctx, stream, req, rid);
       } else if (is(Route::Adapters, http::verb::post)) {

@@ -6,6 +6,7 @@
 #include "tern/core/memory_budget.h"
 #include "tern/engine/engine.h"
 #include "tern/kernels/ops.h"
+#include "tern/model/pooling.h"
 #include "tern/sched/scheduler.h"
 #include "tern/server/anthropic_messages.h"
 #include "tern/server/openai_bodies.h"
@@ -49,11 +50,13 @@ json model_object(const ServerContext& ctx) {
           {"object", "model"},
           {"created", ctx.created},
           {"owned_by", "tern"},
-          {"capabilities", {{"vision", ctx.media.vision()}}},
+          // Every model tern serves embeds too (POST /v1/embeddings), pooled so.
+          {"capabilities", {{"vision", ctx.media.vision()}, {"embeddings", true}}},
           {"meta",
            {{"n_ctx", ctx.scheduler.n_ctx()},
             {"n_vocab", ctx.engine.n_vocab()},
             {"arch", ctx.engine.config().arch},
+            {"pooling", to_string(ctx.opts.pooling)},
             {"kernels", kernels::kernel_isa()},
             {"memory", memory_status(ctx)}}}};
 }
@@ -181,6 +184,7 @@ std::span<const RouteSpec> route_table() {
       {R::Responses, "/v1/responses", false, "POST", true},
       {R::StoredResponse, "/v1/responses/", true, "GET, DELETE", true},
       {R::Messages, "/v1/messages", false, "POST", true},
+      {R::Embeddings, "/v1/embeddings", false, "POST", true},
       {R::Tokenize, "/tokenize", false, "POST", true},
       {R::Detokenize, "/detokenize", false, "POST", true},
       {R::Adapters, "/v1/adapters", false, "GET, POST", true},

@@ -50,6 +50,7 @@ enum class Route : uint8_t {
   Responses,
   StoredResponse,  // /v1/responses/{id}
   Messages,
+  Embeddings,
   Tokenize,
   Detokenize,
   Adapters,

@@ -112,3 +112,20 @@ def test_corrupt_model_file_is_rejected_cleanly(tmp_path):
     r = tern("run", "-p", "hi", "-m", str(bad))
     assert r.returncode == 1
     assert "bad.gguf" in r.stderr and "error:" in r.stderr
+
+
+def test_embed_prints_normalised_vectors_as_json():
+    import json
+    import math
+
+    r = tern("embed", "-p", "Hello world", "-p", "The cat sat.", "--pooling", "last", "--tokens")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["pooling"] == "last" and out["normalize"] is True and out["n_embd"] == 576
+    assert [d["index"] for d in out["data"]] == [0, 1]
+    assert out["data"][0]["tokens"] == [19556, 905]  # no BOS: SmolLM2's vocabulary adds none
+    for d in out["data"]:
+        assert len(d["embedding"]) == 576
+        assert abs(math.sqrt(sum(x * x for x in d["embedding"])) - 1) < 1e-5
+    bad = tern("embed", "-p", "x", "--pooling", "rank")
+    assert bad.returncode != 0 and "rank" in bad.stderr

@@ -72,9 +72,13 @@ using BlockHash = std::array<uint8_t, 32>;
 // adapter id (mixed into the chain's root). extras: (token position, content
 // hash) pairs, e.g. an image's hash at its placeholder tokens; each is mixed
 // into the hash of the block holding that position. Sorted by position.
+// publish false: the sequence's blocks are never registered in the prefix
+// index (an embedding's KV is private: freed whole when it ends, never
+// reused, never announced as a stored-block event).
 struct SeqKeys {
   BlockHash salt{};
   std::vector<std::pair<int32_t, BlockHash>> extras;
+  bool publish = true;
 };
 
 // The pool has no room for the blocks asked for, even after evicting cached

@@ -23,6 +23,9 @@ enum class LogitsMode : uint8_t {
   None,  // prefill chunk: no logits wanted
   Last,  // logits for the entry's last token (decode, or end of prompt)
   All,   // logits for every token of the entry (perplexity)
+  // No logits: the final hidden state (after the output norm, before the LM
+  // head) of every token of the entry, for embeddings (model/pooling.h).
+  Hidden,
 };
 
 // Positions [offset, offset + n) of an entry take rows (n, d_model) as their
@@ -68,6 +71,17 @@ struct StepOutput {
   std::vector<float> logits;  // (rows, n_vocab)
   std::vector<int> first_row;
   std::vector<int> n_rows;
+  // Entries with LogitsMode::Hidden: first_hidden[i] is entry i's first row
+  // of `hidden` (-1 for the other entries); it has tokens.size() rows.
+  int d_model = 0;
+  std::vector<float> hidden;  // (hidden rows, d_model)
+  std::vector<int> first_hidden;
+
+  // Entry i's hidden rows (n tokens, d_model); entry i asked for Hidden.
+  std::span<const float> hidden_rows(int i, int n) const {
+    return {hidden.data() + size_t(first_hidden[size_t(i)]) * size_t(d_model),
+            size_t(n) * size_t(d_model)};
+  }
 
   std::span<const float> row(int r) const {
     return {logits.data() + size_t(r) * size_t(n_vocab), size_t(n_vocab)};

@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "tern/model/pooling.h"
+
 namespace tern {
 
 namespace gguf {
@@ -63,6 +65,10 @@ struct ModelConfig {
   float rope_theta_swa = 10000.0f;
   float attn_scale = 0.0f;     // Q scale before Q.K; 0: 1/sqrt(head_dim)
   float final_softcap = 0.0f;  // logits = c * tanh(logits / c) when > 0
+  // <arch>.pooling_type when it names one a decoder can serve (1 mean,
+  // 2 cls, 3 last); None when the file names none (or rank, which needs a
+  // classifier head): embeddings then use the server's default.
+  Pooling pooling = Pooling::None;
 
   bool is_local_layer(int l) const {
     return sliding_window > 0 && swa_pattern > 0 && (l + 1) % swa_pattern != 0;

@@ -11,6 +11,7 @@
 #include "tern/core/error.h"
 #include "tern/core/memory_budget.h"
 #include "tern/model/lora.h"
+#include "tern/model/pooling.h"
 #include "tern/sampling/params.h"
 #include "tern/sched/stream.h"
 #include "tern/vision/embedding_source.h"
@@ -46,6 +47,11 @@ struct Request {
   // the request's life, so unloading the adapter does not affect it; its
   // identity joins the prefix-cache chain root (lora_salt).
   LoraSelection lora{};
+  // Not None: an embedding, not a generation. The prompt is prefilled and
+  // nothing is sampled; the final hidden states of its positions are pooled
+  // (model/pooling.h) into Finish::embedding. Its KV is private (never
+  // reused from or published to the prefix cache) and freed as it finishes.
+  Pooling pooling = Pooling::None;
   // Set by admission: the bytes of this request's image rows, reserved in
   // the memory budget until its prefill is past them (or it ends).
   std::shared_ptr<MemoryCharge> media_charge;

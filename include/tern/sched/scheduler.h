@@ -209,6 +209,7 @@ class Scheduler {
   void park_preempted();
   void emit_token(Sequence& s, int32_t token);
   void finish(Sequence& s, FinishReason reason, std::string error = {}, std::string detail = {});
+  void finish_embedding(Sequence& s);
   void retire_finished();
   void update_gauges();
   int64_t kv_tokens_in_use() const;

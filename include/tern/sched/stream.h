@@ -92,6 +92,17 @@ struct Finish {
   // The stop string that ended the generation (reason Stop); "" when it was
   // an end-of-generation token or anything else.
   std::string stop_string;
+  // An embedding request (Request::pooling): its pooled vector (d_model
+  // values, not normalised); empty for a generation or on an error.
+  std::vector<float> embedding;
+
+  // A Finish with only its reason (and error) set.
+  static Finish with(FinishReason reason, std::string error = {}) {
+    Finish f;
+    f.reason = reason;
+    f.error = std::move(error);
+    return f;
+  }
 };
 
 // What one drain() returns: the text since the last drain and, at the end, the Finish.

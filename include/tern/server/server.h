@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tern/model/pooling.h"
 #include "tern/server/media_options.h"
 
 namespace tern {
@@ -50,6 +51,9 @@ struct ServerOptions {
   // paths: `..` and symlinks out are refused); "" (the default): hot loading
   // of adapters is off.
   std::string lora_dir;
+  // How POST /v1/embeddings pools a sequence's hidden states (tern serve
+  // --pooling, else the file's pooling_type, else mean: resolve_pooling).
+  Pooling pooling = Pooling::Mean;
 };
 
 class Server {

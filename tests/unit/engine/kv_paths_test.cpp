@@ -211,7 +211,8 @@ std::vector<int32_t>* KvPaths::ids_ = nullptr;
 
 void KvPaths::check_paths(kv::KvType type, size_t spill_dram_mb) {
   const std::vector<int32_t> prompt = text(0, kPrompt);
-  const kv::SeqKeys keys{{uint8_t(type), 0x9a}, {}};  // this test's own corner of the shared cache
+  const kv::SeqKeys keys{
+      {uint8_t(type), 0x9a}, {}, true};  // this test's own corner of the shared cache
   Engine& e = plain(type);
   const int n_vocab = e.n_vocab();
 
@@ -285,7 +286,7 @@ TEST_F(KvPaths, Int4Fp8LogitsBitIdenticalPlainCachedSpilledAndFromFlash) {
 // continuation after a partial match equals one computed from scratch.
 TEST_F(KvPaths, PrefixReuseStopsAtTheFirstDifferingBlock) {
   Engine& e = plain(kv::KvType::Int8Fp8);
-  const kv::SeqKeys keys{{0x15, 0x01}, {}}, other_keys{{0x15, 0x02}, {}};
+  const kv::SeqKeys keys{{0x15, 0x01}, {}, true}, other_keys{{0x15, 0x02}, {}, true};
   const std::vector<int32_t> base = text(0, kPrompt), other = text(1000, kPrompt);
   Gen a = start(e, base, true, keys);
   ASSERT_EQ(a.reused, 0);
@@ -322,7 +323,7 @@ TEST_F(KvPaths, PrefixReuseStopsAtTheFirstDifferingBlock) {
   const auto p = splice(70);
   const Gen shared = greedy(e, p, kPrompt, true, keys, 8);
   EXPECT_EQ(shared.reused, 64);
-  const Gen fresh = greedy(e, p, kPrompt, true, kv::SeqKeys{{0x15, 0x03}, {}}, 8);
+  const Gen fresh = greedy(e, p, kPrompt, true, kv::SeqKeys{{0x15, 0x03}, {}, true}, 8);
   EXPECT_EQ(fresh.reused, 0);
   EXPECT_TRUE(same_trace(fresh, shared, e.n_vocab()));
   e.free_sequence(shared.seq);
@@ -426,7 +427,7 @@ namespace {
 // token by token gives the same logits as the other way.
 TEST_F(KvPaths, SplitDecodeMatchesPrefillBitForBit) {
   Engine& e = plain(kv::KvType::Int8Fp8);
-  const kv::SeqKeys keys{{0x51, 0x17}, {}};
+  const kv::SeqKeys keys{{0x51, 0x17}, {}, true};
   ASSERT_GT(700, e.kv().attend_segment_tokens());
   // Decode: 690 prompt tokens, then 10 greedy tokens one step each (split).
   Gen dec = greedy(e, text(0, 690), 128, false, keys, 10);

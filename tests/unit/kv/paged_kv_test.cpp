@@ -212,12 +212,43 @@ TEST(PagedKv, PrefixReuseOffReusesNothing) {  // tern serve --no-prefix-cache
   kv.check_invariants();
 }
 
+// An embedding's sequence (SeqKeys::publish false): its full blocks are never
+// registered, so nothing reuses them, no stored event is sent, and releasing
+// it frees every block instead of caching it.
+TEST(PagedKv, PrivateSequencesAreNeverPublished) {
+  const FakeModel fm;
+  PagedKv kv(small_config(fm, KvType::Int8Fp8, 8, 64));
+  KvEventLog events(64, 8);
+  kv.set_event_sink(&events);
+  SeqKeys priv;
+  priv.publish = false;
+  Conv a(fm, tokens(9, 40));
+  a.seq = kv.create(priv);
+  while (a.pos < 40) run_step(kv, fm, {{&a, std::min(16, 40 - a.pos)}});
+  EXPECT_EQ(kv.length(a.seq), 40);
+  kv.release(a.seq);
+  EXPECT_EQ(kv.stats().dram_cached, 0);
+  EXPECT_EQ(kv.stats().dram_used, 0);
+  EXPECT_EQ(events.last_seq(), 0u) << "a private block was announced";
+  const SeqId s = kv.create();
+  EXPECT_EQ(kv.attach_prefix(s, a.toks), 0);
+  kv.release(s);
+  // The same tokens in a published sequence are cached as usual.
+  Conv b(fm, a.toks);
+  run_conv(kv, fm, b, 40);
+  kv.release(b.seq);
+  EXPECT_GT(kv.stats().dram_cached, 0);
+  EXPECT_GT(events.last_seq(), 0u);
+  kv.set_event_sink(nullptr);
+  kv.check_invariants();
+}
+
 TEST(PagedKv, SaltAndMediaKeysIsolatePrefixes) {
   const FakeModel fm;
   PagedKv kv(small_config(fm, KvType::Int8Fp8, 8, 64));
   const auto toks = tokens(6, 40);
   const BlockHash img1 = hash_string("image one"), img2 = hash_string("image two");
-  SeqKeys k1{hash_string("adapter-a"), {{20, img1}}};
+  SeqKeys k1{hash_string("adapter-a"), {{20, img1}}, true};
   const SeqId a = kv.create(k1);
   kv.reserve(a, 40);
   std::vector<float> k(size_t(fm.kv_dim()), 0.5f), v(size_t(fm.kv_dim()), 0.25f);

@@ -31,7 +31,7 @@ class Collector {
       std::unique_lock lock(mu_);
       if (!cv_.wait_until(lock, deadline, [&] { return woken_; })) {
         ADD_FAILURE() << "no finish within the timeout";
-        return Finish{FinishReason::Error, {}, {}, "timeout"};
+        return Finish::with(FinishReason::Error, "timeout");
       }
       woken_ = false;
     }

@@ -39,10 +39,10 @@ TEST(Stream, CoalescesPiecesAndNotifiesOncePerDrain) {
 TEST(Stream, NothingAfterFinish) {
   int notified = 0;
   Stream s([&] { ++notified; });
-  s.finish(Finish{FinishReason::Stop, {}, {}, {}});
+  s.finish(Finish::with(FinishReason::Stop));
   s.drain();
   s.push("late", 1);
-  s.finish(Finish{FinishReason::Length, {}, {}, {}});
+  s.finish(Finish::with(FinishReason::Length));
   EXPECT_TRUE(s.drain().empty());
   EXPECT_EQ(notified, 1);
 }
@@ -69,7 +69,7 @@ TEST(Stream, NoLostWakeUpsUnderContention) {
     constexpr int kPieces = 2000;
     std::thread producer([&] {
       for (int i = 0; i < kPieces; ++i) s->push("x", 1);
-      s->finish(Finish{FinishReason::Stop, {}, {}, {}});
+      s->finish(Finish::with(FinishReason::Stop));
     });
     size_t bytes = 0;
     int tokens = 0;
