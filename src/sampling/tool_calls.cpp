@@ -2,6 +2,8 @@
 #include "tern/sampling/tool_calls.h"
 
 #include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
 
 #include "tern/core/json_scan.h"
 #include "tern/sampling/json_schema.h"
@@ -26,6 +28,36 @@ size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
   for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
     if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
   return 0;
+}
+
+// `marker` in text from `from`, spaces and newlines between its tags
+// ("</a>\n<b>" matches "</a><b>" and the reverse) and around it ignored:
+// [begin, end) of the match, or npos.
+std::pair<size_t, size_t> find_loose(std::string_view text, std::string_view marker, size_t from) {
+  std::vector<std::string_view> pieces;
+  marker = trim(marker);
+  while (!marker.empty()) {
+    size_t cut = marker.find('>');
+    while (cut != std::string_view::npos && cut + 1 < marker.size() &&
+           trim(marker.substr(cut + 1)).front() != '<')
+      cut = marker.find('>', cut + 1);
+    const size_t n = cut == std::string_view::npos ? marker.size() : cut + 1;
+    pieces.push_back(marker.substr(0, n));
+    marker = trim(marker.substr(n));
+  }
+  if (pieces.empty()) return {std::string_view::npos, std::string_view::npos};
+  for (size_t at = text.find(pieces[0], from); at != std::string_view::npos;
+       at = text.find(pieces[0], at + 1)) {
+    size_t end = at + pieces[0].size();
+    bool ok = true;
+    for (size_t i = 1; ok && i < pieces.size(); ++i) {
+      while (end < text.size() && is_space(text[end])) ++end;
+      ok = text.substr(end, pieces[i].size()) == pieces[i];
+      end += pieces[i].size();
+    }
+    if (ok) return {at, end};
+  }
+  return {std::string_view::npos, std::string_view::npos};
 }
 
 }  // namespace
@@ -65,10 +97,24 @@ bool ToolCallParser::parse_body(std::string_view body, std::vector<ParsedToolCal
   using Form = ToolCallSyntax::Form;
   ParsedToolCall c;
   switch (syntax_.form) {
-    case Form::Object:
-      if (!parse_call(body, c)) return false;
-      calls.push_back(std::move(c));
+    case Form::Object: {
+      if (parse_call(body, c)) {
+        calls.push_back(std::move(c));
+        return true;
+      }
+      // Several objects in one tag, one after another (MiniMax-M1).
+      std::vector<ParsedToolCall> out;
+      for (size_t at = 0; !trim(body.substr(at)).empty();) {
+        const size_t end = json_container_end(body, at);
+        if (end == std::string_view::npos || !parse_call(body.substr(at, end - at), c))
+          return false;
+        out.push_back(std::move(c));
+        at = end;
+      }
+      if (out.empty()) return false;
+      calls.insert(calls.end(), out.begin(), out.end());
       return true;
+    }
     case Form::List: {
       const json j = json::parse(trim(body), nullptr, /*allow_exceptions=*/false);
       if (!j.is_array() || j.empty()) return false;
@@ -90,8 +136,50 @@ bool ToolCallParser::parse_body(std::string_view body, std::vector<ParsedToolCal
       calls.push_back({std::string(name), a.dump()});
       return true;
     }
+    case Form::Xml:
+      return parse_xml_call(body, calls);
   }
   return false;
+}
+
+// Xml form: NAME [name_sep] (key_open KEY key_close VALUE value_close)*, the
+// markers found with the spaces around them ignored.
+bool ToolCallParser::parse_xml_call(std::string_view body,
+                                    std::vector<ParsedToolCall>& calls) const {
+  if (trim(syntax_.key_open).empty() || trim(syntax_.key_close).empty() ||
+      trim(syntax_.value_close).empty())
+    return false;
+  const size_t first = find_loose(body, syntax_.key_open, 0).first;
+  size_t name_end = trim(syntax_.name_sep).empty() ? std::string_view::npos
+                                                   : find_loose(body, syntax_.name_sep, 0).first;
+  if (name_end == std::string_view::npos || name_end > first)
+    name_end = std::min(first, body.size());
+  const std::string_view name = trim(body.substr(0, name_end));
+  if (name.empty() || name.find_first_of(" \t\r\n{}\"<>") != std::string_view::npos) return false;
+  json args = json::object();
+  for (size_t at = first; at != std::string_view::npos;) {
+    const size_t ks = find_loose(body, syntax_.key_open, at).second;
+    auto [kc, vs] = find_loose(body, syntax_.key_close, ks);
+    // A key closed by a quote and attributes (DeepSeek's `" string="true">`,
+    // which says "false" for other types): the quote, then through the '>'.
+    const std::string_view key_close = trim(syntax_.key_close);
+    if (key_close.size() > 2 && key_close.front() == '"' && key_close.back() == '>') {
+      kc = body.find('"', ks);
+      const size_t gt = kc == std::string_view::npos ? kc : body.find('>', kc);
+      vs = gt == std::string_view::npos ? gt : gt + 1;
+      if (vs == std::string_view::npos) kc = vs;
+    }
+    if (kc == std::string_view::npos) return false;
+    const std::string key(trim(body.substr(ks, kc - ks)));
+    const auto [vc, next] = find_loose(body, syntax_.value_close, vs);
+    if (key.empty() || vc == std::string_view::npos) return false;
+    const std::string_view value = trim(body.substr(vs, vc - vs));
+    const json typed = json::parse(value, nullptr, /*allow_exceptions=*/false);
+    args[key] = typed.is_discarded() || typed.is_string() ? json(std::string(value)) : typed;
+    at = find_loose(body, syntax_.key_open, next).first;
+  }
+  calls.push_back({std::string(name), args.dump()});
+  return true;
 }
 
 size_t ToolCallParser::call_end() const {

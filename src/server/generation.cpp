@@ -153,16 +153,23 @@ std::vector<TextSegment> chat_segments(const ChatTemplate& tmpl, const Generatio
   }
 }
 
-ToolCallSyntax tool_syntax(ServerContext& ctx) {
-  const ChatToolFormat f = ctx.engine.chat_template().tool_format();
+ToolCallSyntax call_syntax(const ChatToolFormat& f) {
   ToolCallSyntax s{f.open, f.close, f.args_key};
   s.form = f.form == ChatToolFormat::Form::List    ? ToolCallSyntax::Form::List
            : f.form == ChatToolFormat::Form::Named ? ToolCallSyntax::Form::Named
+           : f.form == ChatToolFormat::Form::Xml   ? ToolCallSyntax::Form::Xml
                                                    : ToolCallSyntax::Form::Object;
   s.name_sep = f.name_sep;
   s.wrap_open = f.wrap_open;
   s.wrap_close = f.wrap_close;
+  s.key_open = f.key_open;
+  s.key_close = f.key_close;
+  s.value_close = f.value_close;
   return s;
+}
+
+ToolCallSyntax tool_syntax(ServerContext& ctx) {
+  return call_syntax(ctx.engine.chat_template().tool_format());
 }
 
 Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, const std::string& rid,

@@ -62,6 +62,8 @@ std::vector<TextSegment> chat_segments(const ChatTemplate& tmpl, const Generatio
 
 // How the served model writes tool calls (its chat template's format).
 ToolCallSyntax tool_syntax(ServerContext& ctx);
+// The parser's syntax for a chat template's call format.
+ToolCallSyntax call_syntax(const ChatToolFormat& f);
 
 // "chatcmpl-..." / "cmpl-..." for a request id.
 std::string response_id(GenerationRequest::Kind kind, const std::string& rid);

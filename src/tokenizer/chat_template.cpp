@@ -168,6 +168,10 @@ std::string describe_call(const ChatToolFormat& f) {
     case ChatToolFormat::Form::Named:
       body = "NAME" + f.name_sep + "{...}";
       break;
+    case ChatToolFormat::Form::Xml:
+      body =
+          "NAME" + f.name_sep + f.key_open + "KEY" + f.key_close + "VALUE" + f.value_close + "...";
+      break;
   }
   const std::string one = f.open + body + f.close;
   if (f.wrap_open.empty() && f.wrap_close.empty()) return "'" + one + "'";
@@ -263,6 +267,10 @@ std::string ChatTemplate::apply(std::span<const ChatMessage> msgs, bool add_gene
   std::string out;
   for (const TextSegment& s : segments(msgs, add_generation_prompt, tools, kwargs)) out += s.text;
   return out;
+}
+
+bool ChatTemplate::tool_format_is_the_templates() const {
+  return jinja_ && jinja_->caps().call_format.has_value();
 }
 
 ChatToolFormat ChatTemplate::tool_format() const {

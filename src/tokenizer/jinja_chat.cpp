@@ -33,6 +33,9 @@ constexpr std::string_view kTypedMark = "TYPED_PROBE_7c1d";
 constexpr std::string_view kArgMark = "ARG_PROBE_7c1d";
 constexpr std::string_view kCallMark = "CALL_PROBE_7c1d";
 constexpr std::string_view kToolMark = "TOOL_PROBE_7c1d";
+// The arguments of a probe call written as markup (two, to tell the markers apart).
+constexpr std::string_view kArgKey = "ARGKEY_PROBE", kArgValue = "ARGVAL_PROBE";
+constexpr std::string_view kArgKey2 = "XKEY_PROBE", kArgValue2 = "XVAL_PROBE";
 
 std::string format_day(std::time_t t, const char* fmt, bool utc) {
   std::tm tm{};
@@ -254,6 +257,7 @@ struct WrittenCall {
   ChatToolFormat::Form form = ChatToolFormat::Form::Object;
   size_t begin = 0, end = 0;  // the call's JSON (Object, List) or name + sep + JSON (Named)
   std::string args_key, name_sep;
+  std::string key_open, key_close, value_close;  // Xml
 };
 
 // The call named `name` in `text` (arguments `args`, as object or JSON text).
@@ -307,6 +311,47 @@ std::optional<WrittenCall> find_call(std::string_view text, std::string_view nam
   return std::nullopt;
 }
 
+std::string_view marker_suffix(std::string_view a, std::string_view b);
+
+// The call named `name` with the two probe arguments written as markup
+// (Xml): name, [name_sep], key_open KEY key_close VALUE value_close, twice.
+std::optional<WrittenCall> find_xml_call(std::string_view text, std::string_view name,
+                                         size_t from) {
+  const size_t name_at = text.find(name, from);
+  if (name_at == std::string_view::npos) return std::nullopt;
+  const size_t name_end = name_at + name.size();
+  size_t pos[4];
+  size_t at = name_end;
+  const std::string_view marks[4] = {kArgKey, kArgValue, kArgKey2, kArgValue2};
+  for (int i = 0; i < 4; ++i) {
+    pos[i] = text.find(marks[i], at);
+    if (pos[i] == std::string_view::npos) return std::nullopt;
+    at = pos[i] + marks[i].size();
+  }
+  const std::string_view pre = text.substr(name_end, pos[0] - name_end);
+  const size_t v1_end = pos[1] + kArgValue.size();
+  const std::string_view mid = text.substr(v1_end, pos[2] - v1_end);
+  const std::string_view key_open = marker_suffix(pre, mid);
+  if (key_open.empty()) return std::nullopt;
+  WrittenCall w;
+  w.form = ChatToolFormat::Form::Xml;
+  w.name_sep = trim(pre.substr(0, pre.size() - key_open.size()));
+  w.key_open = std::string(key_open);
+  w.value_close = trim(mid.substr(0, mid.size() - key_open.size()));
+  const size_t k1_end = pos[0] + kArgKey.size(), k2_end = pos[2] + kArgKey2.size();
+  w.key_close = trim(text.substr(k1_end, pos[1] - k1_end));
+  if (w.key_close.empty() || w.value_close.empty() ||
+      trim(text.substr(k2_end, pos[3] - k2_end)) != w.key_close)
+    return std::nullopt;
+  const size_t v2_end = pos[3] + kArgValue2.size();
+  const size_t vc = text.find(w.value_close, v2_end);
+  if (vc == std::string_view::npos || !trim(text.substr(v2_end, vc - v2_end)).empty())
+    return std::nullopt;
+  w.begin = name_at;
+  w.end = vc + w.value_close.size();
+  return w;
+}
+
 // The longest common suffix of a and b that starts at a marker ('<' or '['),
 // and the longest common prefix that ends at one ('>' or ']').
 std::string_view marker_suffix(std::string_view a, std::string_view b) {
@@ -338,7 +383,7 @@ std::optional<ChatToolFormat> call_format(const jinja::Template& t, const ChatTo
   constexpr std::string_view kText = "CONTENT_PROBE_7c1d";
   constexpr std::string_view kCall2 = "SECOND_PROBE_7c1d";
   const json user = {{"role", "user"}, {"content", "Call it."}};
-  const json args = json{{"ARGKEY_PROBE", "ARGVAL_PROBE"}};
+  json args = json{{kArgKey, kArgValue}};
   const auto call = [&](std::string_view name, const char* id) {
     return json{{"type", "function"},
                 {"function", json{{"name", name},
@@ -362,7 +407,7 @@ std::optional<ChatToolFormat> call_format(const jinja::Template& t, const ChatTo
   };
   const std::optional<std::string> a =
       render(json::array({user, json{{"role", "assistant"}, {"content", kText}}}));
-  const std::optional<std::string> b = render(turn(json::array({call(kCallMark, "call00001")})));
+  std::optional<std::string> b = render(turn(json::array({call(kCallMark, "call00001")})));
   if (!a || !b) return std::nullopt;
   const size_t at = a->find(kText);
   if (at == std::string::npos) return std::nullopt;
@@ -370,7 +415,20 @@ std::optional<ChatToolFormat> call_format(const jinja::Template& t, const ChatTo
   size_t head = 0;
   while (head < at && head < b->size() && (*a)[head] == (*b)[head]) ++head;
   const std::string_view turn_end = std::string_view(*a).substr(at + kText.size());
-  const std::optional<WrittenCall> w = find_call(*b, kCallMark, args, head);
+  // The JSON forms first; failing those, markup with two arguments.
+  bool xml = false;
+  const auto find = [&](std::string_view text, std::string_view name, size_t from) {
+    return xml ? find_xml_call(text, name, from) : find_call(text, name, args, from);
+  };
+  std::optional<WrittenCall> w = find(*b, kCallMark, head);
+  if (!w) {
+    xml = true;
+    args = json{{kArgKey, kArgValue}, {kArgKey2, kArgValue2}};
+    b = render(turn(json::array({call(kCallMark, "call00001")})));
+    if (!b) return std::nullopt;
+    head = std::min(head, b->size());
+    w = find(*b, kCallMark, head);
+  }
   if (!w) return std::nullopt;
   std::string_view rest = std::string_view(*b).substr(w->end);
   if (!rest.ends_with(turn_end)) return std::nullopt;
@@ -379,19 +437,23 @@ std::optional<ChatToolFormat> call_format(const jinja::Template& t, const ChatTo
   f.form = w->form;
   f.args_key = w->args_key.empty() ? "arguments" : w->args_key;
   f.name_sep = w->name_sep;
+  f.key_open = w->key_open;
+  f.key_close = w->key_close;
+  f.value_close = w->value_close;
   f.open = trim(std::string_view(*b).substr(head, w->begin - head));
   f.close = trim(rest);
   if (f.form == ChatToolFormat::Form::Object && f.open.empty() != f.close.empty())
     return std::nullopt;  // a tag needs both ends
   if (f.form != ChatToolFormat::Form::Object && f.open.empty()) return std::nullopt;
-  if (f.form != ChatToolFormat::Form::Named) return f;
+  if (f.form == ChatToolFormat::Form::Xml && f.close.empty()) return std::nullopt;
+  if (f.form != ChatToolFormat::Form::Named && f.form != ChatToolFormat::Form::Xml) return f;
   // Two calls: the text between them is a call's end and the next one's
   // start; what the single call has beyond those is the wrapper.
   const std::optional<std::string> c =
       render(turn(json::array({call(kCallMark, "call00001"), call(kCall2, "call00002")})));
   if (!c) return f;
-  const std::optional<WrittenCall> w1 = find_call(*c, kCallMark, args, head);
-  const std::optional<WrittenCall> w2 = w1 ? find_call(*c, kCall2, args, w1->end) : std::nullopt;
+  const std::optional<WrittenCall> w1 = find(*c, kCallMark, head);
+  const std::optional<WrittenCall> w2 = w1 ? find(*c, kCall2, w1->end) : std::nullopt;
   if (!w2 || w2->name_sep != w1->name_sep) return std::nullopt;  // e.g. a call index inside
   const std::string_view between = std::string_view(*c).substr(w1->end, w2->begin - w1->end);
   const std::string_view unit_open = marker_suffix(f.open, trim(between));

@@ -14,6 +14,9 @@
 //           (functionary), <｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜> (DeepSeek):
 //           the name, a separator, the arguments' JSON; the calls may sit inside a wrapper
 //           (wrap_open ... wrap_close, written once around them), dropped from the content.
+//   xml     <tool_call>\n<function=f>\n<parameter=city>\nParis\n</parameter>\n</function>\n
+//           </tool_call> (Qwen3-Coder), <tool_call>f<arg_key>city</arg_key><arg_value>Paris
+//           </arg_value></tool_call> (GLM): the name, then each argument between markers.
 // Nothing here knows about HTTP or tokens.
 #include <cstdint>
 #include <span>
@@ -31,13 +34,18 @@ struct ToolSpec {
 };
 
 struct ToolCallSyntax {
-  enum class Form : uint8_t { Object, List, Named };
+  enum class Form : uint8_t { Object, List, Named, Xml };
   std::string open = "<tool_call>";    // empty: the bare syntax (Object only)
   std::string close = "</tool_call>";  // may be empty for List and Named (the output's end)
   std::string args_key = "arguments";  // Llama 3: "parameters"
   Form form = Form::Object;
   std::string name_sep;               // Named: between the name and the arguments
-  std::string wrap_open, wrap_close;  // Named: around all the calls (may be empty)
+  std::string wrap_open, wrap_close;  // Named, Xml: around all the calls (may be empty)
+  // Xml: each argument as key_open KEY key_close VALUE value_close after the
+  // name (and name_sep); values are text (JSON when they parse as a number,
+  // boolean, null, list or object). These markers match with the spaces and
+  // newlines around them ignored.
+  std::string key_open, key_close, value_close;
 
   bool tagged() const { return !open.empty(); }
   // The frame a forced call is decoded in (JsonConstraint::Frame's texts).
@@ -92,6 +100,7 @@ class ToolCallParser {
   // A call's body (between open and close) by the syntax's form: its calls
   // into `calls`; false if it is not one.
   bool parse_body(std::string_view body, std::vector<ParsedToolCall>& calls) const;
+  bool parse_xml_call(std::string_view body, std::vector<ParsedToolCall>& calls) const;
   // Where the call starting buf_ ends (its close, or with no close the next
   // open), npos while unknown.
   size_t call_end() const;

@@ -97,13 +97,15 @@ struct ChatTool {
 // How a template's model writes a call: tagged, between `open` and `close`
 // ({"name": ..., "<args_key>": {...}} inside), or bare (open empty: the reply
 // is the JSON object); as a JSON list of such objects after `open` (List); or
-// as open + name + name_sep + arguments JSON + close (Named), the calls
-// inside wrap_open ... wrap_close. (sampling/tool_calls.h parses them.)
+// as open + name + name_sep + arguments JSON + close (Named), or with the
+// arguments as markup (Xml: key_open KEY key_close VALUE value_close each),
+// the calls inside wrap_open ... wrap_close. (sampling/tool_calls.h parses them.)
 struct ChatToolFormat {
-  enum class Form : uint8_t { Object, List, Named };
+  enum class Form : uint8_t { Object, List, Named, Xml };
   std::string open, close, args_key;
   Form form = Form::Object;
   std::string name_sep{}, wrap_open{}, wrap_close{};
+  std::string key_open{}, key_close{}, value_close{};  // Xml: each argument's markers
 };
 
 class ChatTemplate {
@@ -151,6 +153,9 @@ class ChatTemplate {
 
   // How this template's model writes tool calls.
   ChatToolFormat tool_format() const;
+  // Whether tool_format() was read off the template itself (a Jinja
+  // template whose calls have a shape tern parses), not a default.
+  bool tool_format_is_the_templates() const;
 
   // The system prompt the template injects when the conversation has none
   // ("" if it injects none).

@@ -194,6 +194,42 @@ TEST(ToolCallParser, NamedSyntaxInsideAWrapper) {
             "a <｜tool▁calls▁begin｜> b");
 }
 
+ToolCallSyntax xml(std::string open, std::string close, std::string name_sep, std::string key_open,
+                   std::string key_close, std::string value_close) {
+  ToolCallSyntax s =
+      syntax(ToolCallSyntax::Form::Xml, std::move(open), std::move(close), std::move(name_sep));
+  s.key_open = std::move(key_open);
+  s.key_close = std::move(key_close);
+  s.value_close = std::move(value_close);
+  return s;
+}
+
+// Qwen3-Coder and GLM: the arguments as markup; values as text, or JSON when
+// they are numbers (and lists, objects, booleans).
+TEST(ToolCallParser, XmlParametersBecomeTheArgumentsObject) {
+  const ToolCallSyntax qwen = xml("<tool_call>\n<function=", "</function>\n</tool_call>", ">",
+                                  "<parameter=", ">", "</parameter>");
+  expect_two_calls(qwen,
+                   "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                   "</function>\n</tool_call>\n<tool_call>\n<function=add>\n<parameter=a>\n1\n"
+                   "</parameter>\n<parameter=b>\n]}\n</parameter>\n</function>\n</tool_call>",
+                   "");
+  const ToolCallSyntax glm =
+      xml("<tool_call>", "</tool_call>", "", "<arg_key>", "</arg_key><arg_value>", "</arg_value>");
+  expect_two_calls(glm,
+                   "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>"
+                   "</tool_call><tool_call>add<arg_key>a</arg_key><arg_value>1</arg_value>"
+                   "<arg_key>b</arg_key><arg_value>]}</arg_value></tool_call>",
+                   "");
+  // A call with no arguments, and one whose markup breaks off: content.
+  const auto none = parse_in_pieces(glm, "<tool_call>now</tool_call>", 3);
+  ASSERT_EQ(none.calls.size(), 1u);
+  EXPECT_EQ(none.calls[0].name, "now");
+  EXPECT_EQ(none.calls[0].arguments, "{}");
+  EXPECT_EQ(parse_in_pieces(glm, "<tool_call>f<arg_key>x</tool_call>", 5).content,
+            "<tool_call>f<arg_key>x</tool_call>");
+}
+
 TEST(ToolCallSchema, NameIsOneOfTheToolsAndArgumentsFollowItsSchema) {
   const std::vector<ToolSpec> tools = {{"get_weather", "", kWeather}, {"add", "", kAdd}};
   const auto g = JsonGrammar::from_schema(tool_call_schema(tools, "arguments"));
