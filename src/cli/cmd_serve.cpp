@@ -94,9 +94,9 @@ void apply_media_flags(server::MediaOptions& m, size_t media_mb, size_t cache_mb
 // of it, and at most a quarter of a budget given explicitly, so pictures
 // waiting in the queue never take the room running requests need.
 std::unique_ptr<MemoryBudget> make_budget(ModelFlags& model, size_t budget_mb, size_t mm_cache_mb,
-                                          size_t pixels_mb) {
+                                          size_t pixels_mb, size_t draft_kv_mb) {
   const bool given = budget_mb != 0;
-  if (!given) budget_mb = model.kv_dram_mb + mm_cache_mb + pixels_mb;
+  if (!given) budget_mb = model.kv_dram_mb + draft_kv_mb + mm_cache_mb + pixels_mb;
   const size_t pixels = given ? std::min(pixels_mb << 20, (budget_mb << 20) / 4) : pixels_mb << 20;
   if (model.kv_dram_mb > budget_mb) {
     tern::log::get("server")->info("--kv-dram-mb {} is capped by --mem-budget-mb {}",
@@ -130,6 +130,7 @@ void add_serve_command(CLI::App& app) {
     std::vector<std::string> loras;  // --lora NAME=FILE
     std::string spec = "auto";       // --spec
     int spec_draft = 16;             // --spec-draft
+    std::string draft_model;         // --draft-model
     std::string pooling;             // --pooling; empty: the file's, else mean
   };
   auto o = std::make_shared<Opts>();
@@ -187,11 +188,17 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   cmd->add_option("--spec", o->spec,
-                  "speculative decoding by prompt lookup (tokens the answer copies from its "
-                  "context, guessed and checked in one pass; outputs unchanged): 'auto' while at "
-                  "most --spec-max-batch sequences decode, 'ngram' at any batch, 'off'")
-      ->check(CLI::IsMember({"auto", "ngram", "off"}))
+                  "speculative decoding (guessed tokens checked in one pass; outputs "
+                  "unchanged): 'auto' guesses by prompt lookup (tokens the answer copies from "
+                  "its context), then with --draft-model, while at most --spec-max-batch "
+                  "sequences decode; 'ngram' prompt lookup only, at any batch; 'draft' the draft "
+                  "model only; 'off'")
+      ->check(CLI::IsMember({"auto", "ngram", "draft", "off"}))
       ->capture_default_str();
+  cmd->add_option("--draft-model", o->draft_model,
+                  "a smaller GGUF with the same vocabulary that guesses tokens for speculative "
+                  "decoding (greedy, on the same threads)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--spec-draft", o->spec_draft, "most tokens guessed per verify")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
@@ -275,6 +282,10 @@ void add_serve_command(CLI::App& app) {
     o->server.ws_outbox_bytes = o->ws_outbox_kib * 1024;
     o->sched.draft_max = o->spec == "off" ? 0 : o->spec_draft;
     if (o->spec == "ngram") o->sched.spec_max_batch = std::numeric_limits<int>::max();
+    if (o->spec == "ngram") o->sched.spec_source = sched::SpecSource::Ngram;
+    if (o->spec == "draft") o->sched.spec_source = sched::SpecSource::Draft;
+    if (o->spec == "draft" && o->draft_model.empty())
+      throw InvalidArgument("--spec draft needs --draft-model FILE");
     // A large --max-batch raises the default step budget with it.
     if (cmd->count("--step-tokens") == 0)
       o->sched.step_tokens = std::max(o->sched.step_tokens, o->sched.max_batch);
@@ -284,11 +295,24 @@ void add_serve_command(CLI::App& app) {
     // Lock the cache directory before the (long) model load: a second server fails fast.
     std::unique_ptr<PersistentCache> cache;
     if (!o->cache.dir.empty()) cache = std::make_unique<PersistentCache>(o->cache);
-    const auto budget = make_budget(o->model, o->mem_budget_mb, o->mm_cache_mb, o->mm_pixels_mb);
+    // The draft model's KV: a quarter of the model's, at least 64 MiB.
+    const size_t draft_kv_mb = o->draft_model.empty() || o->spec == "off"
+                                   ? 0
+                                   : std::max<size_t>(64, o->model.kv_dram_mb / 4);
+    const auto budget =
+        make_budget(o->model, o->mem_budget_mb, o->mm_cache_mb, o->mm_pixels_mb, draft_kv_mb);
     o->server.media.budget = budget.get();
     auto engine =
         load_engine(o->model, o->max_seqs > 0 ? o->max_seqs : o->sched.max_batch, budget.get());
     if (cache) cache->load(*engine);
+    std::unique_ptr<Engine> draft;
+    if (draft_kv_mb > 0) {
+      draft = load_draft_engine(o->model, o->draft_model, *engine,
+                                o->max_seqs > 0 ? o->max_seqs : o->sched.max_batch, draft_kv_mb,
+                                budget.get());
+      o->sched.draft = draft.get();
+      o->server.draft_model = true;
+    }
     load_adapters(*engine, o->loras);
     o->server.pooling = resolve_pooling(
         engine->config().pooling, o->pooling.empty() ? std::nullopt : parse_pooling(o->pooling));

@@ -128,4 +128,27 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int max_seqs, Memor
   return e;
 }
 
+std::unique_ptr<Engine> load_draft_engine(const ModelFlags& flags, const std::string& path,
+                                          Engine& target, int max_seqs, size_t kv_mb,
+                                          MemoryBudget* budget) {
+  EngineOptions o;
+  o.model_path = path;
+  o.pool = &target.pool();
+  o.n_ctx = target.n_ctx();
+  o.max_seqs = max_seqs;
+  o.kv_type = kv::parse_kv_type(flags.kv_type);
+  o.kv_dram_mb = kv_mb;
+  o.kv_flash_mb = 0;
+  o.prefix_reuse = false;
+  o.budget = budget;
+  std::fprintf(stderr, "loading draft model %s ...", path.c_str());
+  auto e = Engine::load(o);
+  std::fprintf(stderr, " done\n");
+  const std::string target_path = flags.model.empty() ? default_model_path() : flags.model;
+  if (const std::string why = vocabulary_mismatch(target.tokenizer(), e->tokenizer()); !why.empty())
+    throw InvalidArgument("--draft-model " + path + " cannot draft for " + target_path +
+                          ": the vocabularies differ (" + why + ")");
+  return e;
+}
+
 }  // namespace tern::cli

@@ -48,5 +48,12 @@ struct SamplingFlags {
 // budget: the memory budget the KV cache charges (tern serve), or null.
 std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int max_seqs = 8,
                                     MemoryBudget* budget = nullptr);
+// A draft model for speculative decoding beside `target` (loaded from
+// flags): `path` on the target's task pool, with its context, max_seqs
+// sequences and kv_mb of KV DRAM, no flash tier and no prefix cache. Throws
+// InvalidArgument naming both files when the vocabularies differ.
+std::unique_ptr<Engine> load_draft_engine(const ModelFlags& flags, const std::string& path,
+                                          Engine& target, int max_seqs, size_t kv_mb,
+                                          MemoryBudget* budget);
 
 }  // namespace tern::cli

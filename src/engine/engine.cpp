@@ -102,7 +102,12 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts,
   auto lg = log::get("engine");
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Engine> e(new Engine());
-  e->pool_ = std::make_unique<TaskPool>(opts.n_threads);
+  if (opts.pool) {
+    e->pool_ = opts.pool;
+  } else {
+    e->own_pool_ = std::make_unique<TaskPool>(opts.n_threads);
+    e->pool_ = e->own_pool_.get();
+  }
   auto file = std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(opts.model_path));
   LoadOptions load;
   if (opts.weights == EngineOptions::Weights::Int4)
@@ -161,6 +166,20 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts,
            opts.model_path, ms, e->pool_->size(), kernels::kernel_isa(), e->n_ctx_,
            kv::to_string(kc.type), e->kv_->bytes_per_token());
   return e;
+}
+
+std::string vocabulary_mismatch(const Tokenizer& target, const Tokenizer& draft) {
+  if (target.n_vocab() != draft.n_vocab())
+    return std::to_string(target.n_vocab()) + " tokens against " + std::to_string(draft.n_vocab());
+  if (target.bos() != draft.bos() || target.eos() != draft.eos())
+    return "BOS/EOS ids " + std::to_string(target.bos()) + "/" + std::to_string(target.eos()) +
+           " against " + std::to_string(draft.bos()) + "/" + std::to_string(draft.eos());
+  for (int32_t id = 0; id < target.n_vocab(); ++id) {
+    if (target.token_text(id) != draft.token_text(id))
+      return "token " + std::to_string(id) + " is '" + target.token_text(id) + "' against '" +
+             draft.token_text(id) + "'";
+  }
+  return "";
 }
 
 Engine::Engine() = default;

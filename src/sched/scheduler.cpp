@@ -7,6 +7,7 @@
 
 #include "admission.h"
 #include "media_feed.h"
+#include "model_drafter.h"
 #include "sched_log.h"
 #include "sequence.h"
 #include "step_budget.h"
@@ -36,6 +37,14 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
                           ") must be at least max_batch (" + std::to_string(opts_.max_batch) + ")");
   if (opts_.kv_tokens < 0) throw InvalidArgument("kv_tokens must be >= 0");
   if (!(opts_.session_ttl_s >= 0)) throw InvalidArgument("session_ttl_s must be >= 0");
+  if (opts_.draft) {
+    if (const std::string why = vocabulary_mismatch(engine_.tokenizer(), opts_.draft->tokenizer());
+        !why.empty())
+      throw InvalidArgument("the draft model's vocabulary differs from the model's: " + why);
+    if (&opts_.draft->pool() != &engine_.pool())
+      throw InvalidArgument("the draft model must run on the model's task pool");
+    model_drafter_ = std::make_unique<ModelDrafter>(*opts_.draft);
+  }
   n_ctx_ = engine_.n_ctx();
   n_vocab_ = engine_.n_vocab();
   engine_block_tokens_ = engine_.block_tokens();
@@ -228,6 +237,7 @@ void Scheduler::loop() {
     retire_cancelled();
     run_step();
     retire_finished();
+    forget_drafts();
     advance_media();
     update_gauges();
     std::function<void()> on_idle;

@@ -8,6 +8,7 @@
 
 #include "drafter.h"
 #include "media_feed.h"
+#include "model_drafter.h"
 #include "sched_log.h"
 #include "sequence.h"
 #include "step_budget.h"
@@ -50,17 +51,21 @@ void Scheduler::plan_step() {
     // k-token prefill chunk, so B sequences guessing draft_max each would
     // turn a bandwidth-bound decode into a compute-bound one.
     const int share = std::max(1, opts_.draft_max / int(n_decode));
+    model_wants_.clear();
     for (auto& [s, n] : plan_) {
       n += plan_draft(*s, std::min(budget, share));
       budget -= n - 1;
     }
+    plan_model_drafts(budget);
   }
   plan_prefill(n_decode, budget);
 }
 
 // A decoding sequence's guesses for this step (its verify entry: the token
 // to feed, then the guesses); returns how many, at most `budget`. Never past
-// the context or the request's max_tokens.
+// the context or the request's max_tokens. The draft model's guesses come
+// later, for all sequences at once (plan_model_drafts): until then the
+// sequence holds the k tokens it wants of the budget.
 int Scheduler::plan_draft(Sequence& s, int budget) {
   if (s.draft_k == 0) s.draft_k = opts_.draft_max;
   int k = std::min(s.draft_k, budget);
@@ -74,11 +79,50 @@ int Scheduler::plan_draft(Sequence& s, int budget) {
     PredictionDrafter::propose(output, s.req.prediction, s.prediction_cursor, k, draft_);
   }
   s.verify_predicted = !draft_.empty();
-  if (draft_.empty()) NgramDrafter::propose(s.tokens, k, draft_);
+  const SpecSource from =
+      s.req.spec_source != SpecSource::Auto ? s.req.spec_source : opts_.spec_source;
+  if (draft_.empty() && from != SpecSource::Draft) NgramDrafter::propose(s.tokens, k, draft_);
+  if (draft_.empty() && from != SpecSource::Ngram && model_drafter_) {
+    model_wants_.push_back({&s, k});
+    return k;
+  }
   if (draft_.empty()) return 0;
   s.verify.assign(1, s.tokens[size_t(s.in_kv)]);
   s.verify.insert(s.verify.end(), draft_.begin(), draft_.end());
   return int(draft_.size());
+}
+
+// Sequences that finished, failed or were preempted lose their draft KV.
+void Scheduler::forget_drafts() {
+  if (!model_drafter_) return;
+  live_keys_.clear();
+  for (const auto& s : running_)
+    if (s->has_kv() && !s->done) live_keys_.push_back(s->order);
+  model_drafter_->retain(live_keys_);
+}
+
+// The draft model guesses for every sequence plan_draft left to it, in one
+// batched pass per guess position; each gives back to the step's budget
+// what it set aside and did not get.
+void Scheduler::plan_model_drafts(int& budget) {
+  if (!model_drafter_ || model_wants_.empty()) return;
+  std::vector<ModelDrafter::Want> wants;
+  wants.reserve(model_wants_.size());
+  for (auto& [s, k] : model_wants_) {
+    s->guesses.clear();
+    wants.push_back({s->order, std::span<const int32_t>(s->tokens).first(size_t(s->in_kv) + 1), k,
+                     &s->guesses});
+  }
+  model_drafter_->propose(wants);
+  for (auto& [s, k] : model_wants_) {
+    const int got = int(s->guesses.size());
+    budget += k - got;
+    for (auto& [p, n] : plan_)
+      if (p == s) n = 1 + got;
+    if (got == 0) continue;
+    s->verify.assign(1, s->tokens[size_t(s->in_kv)]);
+    s->verify.insert(s->verify.end(), s->guesses.begin(), s->guesses.end());
+  }
 }
 
 // Appends to plan_ (after its n_decode decode entries) this step's prefill

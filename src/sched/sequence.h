@@ -75,6 +75,7 @@ class Sequence {
   // the guesses; empty when it decodes plainly), the next guess length
   // (adapted to how many guesses were kept), and totals for its timings.
   std::vector<int32_t> verify;
+  std::vector<int32_t> guesses;  // the draft model's, before they go into verify
   int draft_k = 0;
   int draft_n = 0;
   int draft_accepted = 0;

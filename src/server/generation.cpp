@@ -175,6 +175,14 @@ ToolCallSyntax tool_syntax(ServerContext& ctx) {
 Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, const std::string& rid,
                              const std::string& client, sched::Stream::Notify notify) {
   check_logit_bias(ctx, g.params);
+  if (g.spec_type == "draft" && !ctx.opts.draft_model)
+    throw ApiError::bad_request(
+        "speculative.type 'draft' needs a draft model; this server has "
+        "none (tern serve --draft-model FILE).",
+        "speculative.type");
+  const sched::SpecSource spec_source = g.spec_type == "draft"   ? sched::SpecSource::Draft
+                                        : g.spec_type == "ngram" ? sched::SpecSource::Ngram
+                                                                 : sched::SpecSource::Auto;
   std::string lora_name;
   const LoraSelection lora = resolve_lora(ctx, g, &lora_name);
   std::vector<vision::MediaSpan> media;
@@ -229,6 +237,7 @@ Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, con
     r.media = media;
     r.prediction = prediction;
     r.draft_max = g.spec_max_tokens;
+    r.spec_source = spec_source;
     if (i > 0) r.after = s.streams[0];
     try {
       submit_one(ctx, std::move(r), param);

@@ -182,9 +182,10 @@ void parse_lora(const json& body, GenerationRequest& r, UnknownFields policy) {
 }
 
 // Sampling settings and streaming flags, common to both endpoints.
-// speculative (tern's extension): {"type": "auto" | "ngram" | "off",
-// "max_tokens": 0-64}: this request's speculative decoding, off or with at
-// most that many guessed tokens per verify (within the server's --spec-draft).
+// speculative (tern's extension): {"type": "auto" | "ngram" | "draft" |
+// "off", "max_tokens": 0-64}: this request's speculative decoding: its guess
+// source, or off; at most that many guessed tokens per verify (within the
+// server's --spec-draft).
 void parse_speculative(const json& body, GenerationRequest& r, UnknownFields policy) {
   const json* v = field(body, "speculative");
   if (!v || v->is_null()) return;
@@ -195,12 +196,12 @@ void parse_speculative(const json& body, GenerationRequest& r, UnknownFields pol
     const std::string type = t->get<std::string>();
     if (type == "off") {
       r.spec_max_tokens = 0;
-    } else if (type == "draft") {
-      unsupported("speculative.type", "no draft model is loaded (--draft-model is not built yet).");
-    } else if (type != "auto" && type != "ngram") {
+    } else if (type == "ngram" || type == "draft") {
+      r.spec_type = type;
+    } else if (type != "auto") {
       bad_value("speculative.type", "'" + type +
                                         "' is not supported. Supported values are: 'auto', "
-                                        "'ngram' and 'off'.");
+                                        "'ngram', 'draft' and 'off'.");
     }
   }
   if (const json* m = field(*v, "max_tokens")) {

@@ -3,11 +3,13 @@ Predicted Outputs (`prediction`) give the same text as plain decoding, with
 the guesses counted in usage.completion_tokens_details and timings."""
 from __future__ import annotations
 
+import subprocess
+
 import openai
 import pytest
 import requests
 
-from tern_server import TernServer
+from tern_server import TernServer, model_path, tern_bin
 
 CODE = """def area(width, height):
     return width * height
@@ -109,3 +111,54 @@ def test_per_request_speculative_controls(server, healthy, plain):
         r = requests.post(server.url + "/v1/chat/completions", timeout=60,
                           json={**body, "max_tokens": 2, "speculative": spec})
         assert r.status_code == 400 and r.json()["error"]["param"] == param, (spec, r.text)
+
+
+@pytest.fixture(scope="module")
+def drafted():
+    """The model with a draft model guessing for it: the same file, so every
+    guess the draft is sure of is the model's own next token."""
+    with TernServer("--spec", "draft", "--draft-model", str(model_path())) as srv:
+        yield srv
+
+
+def test_a_draft_model_keeps_the_text_in_every_api(drafted, plain):
+    chat = {"model": "m", "messages": [{"role": "user", "content": "Write a haiku about rain."}],
+            "max_tokens": 40, "temperature": 0}
+    want = requests.post(plain.url + "/v1/chat/completions", json=chat, timeout=300).json()
+    got = requests.post(drafted.url + "/v1/chat/completions", json=chat, timeout=300).json()
+    assert got["choices"][0]["message"]["content"] == want["choices"][0]["message"]["content"]
+    t = got["timings"]
+    assert t["draft_n"] > 0, t
+    # The draft is the model itself: its guesses are the model's tokens.
+    assert t["draft_accepted_n"] >= 0.9 * t["draft_n"], t
+    # Anthropic Messages and the completions API go through the same scheduler.
+    msg = {"model": "m", "max_tokens": 40, "temperature": 0,
+           "messages": [{"role": "user", "content": "Name three rivers."}]}
+    a = requests.post(plain.url + "/v1/messages", json=msg, timeout=300).json()
+    b = requests.post(drafted.url + "/v1/messages", json=msg, timeout=300).json()
+    assert a["content"] == b["content"]
+    comp = {"model": "m", "prompt": "Once upon a time", "max_tokens": 32, "temperature": 0}
+    a = requests.post(plain.url + "/v1/completions", json=comp, timeout=300).json()
+    b = requests.post(drafted.url + "/v1/completions", json=comp, timeout=300).json()
+    assert a["choices"][0]["text"] == b["choices"][0]["text"]
+    assert b["timings"]["draft_n"] > 0
+    # Per request: prompt lookup only, or no speculation.
+    r = requests.post(drafted.url + "/v1/chat/completions", timeout=300,
+                      json={**chat, "speculative": {"type": "off"}}).json()
+    assert r["choices"][0]["message"]["content"] == want["choices"][0]["message"]["content"]
+    assert "draft_n" not in r["timings"]
+
+
+def test_a_draft_model_with_another_vocabulary_is_refused():
+    gemma = model_path().parent / "gemma-3-270m-it-Q4_K_M.gguf"
+    if not gemma.exists():
+        pytest.skip("Gemma 3 270M is not installed (scripts/setup.sh fetches it)")
+    out = subprocess.run([str(tern_bin()), "serve", "--port", "0", "-m", str(model_path()),
+                          "--draft-model", str(gemma)], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode != 0
+    assert str(gemma) in out.stderr and str(model_path()) in out.stderr, out.stderr
+    assert "vocabularies differ" in out.stderr, out.stderr
+    out = subprocess.run([str(tern_bin()), "serve", "--port", "0", "--spec", "draft"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "--draft-model" in out.stderr, out.stderr

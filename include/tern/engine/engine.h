@@ -49,7 +49,16 @@ struct EngineOptions {
   // The one memory budget KV blocks and image embeddings share (null: none;
   // see core/memory_budget.h). It must outlive the engine.
   MemoryBudget* budget = nullptr;
+  // Run on this task pool instead of one of the engine's own (n_threads is
+  // then ignored): a draft model beside its target shares the target's
+  // workers, which run one model's step at a time. It must outlive the engine.
+  TaskPool* pool = nullptr;
 };
+
+// Why `draft` cannot propose tokens for `target` in speculative decoding
+// (the guesses are token ids, so both need one vocabulary: the same size,
+// the same text for every id, the same BOS and EOS), or "" when it can.
+std::string vocabulary_mismatch(const Tokenizer& target, const Tokenizer& draft);
 
 class Engine {
  public:
@@ -140,7 +149,8 @@ class Engine {
   std::unique_ptr<Model> model_;
   std::unique_ptr<kv::KvEventLog> events_;  // before kv_: outlives it
   std::unique_ptr<kv::PagedKv> kv_;
-  std::unique_ptr<TaskPool> pool_;
+  std::unique_ptr<TaskPool> own_pool_;
+  TaskPool* pool_ = nullptr;  // own_pool_, or EngineOptions::pool
   int n_ctx_ = 0;
   LoraRegistry adapters_;
   MemoryBudget* budget_ = nullptr;

@@ -20,6 +20,11 @@ namespace tern::sched {
 
 using Clock = std::chrono::steady_clock;
 
+// Where speculative guesses come from (after a request's own prediction):
+// Auto: prompt lookup, then the draft model when one is loaded; Ngram:
+// prompt lookup only; Draft: the draft model only.
+enum class SpecSource : uint8_t { Auto, Ngram, Draft };
+
 struct Request {
   std::string id;               // request id, carried by every log line about it
   std::vector<int32_t> prompt;  // token ids, non-empty
@@ -63,6 +68,8 @@ struct Request {
   // per verify (within SchedulerOptions::draft_max); 0 = none; -1 = no limit
   // of its own.
   int draft_max = -1;
+  // Where its guesses may come from (within SchedulerOptions::spec_source).
+  SpecSource spec_source = SpecSource::Auto;
 };
 
 // The prompt can never run: it does not fit the context, or the KV budget

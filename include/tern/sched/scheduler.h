@@ -107,8 +107,18 @@ struct SchedulerOptions {
   // (tern serve's --spec auto sets 16).
   int draft_max = 0;
   int spec_max_batch = 4;
+  // Where guesses come from after a request's prediction: Auto, prompt
+  // lookup then the draft model; Ngram, prompt lookup only; Draft, the draft
+  // model only. A request's own Request::spec_source narrows it.
+  SpecSource spec_source = SpecSource::Auto;
+  // A draft model (tern serve --draft-model): a smaller model with the same
+  // vocabulary guessing k tokens by k greedy steps of its own, for every
+  // guessing sequence in one batched pass (src/sched/model_drafter.h). Null:
+  // none. It must outlive the scheduler and share the target's task pool.
+  Engine* draft = nullptr;
 };
 
+class ModelDrafter;    // guesses from the draft model (src/sched/model_drafter.h)
 class Sequence;        // engine-thread state of one running request (src/sched/sequence.h)
 class MediaFeed;       // media rows and their encodes (src/sched/media_feed.h)
 class StepBudget;      // the step cost model (src/sched/step_budget.h)
@@ -185,9 +195,11 @@ class Scheduler {
   void plan_step();                                // plan_: decodes, then prefill chunks
   void plan_prefill(size_t n_decode, int budget);  // plan_step's prefill chunks
   int plan_draft(Sequence& s, int budget);         // a decoding sequence's guesses
-  void reserve_step();                             // KV room for plan_, oldest first
-  bool build_batch();                              // batch_ from plan_; false: empty
-  bool forward();  // false: the pass failed (and so did its sequences)
+  void plan_model_drafts(int& budget);             // the draft model's, in one pass
+  void forget_drafts();  // draft KV of sequences no longer running is freed
+  void reserve_step();   // KV room for plan_, oldest first
+  bool build_batch();    // batch_ from plan_; false: empty
+  bool forward();        // false: the pass failed (and so did its sequences)
   // The step's metrics and its cost for the model (t0, t1: the forward pass).
   void observe_step(Clock::time_point t0, Clock::time_point t1);
   void trace_step(Clock::time_point t0) const;
@@ -252,6 +264,11 @@ class Scheduler {
   std::vector<Sequence*> entry_seq_;                          // (batch entries) whose entry it is
   std::vector<std::pair<Sequence*, int>> plan_, plan_order_;  // this step's (sequence, tokens)
   std::vector<int32_t> draft_;                                // plan_draft's scratch
+  std::unique_ptr<ModelDrafter> model_drafter_;               // SchedulerOptions::draft
+  // This step's sequences that wait for the draft model's guesses, the
+  // tokens each set aside for them, and the live keys (admission orders).
+  std::vector<std::pair<Sequence*, int>> model_wants_;
+  std::vector<uint64_t> live_keys_;
   // This step's embedding runs (images), and each entry's [first, end) of them.
   std::vector<EmbeddingRun> runs_;
   std::vector<std::pair<size_t, size_t>> entry_runs_;

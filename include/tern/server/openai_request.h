@@ -72,6 +72,9 @@ struct GenerationRequest {
   // speculative (tern's extension): at most this many guessed tokens per
   // verify for this request, 0 = no speculation; -1 = the server's policy.
   int spec_max_tokens = -1;
+  // speculative.type: "auto" (empty), "ngram" or "draft" ("off" sets
+  // spec_max_tokens to 0). "draft" needs a server with --draft-model.
+  std::string spec_type;
   // Chat: Predicted Outputs (`prediction`: {"type": "content", "content"}):
   // the text the answer is expected to be close to ("" if none).
   std::string prediction;

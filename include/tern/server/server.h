@@ -54,6 +54,9 @@ struct ServerOptions {
   // How POST /v1/embeddings pools a sequence's hidden states (tern serve
   // --pooling, else the file's pooling_type, else mean: resolve_pooling).
   Pooling pooling = Pooling::Mean;
+  // A draft model is loaded (tern serve --draft-model): requests may ask
+  // for its guesses (speculative.type "draft").
+  bool draft_model = false;
 };
 
 class Server {

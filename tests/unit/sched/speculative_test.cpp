@@ -101,13 +101,17 @@ class Speculative : public ::testing::Test {
 
   // Every prompt at once (max_batch of them decode together).
   // predictions[i]: request i's Predicted Outputs text (none if absent).
+  // draft: a draft model (on engine_'s pool), with guesses from `source`.
   Run run(const std::vector<std::string>& prompts, const SamplingParams& p, int draft_max,
-          int max_batch, int spec_max_batch = 4, const std::vector<std::string>& predictions = {}) {
+          int max_batch, int spec_max_batch = 4, const std::vector<std::string>& predictions = {},
+          Engine* draft = nullptr, SpecSource source = SpecSource::Auto) {
     SchedulerOptions o;
     o.max_batch = max_batch;
     o.step_tokens = 64;
     o.draft_max = draft_max;
     o.spec_max_batch = spec_max_batch;
+    o.draft = draft;
+    o.spec_source = source;
     Scheduler s(*engine_, o, metrics_);
     std::vector<std::unique_ptr<Collector>> cs;
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -136,6 +140,10 @@ class Speculative : public ::testing::Test {
     }
     s.stop();
     engine_->kv().check_invariants();
+    if (draft) {
+      draft->kv().check_invariants();
+      EXPECT_EQ(draft->free_sequences(), draft_seqs) << "the draft model's KV leaked";
+    }
     return out;
   }
 
@@ -167,6 +175,24 @@ class Speculative : public ::testing::Test {
       "Hello",
       "{\"a\": 1, \"b\": 2, \"a\": 1,",
   };
+  // A draft model on the target's pool: the tiny model itself (seed 7: its
+  // greedy guesses are the target's own tokens) or another with the same
+  // vocabulary and other weights.
+  static std::unique_ptr<Engine> load_draft(uint32_t seed) {
+    test::TinyModelSpec spec = testutil::sched_model_spec();
+    spec.seed = seed;
+    EngineOptions o = testutil::tiny_engine_options(1024, draft_seqs);
+    if (seed != spec_seed())
+      o.model_path =
+          test::write_tiny_model(spec, "sched_tiny_draft" + std::to_string(seed) + ".gguf");
+    o.pool = &engine_->pool();
+    o.kv_flash_mb = 0;
+    o.prefix_reuse = false;
+    return Engine::load(o);
+  }
+  static uint32_t spec_seed() { return testutil::sched_model_spec().seed; }
+  static constexpr int draft_seqs = 8;
+
   static inline Engine* engine_ = nullptr;
   Metrics metrics_;
 };
@@ -254,6 +280,60 @@ TEST_F(Speculative, APredictionIsGuessedFromAndTheTextIsUnchanged) {
   const Run spec_off = run(prompts, p, 0, 1, 4, off.texts);
   EXPECT_EQ(spec_off.texts, off.texts);
   EXPECT_EQ(spec_off.prediction_accepted + spec_off.prediction_rejected, 0);
+}
+
+TEST_F(Speculative, ADraftModelGuessesAndTheTextIsUnchanged) {
+  const SamplingParams p = params(0, 48);
+  const Run off = run(prompts_, p, 0, 1);
+  // The model drafting for itself: its greedy guesses are the target's
+  // tokens, so nearly all are kept (a guess is extended only while the
+  // draft is sure of it, so some steps guess one token).
+  auto self = load_draft(spec_seed());
+  const Run same = run(prompts_, p, 8, 1, 4, {}, self.get(), SpecSource::Draft);
+  EXPECT_EQ(same.texts, off.texts);
+  EXPECT_GT(same.draft_n, 48) << "the draft model was not asked";
+  EXPECT_EQ(same.accepted, same.draft_n) << "a model drafting for itself had a guess rejected";
+  // Another model with the same vocabulary: worse guesses, the same text;
+  // alone and among other sequences, with prompt lookup first (auto), and
+  // with seeded sampling.
+  auto other = load_draft(99);
+  const Run d = run(prompts_, p, 8, 1, 4, {}, other.get(), SpecSource::Draft);
+  EXPECT_EQ(d.texts, off.texts);
+  EXPECT_GT(d.draft_n, 0);
+  EXPECT_LT(d.accepted, d.draft_n);
+  EXPECT_EQ(run(prompts_, p, 8, 6, 8, {}, other.get(), SpecSource::Draft).texts,
+            run(prompts_, p, 0, 6).texts);
+  EXPECT_EQ(run(prompts_, p, 8, 6, 8, {}, self.get(), SpecSource::Auto).texts,
+            run(prompts_, p, 0, 6).texts);
+  SamplingParams hot = params(0.7f, 32);
+  hot.top_k = 20;
+  EXPECT_EQ(run(prompts_, hot, 8, 3, 4, {}, self.get()).texts, run(prompts_, hot, 0, 3).texts);
+  // Ngram: prompt lookup alone (the draft model is loaded, not asked).
+  const Run ngram = run(prompts_, p, 8, 1, 4, {}, self.get(), SpecSource::Ngram);
+  EXPECT_EQ(ngram.texts, off.texts);
+  EXPECT_LT(ngram.draft_n, same.draft_n);
+}
+
+TEST_F(Speculative, ADraftModelWithAnotherVocabularyIsRefused) {
+  test::TinyModelSpec spec = testutil::sched_model_spec();
+  spec.n_vocab = 140;
+  EngineOptions o = testutil::tiny_engine_options(1024, 4);
+  o.model_path = test::write_tiny_model(spec, "sched_tiny_vocab140.gguf");
+  o.pool = &engine_->pool();
+  auto wide = Engine::load(o);
+  const std::string why = vocabulary_mismatch(engine_->tokenizer(), wide->tokenizer());
+  EXPECT_NE(why.find("131 tokens against 140"), std::string::npos) << why;
+  SchedulerOptions so;
+  so.draft_max = 8;
+  so.draft = wide.get();
+  EXPECT_THROW(Scheduler(*engine_, so, metrics_), InvalidArgument);
+  // A draft model on a pool of its own is refused too (two pools would
+  // fight over the cores).
+  EngineOptions own = testutil::tiny_engine_options(1024, 4);
+  auto alone = Engine::load(own);
+  EXPECT_TRUE(vocabulary_mismatch(engine_->tokenizer(), alone->tokenizer()).empty());
+  so.draft = alone.get();
+  EXPECT_THROW(Scheduler(*engine_, so, metrics_), InvalidArgument);
 }
 
 }  // namespace
