@@ -1,6 +1,6 @@
 // Writes a seed corpus for one of the fuzz targets (fuzz_gguf has its own,
 // fuzz_gguf_seeds). Usage: fuzz_seeds <target> <output-dir>, where target is
-// image, video, mmproj, lora, kv_snapshot, embedding_cache, json_schema or
+// image, video, audio, mmproj, lora, kv_snapshot, embedding_cache, json_schema or
 // chat_template or jinja.
 #include <cstdio>
 #include <filesystem>
@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   const std::map<std::string, Writer> writers = {
       {"image", tern::fuzz::image_seeds},
       {"video", tern::fuzz::video_seeds},
+      {"audio", tern::fuzz::audio_seeds},
       {"mmproj", tern::fuzz::mmproj_seeds},
       {"lora", tern::fuzz::lora_seeds},
       {"kv_snapshot", tern::fuzz::kv_snapshot_seeds},

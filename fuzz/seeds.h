@@ -16,6 +16,7 @@ std::vector<uint8_t> read_bytes(const std::string& path);
 
 void image_seeds(const std::string& dir);            // seeds_media.cpp
 void video_seeds(const std::string& dir);            // seeds_media.cpp
+void audio_seeds(const std::string& dir);            // seeds_media.cpp
 void mmproj_seeds(const std::string& dir);           // seeds_files.cpp
 void lora_seeds(const std::string& dir);             // seeds_files.cpp
 void kv_snapshot_seeds(const std::string& dir);      // seeds_files.cpp

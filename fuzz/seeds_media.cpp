@@ -20,6 +20,8 @@ extern "C" {
 #include <libavformat/avformat.h>
 #include <libavutil/imgutils.h>
 }
+
+#include "audio_encode.h"
 #endif
 
 namespace tern::fuzz {
@@ -134,6 +136,21 @@ void video_seeds(const std::string& dir) {
   save_seed(dir, "mpeg4.mp4", clip("mp4", AV_CODEC_ID_MPEG4, AV_PIX_FMT_YUV420P, tmp + "/c.mp4"));
   save_seed(dir, "mjpeg.mkv",
             clip("matroska", AV_CODEC_ID_MJPEG, AV_PIX_FMT_YUVJ420P, tmp + "/c.mkv"));
+#else
+  save_seed(dir, "empty", std::string_view());
+#endif
+}
+
+// Short clips in each listed container (the unit tests' encoder).
+void audio_seeds(const std::string& dir) {
+#ifdef TERN_HAVE_LIBAV
+  using namespace audio_clips;
+  save_seed(dir, "tone.wav", encode(kWav, 0.05));
+  save_seed(dir, "stereo44.wav", encode(kWav44, 0.05, 2));
+  save_seed(dir, "tone.flac", encode(kFlac, 0.05));
+  save_seed(dir, "tone.mp3", encode(kMp3, 0.1));
+  save_seed(dir, "tone.opus.ogg", encode(kOpus, 0.1));
+  save_seed(dir, "tone.vorbis.ogg", encode(kVorbis, 0.1));
 #else
   save_seed(dir, "empty", std::string_view());
 #endif

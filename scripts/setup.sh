@@ -45,7 +45,7 @@ DEB_PKGS=(build-essential cmake ninja-build ccache pkg-config git unzip clang-fo
   libboost1.81-dev nlohmann-json3-dev libspdlog-dev libssl-dev libuv1-dev
   libstb-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3-venv python3-pip chromium nodejs npm nginx curl
-  libwebp-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
+  libwebp-dev libavformat-dev libavcodec-dev libswscale-dev libswresample-dev libavutil-dev
   clang libclang-rt-14-dev)
 missing=()
 for p in "${DEB_PKGS[@]}"; do

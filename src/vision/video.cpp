@@ -6,9 +6,8 @@
 #include <memory>
 
 #ifdef TERN_HAVE_LIBAV
+#include "av_input.h"
 extern "C" {
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
 #include <libavutil/imgutils.h>
 #include <libswscale/swscale.h>
 }
@@ -28,74 +27,12 @@ void check_options(const VideoOptions& o) {
 
 #ifdef TERN_HAVE_LIBAV
 
+using detail::AvInput;
+
 // Containers a clip may be in. Not hls, concat, image2 & co.: those read
 // other files or URLs named inside the data.
 constexpr const char* kFormats = "mov,mp4,m4a,3gp,3g2,mj2,avi,matroska,webm";
 
-std::string av_text(int err) {
-  char buf[AV_ERROR_MAX_STRING_SIZE] = {};
-  av_strerror(err, buf, sizeof buf);
-  return buf;
-}
-
-// The clip's bytes as an AVIOContext (read and seek over a span).
-struct MemoryReader {
-  std::span<const uint8_t> bytes;
-  size_t pos = 0;
-
-  static int read(void* opaque, uint8_t* buf, int n) {
-    auto* r = static_cast<MemoryReader*>(opaque);
-    const size_t left = r->bytes.size() - r->pos;
-    if (left == 0) return AVERROR_EOF;
-    const size_t k = std::min(left, size_t(n));
-    std::memcpy(buf, r->bytes.data() + r->pos, k);
-    r->pos += k;
-    return int(k);
-  }
-  static int64_t seek(void* opaque, int64_t offset, int whence) {
-    auto* r = static_cast<MemoryReader*>(opaque);
-    const int64_t size = int64_t(r->bytes.size());
-    int64_t to = 0;
-    switch (whence & ~AVSEEK_FORCE) {
-      case AVSEEK_SIZE:
-        return size;
-      case SEEK_SET:
-        to = offset;
-        break;
-      case SEEK_CUR:
-        to = int64_t(r->pos) + offset;
-        break;
-      case SEEK_END:
-        to = size + offset;
-        break;
-      default:
-        return AVERROR(EINVAL);
-    }
-    if (to < 0 || to > size) return AVERROR(EINVAL);
-    r->pos = size_t(to);
-    return to;
-  }
-};
-
-struct IoFree {
-  void operator()(AVIOContext* io) const {
-    if (!io) return;
-    av_freep(&io->buffer);
-    avio_context_free(&io);
-  }
-};
-struct FormatFree {
-  void operator()(AVFormatContext* f) const { avformat_close_input(&f); }
-};
-struct CodecFree {
-  void operator()(AVCodecContext* c) const { avcodec_free_context(&c); }
-};
-struct FrameFree {
-  void operator()(AVFrame* f) const { av_frame_free(&f); }
-};
-struct PacketFree {
-  void operator()(AVPacket* p) const { av_packet_free(&p); }
-};
 struct SwsFree {
   void operator()(SwsContext* s) const { sws_freeContext(s); }
 };
@@ -103,79 +40,35 @@ struct SwsFree {
 // One open clip: demuxer, the best video stream and its decoder.
 class Clip {
  public:
-  Clip(std::span<const uint8_t> bytes, const MediaPolicy& policy) : reader_{bytes} {
-    constexpr int kBuf = 1 << 16;
-    auto* buf = static_cast<uint8_t*>(av_malloc(kBuf));
-    if (!buf) throw std::bad_alloc();
-    io_.reset(avio_alloc_context(buf, kBuf, 0, &reader_, &MemoryReader::read, nullptr,
-                                 &MemoryReader::seek));
-    if (!io_) {
-      av_free(buf);
-      throw std::bad_alloc();
-    }
-    AVFormatContext* f = avformat_alloc_context();
-    if (!f) throw std::bad_alloc();
-    f->pb = io_.get();
-    f->flags |= AVFMT_FLAG_CUSTOM_IO;
-    AVDictionary* opts = nullptr;
-    av_dict_set(&opts, "format_whitelist", kFormats, 0);
-    const int err = avformat_open_input(&f, nullptr, nullptr, &opts);
-    av_dict_free(&opts);
-    if (err < 0)  // f is freed by avformat_open_input on failure
-      fail(MediaErrorKind::Invalid, "not a video in a supported container (" +
-                                        std::string(kFormats) + "), or corrupt: " + av_text(err));
-    fmt_.reset(f);
-    if (avformat_find_stream_info(f, nullptr) < 0)
-      fail(MediaErrorKind::Invalid, "corrupt or truncated video (no stream information)");
-    const AVCodec* codec = nullptr;
-    stream_ = av_find_best_stream(f, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
-    if (stream_ < 0 || !codec)
-      fail(MediaErrorKind::Invalid, "the file has no decodable video stream");
-    const AVCodecParameters* par = f->streams[stream_]->codecpar;
+  Clip(std::span<const uint8_t> bytes, const MediaPolicy& policy)
+      : in_(bytes, "video", "a video", kFormats, AVMEDIA_TYPE_VIDEO) {
+    const AVCodecParameters* par = in_.stream()->codecpar;
     if (par->width <= 0 || par->height <= 0)
       fail(MediaErrorKind::Invalid, "the video stream has no frame size");
     if (int64_t(par->width) * par->height > policy.max_pixels)
       fail(MediaErrorKind::TooLarge,
            "frames are " + std::to_string(par->width) + "x" + std::to_string(par->height) +
                " pixels, over the limit of " + std::to_string(policy.max_pixels));
-    dec_.reset(avcodec_alloc_context3(codec));
-    if (!dec_) throw std::bad_alloc();
-    if (avcodec_parameters_to_context(dec_.get(), par) < 0)
-      fail(MediaErrorKind::Invalid, "bad video stream parameters");
-    dec_->thread_count = 1;
-    if (avcodec_open2(dec_.get(), codec, nullptr) < 0)
-      fail(MediaErrorKind::Invalid, "cannot open the video decoder");
   }
 
-  AVFormatContext* fmt() const { return fmt_.get(); }
-  AVCodecContext* dec() const { return dec_.get(); }
-  int stream() const { return stream_; }
-  double time_base() const { return av_q2d(fmt_->streams[stream_]->time_base); }
-  int width() const { return fmt_->streams[stream_]->codecpar->width; }
-  int height() const { return fmt_->streams[stream_]->codecpar->height; }
+  AvInput& input() { return in_; }
+  double time_base() const { return av_q2d(in_.stream()->time_base); }
+  int width() const { return in_.stream()->codecpar->width; }
+  int height() const { return in_.stream()->codecpar->height; }
 
   // The frames sampling at `fps` can take, from the header's frame count and
   // duration (either may be absent: then max_frames bounds it alone).
   int planned_frames(const VideoOptions& o) const {
-    const AVStream* st = fmt_->streams[stream_];
     int64_t n = o.max_frames;
-    if (st->nb_frames > 0) n = std::min<int64_t>(n, st->nb_frames);
-    double seconds = -1;
-    if (st->duration != AV_NOPTS_VALUE && st->duration > 0)
-      seconds = double(st->duration) * time_base();
-    else if (fmt_->duration != AV_NOPTS_VALUE && fmt_->duration > 0)
-      seconds = double(fmt_->duration) / AV_TIME_BASE;
+    if (in_.stream()->nb_frames > 0) n = std::min<int64_t>(n, in_.stream()->nb_frames);
+    const double seconds = in_.header_seconds();
     // Targets 0, 1/fps, ... before the end, plus one for rounding.
     if (seconds > 0 && seconds * o.fps < double(n)) n = int64_t(std::ceil(seconds * o.fps)) + 1;
     return int(std::clamp<int64_t>(n, 1, o.max_frames));
   }
 
  private:
-  MemoryReader reader_;
-  std::unique_ptr<AVIOContext, IoFree> io_;
-  std::unique_ptr<AVFormatContext, FormatFree> fmt_;
-  std::unique_ptr<AVCodecContext, CodecFree> dec_;
-  int stream_ = -1;
+  AvInput in_;
 };
 
 // The RGB size a w x h frame is scaled to: the longer side at most max_side.
@@ -279,18 +172,6 @@ class Sampler {
   bool have_start_ = false, stop_ = false;
 };
 
-// Receives every frame the decoder has ready.
-void drain(AVCodecContext* dec, AVFrame* frame, Sampler& s) {
-  for (;;) {
-    const int err = avcodec_receive_frame(dec, frame);
-    if (err == AVERROR(EAGAIN) || err == AVERROR_EOF) return;
-    if (err < 0) fail(MediaErrorKind::Invalid, "corrupt video data: " + av_text(err));
-    s.offer(frame);
-    av_frame_unref(frame);
-    if (s.stopped()) return;
-  }
-}
-
 #endif  // TERN_HAVE_LIBAV
 
 }  // namespace
@@ -316,37 +197,16 @@ VideoFrames decode_video(std::span<const uint8_t> bytes, const VideoOptions& opt
     fail(MediaErrorKind::TooLarge, "the clip is " + std::to_string(bytes.size()) +
                                        " bytes, over the limit of " +
                                        std::to_string(policy.max_bytes));
-  av_log_set_level(AV_LOG_QUIET);  // errors reach the caller as MediaError
   Clip clip(bytes, policy);
   // Count first: nothing is decoded before the caller agrees to the frames.
   const int planned = clip.planned_frames(opts);
   const size_t bytes_each = out_size(clip.width(), clip.height(), opts.max_side).bytes();
   if (opts.reserve) opts.reserve(planned, bytes_each);
   Sampler sampler(opts, policy, clip.time_base(), planned, bytes_each);
-  std::unique_ptr<AVPacket, PacketFree> pkt(av_packet_alloc());
-  std::unique_ptr<AVFrame, FrameFree> frame(av_frame_alloc());
-  if (!pkt || !frame) throw std::bad_alloc();
-  for (;;) {
-    const int err = av_read_frame(clip.fmt(), pkt.get());
-    if (err == AVERROR_EOF) break;
-    if (err < 0) fail(MediaErrorKind::Invalid, "corrupt or truncated video: " + av_text(err));
-    const bool ours = pkt->stream_index == clip.stream();
-    const bool corrupt = pkt->flags & AV_PKT_FLAG_CORRUPT;
-    if (ours && corrupt) {
-      av_packet_unref(pkt.get());
-      fail(MediaErrorKind::Invalid, "corrupt or truncated video (a damaged packet)");
-    }
-    const int sent = ours ? avcodec_send_packet(clip.dec(), pkt.get()) : 0;
-    av_packet_unref(pkt.get());
-    if (sent < 0 && sent != AVERROR(EAGAIN))
-      fail(MediaErrorKind::Invalid, "corrupt video data: " + av_text(sent));
-    if (ours) drain(clip.dec(), frame.get(), sampler);
-    if (sampler.stopped()) break;
-  }
-  if (!sampler.stopped()) {
-    avcodec_send_packet(clip.dec(), nullptr);  // flush the decoder's delayed frames
-    drain(clip.dec(), frame.get(), sampler);
-  }
+  clip.input().decode([&](const AVFrame* f) {
+    sampler.offer(f);
+    return !sampler.stopped();
+  });
   VideoFrames out = sampler.take();
   if (out.frames.empty()) fail(MediaErrorKind::Invalid, "the clip has no decodable frames");
   return out;

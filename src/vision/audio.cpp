@@ -1,0 +1,194 @@
+#include "tern/vision/audio.h"
+
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#ifdef TERN_HAVE_LIBAV
+#include "av_input.h"
+extern "C" {
+#include <libavutil/channel_layout.h>
+#include <libavutil/opt.h>
+#include <libswresample/swresample.h>
+}
+#endif
+
+namespace tern::vision {
+namespace {
+
+[[noreturn]] void fail(MediaErrorKind kind, const std::string& what) {
+  throw MediaError(kind, "audio: " + what);
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", s);
+  return buf;
+}
+
+#ifdef TERN_HAVE_LIBAV
+
+// Containers a clip may be in (FFmpeg's demuxer names).
+constexpr const char* kFormats = "wav,mp3,flac,ogg";
+
+struct SwrFree {
+  void operator()(SwrContext* s) const { swr_free(&s); }
+};
+
+// Decoded frames -> mono float samples at the target rate: each frame is
+// resampled with its channels kept (planar float), then the channels are
+// averaged.
+class Resampler {
+ public:
+  Resampler(const AVCodecContext* dec, const AudioOptions& o, size_t max_samples)
+      : rate_(o.sample_rate), max_(max_samples) {
+    AVChannelLayout in{};
+    if (dec->ch_layout.nb_channels <= 0)
+      fail(MediaErrorKind::Invalid, "the stream has no channels");
+    if (dec->ch_layout.nb_channels > 64) fail(MediaErrorKind::Invalid, "too many channels");
+    if (dec->sample_rate <= 0 || dec->sample_rate > 768000)
+      fail(MediaErrorKind::Invalid, "bad sample rate " + std::to_string(dec->sample_rate));
+    if (dec->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC)
+      av_channel_layout_default(&in, dec->ch_layout.nb_channels);
+    else if (av_channel_layout_copy(&in, &dec->ch_layout) < 0)
+      throw std::bad_alloc();
+    channels_ = in.nb_channels;
+    in_rate_ = dec->sample_rate;
+    in_format_ = dec->sample_fmt;
+    SwrContext* s = nullptr;
+    const int err = swr_alloc_set_opts2(&s, &in, AV_SAMPLE_FMT_FLTP, rate_, &in, dec->sample_fmt,
+                                        dec->sample_rate, 0, nullptr);
+    av_channel_layout_uninit(&in);
+    swr_.reset(s);
+    if (err < 0 || !swr_ || swr_init(swr_.get()) < 0)
+      fail(MediaErrorKind::Unsupported, "cannot convert this sample format");
+  }
+
+  // False once the clip is over max_samples (decoding can stop).
+  bool push(const AVFrame* f) {
+    if (f->sample_rate != in_rate_ || f->format != in_format_ ||
+        f->ch_layout.nb_channels != channels_)
+      fail(MediaErrorKind::Invalid, "the sample format changes inside the clip");
+    convert(const_cast<const uint8_t**>(f->extended_data), f->nb_samples);
+    return out_.size() <= max_;
+  }
+
+  std::vector<float> finish() {
+    convert(nullptr, 0);  // the resampler's delayed samples
+    return std::move(out_);
+  }
+
+ private:
+  void convert(const uint8_t** in, int n) {
+    const int room = swr_get_out_samples(swr_.get(), n);
+    if (room < 0) fail(MediaErrorKind::Invalid, "resampling failed");
+    if (room == 0) return;
+    planes_.resize(size_t(channels_) * size_t(room));
+    ptrs_.resize(size_t(channels_));
+    for (int c = 0; c < channels_; ++c)
+      ptrs_[size_t(c)] = reinterpret_cast<uint8_t*>(planes_.data() + size_t(c) * size_t(room));
+    const int got = swr_convert(swr_.get(), ptrs_.data(), room, in, n);
+    if (got < 0) fail(MediaErrorKind::Invalid, "resampling failed");
+    const size_t at = out_.size();
+    out_.resize(at + size_t(got));
+    for (int i = 0; i < got; ++i) {
+      double sum = 0;
+      for (int c = 0; c < channels_; ++c) sum += planes_[size_t(c) * size_t(room) + size_t(i)];
+      out_[at + size_t(i)] = float(sum / channels_);
+    }
+  }
+
+  std::unique_ptr<SwrContext, SwrFree> swr_;
+  int rate_, channels_ = 0, in_rate_ = 0, in_format_ = -1;
+  size_t max_;
+  std::vector<float> planes_;
+  std::vector<uint8_t*> ptrs_;
+  std::vector<float> out_;
+};
+
+#endif  // TERN_HAVE_LIBAV
+
+}  // namespace
+
+bool audio_supported() {
+#ifdef TERN_HAVE_LIBAV
+  return true;
+#else
+  return false;
+#endif
+}
+
+AudioClip decode_audio(std::span<const uint8_t> bytes, const AudioOptions& opts,
+                       const MediaPolicy& policy) {
+  if (opts.sample_rate < 1000 || opts.sample_rate > 192000)
+    fail(MediaErrorKind::Invalid, "sample_rate must be in [1000, 192000]");
+  if (!(opts.max_seconds > 0)) fail(MediaErrorKind::Invalid, "max_seconds must be positive");
+#ifndef TERN_HAVE_LIBAV
+  (void)bytes;
+  (void)policy;
+  fail(MediaErrorKind::Unsupported, "this build of tern has no audio support (FFmpeg libraries)");
+#else
+  if (bytes.empty()) fail(MediaErrorKind::Invalid, "empty data (0 bytes)");
+  if (bytes.size() > policy.max_bytes)
+    fail(MediaErrorKind::TooLarge, "the clip is " + std::to_string(bytes.size()) +
+                                       " bytes, over the limit of " +
+                                       std::to_string(policy.max_bytes));
+  detail::AvInput in(bytes, "audio", "an audio clip", kFormats, AVMEDIA_TYPE_AUDIO);
+  const double stated = in.header_seconds();
+  if (stated > opts.max_seconds)
+    fail(MediaErrorKind::TooLarge, "the clip is " + seconds_text(stated) +
+                                       " s long, over the limit of " +
+                                       seconds_text(opts.max_seconds) + " s");
+  const size_t max_samples = size_t(std::ceil(opts.max_seconds * opts.sample_rate));
+  Resampler rs(in.dec(), opts, max_samples);
+  bool over = false;
+  in.decode([&](const AVFrame* f) {
+    over = !rs.push(f);
+    return !over;
+  });
+  if (over)
+    fail(MediaErrorKind::TooLarge, "the clip is longer than the limit of " +
+                                       seconds_text(opts.max_seconds) +
+                                       " s (its header said less)");
+  AudioClip clip;
+  clip.samples = rs.finish();
+  clip.sample_rate = opts.sample_rate;
+  if (clip.samples.size() > max_samples)
+    fail(MediaErrorKind::TooLarge,
+         "the clip is longer than the limit of " + seconds_text(opts.max_seconds) + " s");
+  if (clip.samples.empty()) fail(MediaErrorKind::Invalid, "the clip has no decodable samples");
+  for (float v : clip.samples)
+    if (!std::isfinite(v)) fail(MediaErrorKind::Invalid, "the clip decodes to non-finite samples");
+  return clip;
+#endif
+}
+
+AudioClip load_audio_url(const std::string& url, const AudioOptions& opts,
+                         const MediaPolicy& policy) {
+  const std::vector<uint8_t> bytes = read_media_bytes(url, policy);
+  return decode_audio(bytes, opts, policy);
+}
+
+Sha256Digest pcm_hash(const AudioClip& clip) {
+  // Little-endian bytes on any host: the digest names the sound, not the machine.
+  Sha256 h;
+  const uint32_t rate = uint32_t(clip.sample_rate);
+  const uint8_t le[4] = {uint8_t(rate), uint8_t(rate >> 8), uint8_t(rate >> 16),
+                         uint8_t(rate >> 24)};
+  h.update(le, 4);
+  if constexpr (std::endian::native == std::endian::little) {
+    h.update(clip.samples.data(), clip.samples.size() * sizeof(float));
+  } else {
+    for (float v : clip.samples) {
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      const uint8_t b[4] = {uint8_t(u), uint8_t(u >> 8), uint8_t(u >> 16), uint8_t(u >> 24)};
+      h.update(b, 4);
+    }
+  }
+  return h.finish();
+}
+
+}  // namespace tern::vision
