@@ -81,7 +81,9 @@ TEST(AudioMel, FilterBankHasSlaneyAreaNormalisedTriangles) {
     }
     // Only the wide filters (the top ones, tens of bins) have a Riemann sum
     // over 40 Hz bins close to their area.
-    if (m >= 100) EXPECT_NEAR(area, 1.0, 0.02) << m;
+    if (m >= 100) {
+      EXPECT_NEAR(area, 1.0, 0.02) << m;
+    }
   }
 }
 
