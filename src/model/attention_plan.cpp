@@ -29,7 +29,9 @@ void AttentionPlan::plan(const Batch& batch, const std::vector<int>& tok_pos, co
     const auto& runs = batch.entries[ei].embeddings;
     const bool bidir = std::any_of(runs.begin(), runs.end(),
                                    [](const EmbeddingRun& r) { return r.bidirectional; });
-    if (split_ok && !bidir && n <= tok_block && ctx > seg_tok) {
+    if (!s_.causal) {  // the whole entry both ways, each token up to its last position
+      for (int k = 0; k < n; ++k) blocks_.push_back({int(ei), t + k, 1, ctx - 1});
+    } else if (split_ok && !bidir && n <= tok_block && ctx > seg_tok) {
       const int n_seg = (ctx + seg_tok - 1) / seg_tok;
       splits_.push_back({int(ei), t, n, n_seg, part});
       part += size_t(n_seg) * size_t(s_.n_kv_heads) * size_t(n) * part_stride;

@@ -33,6 +33,9 @@ class AttentionPlan {
   struct Shape {
     int n_kv_heads = 0, group = 1, head_dim = 0;  // group: query heads per KV head
     int window = 0;  // 0: attend the whole prefix; > 0: a local layer's window (never split)
+    // false (an encoder): every token of an entry attends every position up
+    // to the entry's last, one task per token (never split).
+    bool causal = true;
   };
 
   // Plans the tasks of one layer for a batch whose token t sits at position
