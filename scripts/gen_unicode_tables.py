@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Generate src/tokenizer/unicode_tables.cpp: codepoint category ranges for the
-hand-written pre-tokenizer regexes (\\p{L}, \\p{N}, \\s, ...).
+hand-written pre-tokenizer regexes (\\p{L}, \\p{N}, \\s, ...); and, with
+--case-out, src/tokenizer/unicode_case_tables.cpp: the lowercase map and the
+first codepoint of each character's NFD, for BERT's WordPiece normaliser.
 
 The table is a sorted list of (first codepoint, flags); a range ends where the
 next one starts. Flags follow include/tern/tokenizer/unicode.h:
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import subprocess
 
 try:
     import unicodedata2 as ucd  # type: ignore[import-not-found]
@@ -106,11 +109,79 @@ const size_t kCodepointRangeCount = sizeof(kCodepointRanges) / sizeof(kCodepoint
 """
 
 
+def build_case_tables() -> tuple[list[tuple[int, int]], list[tuple[int, int, int]]]:
+    """Lowercase pairs (cp, lower) and NFD ranges (first, last, base), as
+    llama.cpp's gen-unicode-data.py derives them: the simple lowercase
+    mapping (str.lower()'s first codepoint, which is the interpreter's own
+    Unicode version) and the first codepoint of the canonical decomposition,
+    runs of codepoints with the same base merged."""
+    lower: list[tuple[int, int]] = []
+    nfd: list[tuple[int, int]] = []
+    for cp in range(MAX_CODEPOINT):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        ch = chr(cp)
+        lo = ch.lower()
+        if lo != ch:
+            lower.append((cp, ord(lo[0])))
+        base = ord(ucd.normalize("NFD", ch)[0])
+        if base != cp:
+            nfd.append((cp, base))
+    ranges: list[tuple[int, int, int]] = []
+    for cp, base in nfd:
+        if ranges and ranges[-1][1] == cp - 1 and ranges[-1][2] == base:
+            ranges[-1] = (ranges[-1][0], cp, base)
+        else:
+            ranges.append((cp, cp, base))
+    return lower, ranges
+
+
+def render_case(lower: list[tuple[int, int]], nfd: list[tuple[int, int, int]]) -> str:
+    def rows(items: list[str], per_line: int) -> str:
+        return "\n".join("    " + " ".join(items[i:i + per_line])
+                         for i in range(0, len(items), per_line))
+    lower_body = rows(["{0x%05X, 0x%05X}," % p for p in lower], 5)
+    nfd_body = rows(["{0x%05X, 0x%05X, 0x%05X}," % r for r in nfd], 4)
+    import unicodedata as pyucd
+    return f"""\
+// GENERATED FILE - do not edit by hand.
+// Produced by scripts/gen_unicode_tables.py --case-out: lowercase from
+// Python's str.lower() (Unicode {pyucd.unidata_version}), NFD from Unicode
+// {ucd.unidata_version} (module `{SOURCE}`). Regenerate with that script.
+//
+// kLowercase: (codepoint, its simple lowercase), sorted. kNfdRanges:
+// (first, last, base): every codepoint of [first, last] decomposes (NFD) to a
+// sequence starting with base; sorted, disjoint.
+#include "unicode_tables.h"
+
+namespace tern::unicode::detail {{
+
+const CasePair kLowercase[] = {{
+{lower_body}
+}};
+const size_t kLowercaseCount = sizeof(kLowercase) / sizeof(kLowercase[0]);
+
+const NfdRange kNfdRanges[] = {{
+{nfd_body}
+}};
+const size_t kNfdRangeCount = sizeof(kNfdRanges) / sizeof(kNfdRanges[0]);
+
+}}  // namespace tern::unicode::detail
+"""
+
+
 def main() -> None:
     here = pathlib.Path(__file__).resolve().parent.parent
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(here / "src/tokenizer/unicode_tables.cpp"))
+    ap.add_argument("--case-out", help="write the lowercase/NFD tables here instead")
     args = ap.parse_args()
+    if args.case_out:
+        lower, nfd = build_case_tables()
+        pathlib.Path(args.case_out).write_text(render_case(lower, nfd))
+        subprocess.run(["clang-format", "-i", args.case_out], check=True)  # the repo's style
+        print(f"wrote {args.case_out}: {len(lower)} lowercase pairs, {len(nfd)} NFD ranges")
+        return
     ranges = build_ranges()
     pathlib.Path(args.out).write_text(render(ranges))
     print(f"wrote {args.out}: {len(ranges)} ranges, Unicode {ucd.unidata_version} ({SOURCE})")

@@ -33,11 +33,19 @@ PROMPTS = [
 TOKEN_LINE = re.compile(r"^\s*(\d+) -> '")
 
 
-def run(peer, model, pooling, prompt, threads):
+def run(peer, model, pooling, prompt, threads, ctx=("-c", "1024")):
+    """llama-embedding's token ids and vector for one prompt; ctx: its context flags."""
     cmd = [os.path.join(peer, "llama-embedding"), "-m", model, "--pooling", pooling,
            "--embd-normalize", "2", "--embd-output-format", "json", "--verbose-prompt",
-           "-t", str(threads), "-c", "1024", "-p", prompt]
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, check=True).stdout.decode("utf-8", "replace")
+           "-t", str(threads), *ctx, "-p", prompt]
+    for _ in range(50):
+        out = subprocess.run(cmd, cwd=ROOT, capture_output=True, check=True).stdout.decode("utf-8", "replace")
+        # Its asynchronous log sometimes loses the end of stdout at exit
+        # (exit code 0, the JSON cut short or missing): run it again.
+        if "\n{" in out and out.rstrip().endswith("}"):
+            break
+    else:
+        raise RuntimeError(f"llama-embedding printed no vector: {' '.join(cmd)}")
     start = out.index("\n{") + 1  # the token list comes first, then the JSON
     tokens = [int(m.group(1)) for m in map(TOKEN_LINE.match, out[:start].splitlines()) if m]
     data = json.loads(out[start:])["data"]

@@ -4,6 +4,7 @@
 // scripts/gen_arch_golden.py runs llama.cpp on them.
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "commands.h"
 #include "tern/gguf/gguf.h"
@@ -24,20 +25,23 @@ void add_gen_arch_command(CLI::App& app) {
       app.add_subcommand("gen-arch-model", "write a random-weight model of an architecture");
   cmd->add_option("--weights", o->weights, "linear layers' GGUF type: q8_0 (default), q4_0, q4_1")
       ->check(CLI::IsMember({"q8_0", "q4_0", "q4_1"}));
-  cmd->add_option("--arch", o->arch, "architecture case")
-      ->required()
-      ->check(CLI::IsMember(gen_arch_cases(true)));
+  cmd->add_option("--arch", o->arch, "architecture case")->required()->check(CLI::IsMember([] {
+    auto all = gen_arch_cases(true);
+    for (auto& c : gen_encoder_cases()) all.push_back(c);
+    return all;
+  }()));
   cmd->add_option("--seed", o->seed, "random seed");
   cmd->add_option("--tokenizer", o->tokenizer,
                   "GGUF to copy the tokenizer from (default: the default model)");
   cmd->add_option("--out", o->out, "output file")->required();
   cmd->callback([o] {
-    const std::string tok_path = o->tokenizer.empty() ? default_model_path() : o->tokenizer;
-    const gguf::GgufFile tok = gguf::GgufFile::open(tok_path);
+    std::optional<gguf::GgufFile> tok;  // the encoders write their own vocabulary
+    if (!gen_arch_own_vocab(o->arch))
+      tok = gguf::GgufFile::open(o->tokenizer.empty() ? default_model_path() : o->tokenizer);
     const DType wt = o->weights == "q4_0"   ? DType::Q4_0
                      : o->weights == "q4_1" ? DType::Q4_1
                                             : DType::Q8_0;
-    const GenArchResult r = generate_arch_model(o->arch, o->seed, &tok, wt);
+    const GenArchResult r = generate_arch_model(o->arch, o->seed, tok ? &*tok : nullptr, wt);
     r.writer.write(o->out);
     std::printf("%s: %s seed %llu, weights sha256 %s (%.1f MB)\n", o->out.c_str(), o->arch.c_str(),
                 (unsigned long long)o->seed, r.weights_sha256.c_str(),

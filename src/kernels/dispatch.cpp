@@ -244,6 +244,23 @@ void swiglu(const float* gate, const float* up, float* out, int n) {
 void geglu(const float* gate, const float* up, float* out, int n) {
   active_kernels().geglu(gate, up, out, n);
 }
+void layernorm(const float* x, const float* weight, const float* bias, float* out, int n,
+               float eps) {
+  double sum = 0.0, sq = 0.0;
+  for (int i = 0; i < n; ++i) sum += double(x[i]);
+  const double mean = sum / n;
+  for (int i = 0; i < n; ++i) sq += (double(x[i]) - mean) * (double(x[i]) - mean);
+  const float scale = float(1.0 / std::sqrt(sq / n + double(eps)));
+  const float m = float(mean);
+  for (int i = 0; i < n; ++i) out[i] = (x[i] - m) * scale * weight[i] + bias[i];
+}
+void gelu(float* x, int n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int i = 0; i < n; ++i) {
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * v * (1.0f + 0.044715f * v * v)));
+  }
+}
 void attention_f16(const float* q, float* out, int64_t q_stride, int n_tok, int n_grp, int n_kv0,
                    const uint16_t* k, const uint16_t* v, int64_t kv_stride, int head_dim) {
   active_kernels().attention_f16(q, out, q_stride, n_tok, n_grp, n_kv0, k, v, kv_stride, head_dim);

@@ -337,8 +337,9 @@ void PagedKv::write(SeqId seq, int layer, int pos, const float* k, const float* 
   impl_->write(seq, layer, pos, k, v);
 }
 void PagedKv::attend(SeqId seq, int layer, int kvh, int pos0, int n_tok, int group, const float* q,
-                     int64_t q_stride, float* out, int64_t out_stride, int window) const {
-  impl_->attend(seq, layer, kvh, pos0, n_tok, group, q, q_stride, out, out_stride, window);
+                     int64_t q_stride, float* out, int64_t out_stride, int window,
+                     int horizon) const {
+  impl_->attend(seq, layer, kvh, pos0, n_tok, group, q, q_stride, out, out_stride, window, horizon);
 }
 bool PagedKv::can_split() const {
   return impl_->kern->tile_for_type(impl_->L.type) != nullptr;

@@ -134,10 +134,10 @@ struct PagedKvImpl {
   void issue_layer(int layer);
   void write(SeqId id, int layer, int pos, const float* k, const float* v);
   void attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int group, const float* q,
-              int64_t q_stride, float* out, int64_t out_stride, int window) const;
+              int64_t q_stride, float* out, int64_t out_stride, int window, int horizon) const;
   void attend_tiled(AttendTileFn tile, const Seq& s, int layer, int kvh, int pos0, int n_tok,
-                    int group, const float* q, int64_t q_stride, float* out,
-                    int64_t out_stride) const;
+                    int group, const float* q, int64_t q_stride, float* out, int64_t out_stride,
+                    int horizon) const;
   void attend_segment(SeqId id, int layer, int kvh, int pos0, int n_tok, int group, const float* q,
                       int64_t q_stride, int segment, float* m, float* l, float* acc) const;
   // Rows' softmax states over blocks [b0, b1), from scratch.

@@ -133,7 +133,7 @@ const uint8_t* PagedKvImpl::slice_ptr(const Block& b, int layer) const {
 
 void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int group,
                          const float* q, int64_t q_stride, float* out, int64_t out_stride,
-                         int window) const {
+                         int window, int horizon) const {
   constexpr int kMaxRows = 8;  // rows whose state stays on the stack while blocks stream past
   const Seq& s = seqs[size_t(id)];
   const int hd = L.head_dim, B = L.block_tokens;
@@ -147,7 +147,7 @@ void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int 
   // layers) starts each token's scan at its own position: one token's rows
   // at a time, through a view of the block shifted to that start.
   if (const AttendTileFn tile = kern->tile_for_type(L.type); tile && window <= 0) {
-    attend_tiled(tile, s, layer, kvh, pos0, n_tok, group, q, q_stride, out, out_stride);
+    attend_tiled(tile, s, layer, kvh, pos0, n_tok, group, q, q_stride, out, out_stride, horizon);
     return;
   }
   const AttendBlockFn fn = kern->for_type(L.type);
@@ -156,8 +156,10 @@ void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int 
   alignas(64) float acc[kMaxRows * 512];
   alignas(64) float rq[kMaxRows * 512];  // rotated queries, when keys are stored rotated
   const int rows = n_tok * group;
-  // Token t attends positions [lo(t), pos0 + t + 1): lo = 0 without a window.
+  // Token t attends positions [lo(t), end(t)): lo = 0 without a window, end
+  // = pos0 + t + 1 (causal) or the horizon (every token alike).
   auto first_pos = [&](int t) { return window > 0 ? std::max(0, pos0 + t + 1 - window) : 0; };
+  auto end_pos = [&](int t) { return horizon > 0 ? horizon : pos0 + t + 1; };
   // Whole tokens per chunk when a group fits, so a token's rows share block reads.
   const int chunk = group <= kMaxRows ? kMaxRows / group * group : kMaxRows;
   for (int r0 = 0; r0 < rows; r0 += chunk) {
@@ -169,8 +171,8 @@ void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int 
       qrow[r] = q + t * q_stride + g * hd;
       if (L.rotated) rotate(qrow[r], hd, rq + r * hd), qrow[r] = rq + r * hd;
     }
-    const int ctx_max = pos0 + (r0 + nr - 1) / group + 1;  // the chunk's last row sees the most
-    const int blk_min = first_pos(r0 / group) / B;         // its first row starts the earliest
+    const int ctx_max = end_pos((r0 + nr - 1) / group);  // the chunk's last row sees the most
+    const int blk_min = first_pos(r0 / group) / B;       // its first row starts the earliest
     for (int blk = blk_min; blk * B < ctx_max; ++blk) {
       const Block& b = blocks[size_t(s.table[size_t(blk)])];
       if ((blk + 1) * B < ctx_max) prefetch_next(s, blk + 1, layer, kvh);
@@ -181,7 +183,7 @@ void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int 
         int r_end = r + 1;
         while (r_end < nr && (r0 + r_end) / group == t) ++r_end;
         // This block's part of [lo, n_ctx), as block-local tokens [i0, i1).
-        const int n_ctx = pos0 + t + 1;
+        const int n_ctx = end_pos(t);
         const int i0 = std::max(0, first_pos(t) - blk * B);
         const int i1 = std::min(B, n_ctx - blk * B);
         if (i1 > i0) {
@@ -270,7 +272,7 @@ void PagedKvImpl::tile_blocks(AttendTileFn tile, const Seq& s, int layer, int kv
 // exactly as the split-K decode (attend_segment) does.
 void PagedKvImpl::attend_tiled(AttendTileFn tile, const Seq& s, int layer, int kvh, int pos0,
                                int n_tok, int group, const float* q, int64_t q_stride, float* out,
-                               int64_t out_stride) const {
+                               int64_t out_stride, int horizon) const {
   const int hd = L.head_dim, SB = segment_blocks(), ST = SB * L.block_tokens;
   TileState& st = tile_state(hd);
   const int rows = n_tok * group;
@@ -280,7 +282,7 @@ void PagedKvImpl::attend_tiled(AttendTileFn tile, const Seq& s, int layer, int k
     const int nr = std::min(chunk, rows - r0);
     for (int r = 0; r < nr; ++r) {
       const int t = (r0 + r) / group, g = (r0 + r) % group;
-      rs.ctx[r] = pos0 + t + 1;
+      rs.ctx[r] = horizon > 0 ? horizon : pos0 + t + 1;
       rs.q[r] = q + t * q_stride + g * hd;
       if (L.rotated)
         rotate(rs.q[r], hd, st.rq.data() + size_t(r) * hd), rs.q[r] = st.rq.data() + size_t(r) * hd;

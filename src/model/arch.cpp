@@ -28,7 +28,21 @@ constexpr ArchSpec kGemma3{.name = "gemma3",
                            .swa_pattern = 6,
                            .rope_theta_swa = 10000.0f};
 
-constexpr std::array kArchs{&kLlama, &kQwen2, &kQwen3, &kGemma3};
+// BERT (bge, all-MiniLM, e5): absolute position and token-type (type 0)
+// embeddings, Q/K/V and output biases, post-LayerNorm, an ungated GELU FFN
+// with biases, attention over the whole sequence. Embeddings only.
+constexpr ArchSpec kBert{.name = "bert",
+                         .act = Activation::GeluTanh,
+                         .encoder = true,
+                         .gated_ffn = false,
+                         .position_embd = true,
+                         .rope = false};
+// nomic-bert (nomic-embed-text): BERT's post-norm encoder with NeoX RoPE
+// instead of position embeddings, a fused QKV and a SwiGLU FFN, no biases.
+constexpr ArchSpec kNomicBert{
+    .name = "nomic-bert", .rope_style = RopeStyle::NeoX, .act = Activation::SiLU, .encoder = true};
+
+constexpr std::array kArchs{&kLlama, &kQwen2, &kQwen3, &kGemma3, &kBert, &kNomicBert};
 
 }  // namespace
 

@@ -29,7 +29,11 @@ void AttentionPlan::plan(const Batch& batch, const std::vector<int>& tok_pos, co
     const auto& runs = batch.entries[ei].embeddings;
     const bool bidir = std::any_of(runs.begin(), runs.end(),
                                    [](const EmbeddingRun& r) { return r.bidirectional; });
-    if (split_ok && !bidir && n <= tok_block && ctx > seg_tok) {
+    if (!s_.causal) {  // the whole entry both ways: every token up to its last position
+      for (int j = 0; j < n; j += tok_block)
+        blocks_.push_back(
+            {int(ei), t + j, std::min(tok_block, n - j), tok_pos[size_t(t + j)], ctx});
+    } else if (split_ok && !bidir && n <= tok_block && ctx > seg_tok) {
       const int n_seg = (ctx + seg_tok - 1) / seg_tok;
       splits_.push_back({int(ei), t, n, n_seg, part});
       part += size_t(n_seg) * size_t(s_.n_kv_heads) * size_t(n) * part_stride;
@@ -72,7 +76,7 @@ void AttentionPlan::run(const Batch& batch, int layer, const std::vector<int>& t
       const Block& bt = blocks_[blocks_.size() - 1 - size_t(task / nkv)];  // latest first
       const size_t at = size_t(bt.t0) * qd + size_t(kvh) * group * hd;
       kv.attend(batch.entries[size_t(bt.entry)].seq, layer, kvh, bt.pos0, bt.n_tok, group, q + at,
-                qd, attn + at, qd, s_.window);
+                qd, attn + at, qd, s_.window, bt.horizon);
       return;
     }
     int64_t k = task - n_block_tasks;

@@ -61,7 +61,9 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
                         f.get_int_or(p + "attention.key_length", default_hd), 4096);
   c.n_ctx_train =
       positive(f, p + "context_length", f.get_int_or(p + "context_length", 2048), 1 << 24);
-  c.norm_eps = f.get_f32_or(p + "attention.layer_norm_rms_epsilon", 1e-5f);
+  // Encoders normalise with LayerNorm, under its own key (llama.cpp's default 1e-12).
+  c.norm_eps = spec->encoder ? f.get_f32_or(p + "attention.layer_norm_epsilon", 1e-12f)
+                             : f.get_f32_or(p + "attention.layer_norm_rms_epsilon", 1e-5f);
   c.rope_theta = f.get_f32_or(p + "rope.freq_base", 10000.0f);
   c.rope_dims = positive(f, p + "rope.dimension_count",
                          f.get_int_or(p + "rope.dimension_count", c.head_dim), c.head_dim);
@@ -80,7 +82,15 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
     }
     c.act = *act;
   }
-  c.qkv_bias = spec->qkv_bias;
+  c.encoder = spec->encoder;
+  c.gated_ffn = spec->gated_ffn;
+  c.position_embd = spec->position_embd;
+  c.rope = spec->rope;
+  c.fused_qkv = f.find_tensor("blk.0.attn_qkv.weight") != nullptr;
+  // Q/K/V biases: the architecture's (qwen2) or wherever the file has them
+  // (BERT), as llama.cpp loads them when present.
+  c.qkv_bias = spec->qkv_bias || f.find_tensor("blk.0.attn_q.bias") != nullptr ||
+               f.find_tensor("blk.0.attn_qkv.bias") != nullptr;
   c.qk_norm = spec->qk_norm;
   if (spec->scale_embeddings) c.embed_scale = std::sqrt(float(c.d_model));
   c.post_norms = spec->post_norms;
@@ -112,7 +122,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
                       std::to_string(c.d_model));
   }
   c.n_vocab = int(embd.dims[1]);
-  c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
+  c.tied_embeddings = !c.encoder && f.find_tensor("output.weight") == nullptr;
   return c;
 }
 

@@ -1,6 +1,7 @@
 // The forward pass over a batch. Linear layers run once over all T rows of
 // the batch (weights read once per step for every sequence); attention runs
-// per token against its own sequence's KV, causally.
+// per token against its own sequence's KV, causally (an encoder's: over the
+// whole entry, which the scheduler keeps in one step).
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -33,17 +34,33 @@ void for_each_token(TaskPool& pool, int T, int width, F&& fn) {
 
 }  // namespace
 
-// y (T, d) is a block's output (in the workspace's tmp); gemma normalises it
-// (in place) before the residual add.
-void Model::residual_add(const std::vector<float>& post_norm, float* y, int T, TaskPool& pool) {
+// y (T, d) is a block's output (in the workspace's tmp): its bias added,
+// gemma normalises it (in place) before the residual add; an encoder
+// LayerNorms the sum.
+void Model::residual_add(const std::vector<float>& post_norm, const std::vector<float>& bias,
+                         float* y, int T, TaskPool& pool, const std::vector<float>& ln_w,
+                         const std::vector<float>& ln_b) {
   const int d = cfg_.d_model;
   float* x = ws_.x.data();
   for_each_token(pool, T, d, [&](int t) {
     float* xr = x + size_t(t) * d;
     float* yr = y + size_t(t) * d;
+    if (!bias.empty())
+      for (int i = 0; i < d; ++i) yr[i] += bias[size_t(i)];
     if (!post_norm.empty()) kernels::rmsnorm(yr, post_norm.data(), yr, d, cfg_.norm_eps);
     for (int i = 0; i < d; ++i) xr[i] += yr[i];
+    if (!ln_w.empty()) kernels::layernorm(xr, ln_w.data(), ln_b.data(), xr, d, cfg_.norm_eps);
   });
+}
+
+const float* Model::block_input(const std::vector<float>& w, int T, TaskPool& pool) {
+  if (cfg_.encoder) return ws_.x.data();  // post-norm: x is normalised already
+  const int d = cfg_.d_model;
+  for_each_token(pool, T, d, [&](int t) {
+    kernels::rmsnorm(ws_.x.data() + size_t(t) * d, w.data(), ws_.xn.data() + size_t(t) * d, d,
+                     cfg_.norm_eps);
+  });
+  return ws_.xn.data();
 }
 
 void Workspace::ensure(const ModelConfig& c, int tokens) {
@@ -86,6 +103,25 @@ void Model::embed(const Batch& batch, float* x) const {
   }
 }
 
+// BERT's input: x (T, d) += token type 0's row + its position's row, then
+// LayerNormed (xn holds the position rows).
+void Model::encoder_inputs(int T, TaskPool& pool) {
+  const int d = cfg_.d_model;
+  for_each_token(pool, T, 2 * d, [&](int t) {
+    float* xr = ws_.x.data() + size_t(t) * d;
+    if (!type_row_.empty())
+      for (int i = 0; i < d; ++i) xr[i] += type_row_[size_t(i)];
+    if (pos_embd_) {
+      float* row = ws_.xn.data() + size_t(t) * d;
+      const size_t pos = size_t(ws_.tok_pos[size_t(t)]);
+      kernels::dequantize_row(pos_embd_->type, pos_embd_->data + pos * pos_embd_->row_bytes(), row,
+                              d);
+      for (int i = 0; i < d; ++i) xr[i] += row[i];
+    }
+    kernels::layernorm(xr, embd_norm_.data(), embd_norm_b_.data(), xr, d, cfg_.norm_eps);
+  });
+}
+
 void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool& pool) {
   const LayerWeights& L = layers_[size_t(l)];
   const ModelConfig& c = cfg_;
@@ -93,12 +129,8 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
   const int d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
   Workspace& w = ws_;
 
-  // xn = rmsnorm(x) * attn_norm; q, k, v = xn @ Wq, Wk, Wv
-  for_each_token(pool, T, d, [&](int t) {
-    kernels::rmsnorm(w.x.data() + size_t(t) * d, L.attn_norm.data(), w.xn.data() + size_t(t) * d, d,
-                     c.norm_eps);
-  });
-  kernels::quantize_activations(w.xn.data(), T, d, w.qa, pool);
+  // xn = rmsnorm(x) * attn_norm (an encoder: x); q, k, v = xn @ Wq, Wk, Wv
+  kernels::quantize_activations(block_input(L.attn_norm, T, pool), T, d, w.qa, pool);
   if (!lora_linear(l, batch,
                    {{LoraSlot::Q, &L.wq, w.q.data()},
                     {LoraSlot::K, &L.wk, w.k.data()},
@@ -116,7 +148,7 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
     float* qt = w.q.data() + size_t(t) * qd;
     float* kt = w.k.data() + size_t(t) * kvd;
     float* vt = w.v.data() + size_t(t) * kvd;
-    if (c.qkv_bias) {
+    if (!L.bq.empty()) {
       for (int i = 0; i < qd; ++i) qt[i] += L.bq[size_t(i)];
       for (int i = 0; i < kvd; ++i) kt[i] += L.bk[size_t(i)], vt[i] += L.bv[size_t(i)];
     }
@@ -128,7 +160,7 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
         kernels::rmsnorm(kt + h * hd, L.k_norm.data(), kt + h * hd, hd, c.norm_eps);
       }
     }
-    kernels::rope(qt, c.n_heads, kt, c.n_kv_heads, w.tok_pos[size_t(t)], rope);
+    if (c.rope) kernels::rope(qt, c.n_heads, kt, c.n_kv_heads, w.tok_pos[size_t(t)], rope);
     for (int i = 0; i < qd; ++i) qt[i] *= q_scale;  // Q pre-scaled (1/sqrt(head_dim) by default)
   });
   // Append each token's K and V to its sequence's blocks (encoded in the
@@ -145,7 +177,8 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
                    {.n_kv_heads = c.n_kv_heads,
                     .group = c.n_heads / c.n_kv_heads,
                     .head_dim = hd,
-                    .window = c.layer_window(l)},
+                    .window = c.layer_window(l),
+                    .causal = !c.encoder},
                    kv);
   w.attn_plan.run(batch, l, w.tok_pos, kv, w.q.data(), w.attn.data(), pool);
 
@@ -154,7 +187,7 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
   if (!lora_linear(l, batch, {{LoraSlot::O, &L.wo, w.tmp.data()}}, pool)) {
     kernels::matmul(L.wo, w.qa, w.tmp.data(), pool);
   }
-  residual_add(L.post_attn_norm, w.tmp.data(), T, pool);
+  residual_add(L.post_attn_norm, L.bo, w.tmp.data(), T, pool, L.attn_out_norm, L.attn_out_norm_b);
 }
 
 void Model::ffn_block(int l, const Batch& batch, TaskPool& pool) {
@@ -164,28 +197,37 @@ void Model::ffn_block(int l, const Batch& batch, TaskPool& pool) {
   const int d = c.d_model, ff = c.d_ff;
   Workspace& w = ws_;
   // x += (act(xn @ Wgate) * (xn @ Wup)) @ Wdown, xn = rmsnorm(x) * ffn_norm;
-  // act is silu (SwiGLU) or gelu_tanh (GeGLU), as the config says.
-  for_each_token(pool, T, d, [&](int t) {
-    kernels::rmsnorm(w.x.data() + size_t(t) * d, L.ffn_norm.data(), w.xn.data() + size_t(t) * d, d,
-                     c.norm_eps);
-  });
-  kernels::quantize_activations(w.xn.data(), T, d, w.qa, pool);
-  if (!lora_linear(
-          l, batch,
-          {{LoraSlot::Gate, &L.w_gate, w.gate.data()}, {LoraSlot::Up, &L.w_up, w.up.data()}},
-          pool)) {
-    kernels::matmul({{&L.w_gate, w.gate.data()}, {&L.w_up, w.up.data()}}, w.qa, pool);
+  // act is silu (SwiGLU) or gelu_tanh (GeGLU), as the config says. BERT's
+  // FFN is ungated: x += gelu(x @ Wup + b_up) @ Wdown + b_down.
+  kernels::quantize_activations(block_input(L.ffn_norm, T, pool), T, d, w.qa, pool);
+  if (!c.gated_ffn) {
+    if (!lora_linear(l, batch, {{LoraSlot::Up, &L.w_up, w.gate.data()}}, pool))
+      kernels::matmul(L.w_up, w.qa, w.gate.data(), pool);
+    for_each_token(pool, T, 4 * ff, [&](int t) {
+      float* g = w.gate.data() + size_t(t) * ff;
+      if (!L.b_up.empty())
+        for (int i = 0; i < ff; ++i) g[i] += L.b_up[size_t(i)];
+      kernels::gelu(g, ff);
+    });
+  } else {
+    if (!lora_linear(
+            l, batch,
+            {{LoraSlot::Gate, &L.w_gate, w.gate.data()}, {LoraSlot::Up, &L.w_up, w.up.data()}},
+            pool)) {
+      kernels::matmul({{&L.w_gate, w.gate.data()}, {&L.w_up, w.up.data()}}, w.qa, pool);
+    }
+    const auto gated = c.act == Activation::GeluTanh ? kernels::geglu : kernels::swiglu;
+    for_each_token(pool, T, 4 * ff, [&](int t) {  // an exp and a division a value
+      const size_t o = size_t(t) * ff;
+      gated(w.gate.data() + o, w.up.data() + o, w.gate.data() + o, ff);
+    });
   }
-  const auto gated = c.act == Activation::GeluTanh ? kernels::geglu : kernels::swiglu;
-  for_each_token(pool, T, 4 * ff, [&](int t) {  // an exp and a division a value
-    const size_t o = size_t(t) * ff;
-    gated(w.gate.data() + o, w.up.data() + o, w.gate.data() + o, ff);
-  });
   kernels::quantize_activations(w.gate.data(), T, ff, w.qa, pool);
   if (!lora_linear(l, batch, {{LoraSlot::Down, &L.w_down, w.tmp.data()}}, pool)) {
     kernels::matmul(L.w_down, w.qa, w.tmp.data(), pool);
   }
-  residual_add(L.post_ffn_norm, w.tmp.data(), T, pool);
+  residual_add(L.post_ffn_norm, L.b_down, w.tmp.data(), T, pool, L.layer_out_norm,
+               L.layer_out_norm_b);
 }
 
 bool Model::lora_linear(int layer, const Batch& batch, std::initializer_list<LoraLinear> outs,
@@ -226,6 +268,10 @@ void Model::logits(const Batch& batch, StepOutput& out, TaskPool& pool) {
     if (e.logits == LogitsMode::Hidden) {
       out.first_hidden[i] = hidden;
       for (int j = 0; j < n; ++j, ++hidden) {
+        if (cfg_.encoder) {  // the last layer's output norm was the final one
+          std::copy_n(w.x.data() + size_t(t + j) * d, d, out.hidden.data() + size_t(hidden) * d);
+          continue;
+        }
         kernels::rmsnorm(w.x.data() + size_t(t + j) * d, out_norm_.data(),
                          out.hidden.data() + size_t(hidden) * d, d, cfg_.norm_eps);
       }
@@ -257,6 +303,8 @@ void Model::forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPo
   // Validate everything before touching any state.
   for (size_t i = 0; i < batch.entries.size(); ++i) {
     const BatchEntry& e = batch.entries[i];
+    if (!cfg_.generates() && e.logits != LogitsMode::Hidden && e.logits != LogitsMode::None)
+      throw InvalidArgument(cfg_.arch + " is an embedding model: it has no LM head for logits");
     for (size_t j = 0; j < i; ++j) {
       if (batch.entries[j].seq == e.seq) throw InvalidArgument("sequence appears twice in a batch");
     }
@@ -297,6 +345,7 @@ void Model::forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPo
       ~EndStep() { kv.end_step(); }
     } end_step{kv};
     embed(batch, ws_.x.data());
+    if (cfg_.encoder) encoder_inputs(T, pool);
     for (int l = 0; l < cfg_.n_layers; ++l) {
       kv.begin_layer(l);
       attention_block(l, batch, kv, pool);

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <numbers>
 
+#include "gen_encoder.h"
+#include "gen_tensors.h"
 #include "tern/core/error.h"
 #include "tern/core/sha256.h"
 #include "tern/gguf/gguf.h"
@@ -54,6 +56,7 @@ const GenCase& find_case(const std::string& name) {
   }
   std::string all;
   for (const auto& n : gen_arch_cases(true)) all += (all.empty() ? "" : ", ") + n;
+  for (const auto& n : gen_encoder_cases()) all += ", " + n;
   throw InvalidArgument("unknown architecture case '" + name + "' (known: " + all + ")");
 }
 
@@ -115,6 +118,14 @@ std::vector<std::string> gen_arch_cases(bool with_benchmark_shapes) {
   return v;
 }
 
+bool gen_arch_own_vocab(const std::string& arch_case) {
+  return is_encoder_case(arch_case);
+}
+
+std::vector<std::string> gen_encoder_cases() {
+  return encoder_cases();
+}
+
 void copy_keys(const gguf::GgufFile& src, gguf::GgufWriter& w, std::string_view prefix) {
   using gguf::ValueType;
   for (const std::string& key : src.keys()) {
@@ -158,11 +169,12 @@ void copy_keys(const gguf::GgufFile& src, gguf::GgufWriter& w, std::string_view 
 
 GenArchResult generate_arch_model(const std::string& arch_case, uint64_t seed,
                                   const gguf::GgufFile* tokenizer, DType weight_type) {
+  if (is_encoder_case(arch_case)) return generate_encoder_model(arch_case, seed, weight_type);
   const GenCase& c = find_case(arch_case);
   GenArchResult res;
   gguf::GgufWriter& w = res.writer;
-  Sha256 digest;
-  SeededNormal rng(seed);
+  GenTensors gen(w, seed);
+  SeededNormal& rng = gen.rng();
   const std::string a = std::string(c.arch) + ".";
   const int d = c.d_model, hd = c.head_dim, qd = c.n_heads * hd, kvd = c.n_kv_heads * hd;
 
@@ -194,16 +206,9 @@ GenArchResult generate_arch_model(const std::string& arch_case, uint64_t seed,
   // Linear weights and embeddings in Q8_0 (both engines read them exactly);
   // norms and biases in F32. Scales keep activations near unit size.
   auto add = [&](const std::string& name, std::vector<int64_t> dims, std::vector<float> v,
-                 DType type) {
-    auto bytes = kernels::quantize_ref(type, v);
-    digest.update(name).update(&type, sizeof(type));
-    for (int64_t x : dims) digest.update(&x, sizeof(x));
-    digest.update(bytes.data(), bytes.size());
-    w.add_tensor(name, type, std::move(dims), std::move(bytes));
-  };
+                 DType type) { gen.add(name, std::move(dims), v, type); };
   auto matrix = [&](const std::string& name, int n_out, int n_in, float gain) {
-    add(name, {n_in, n_out}, rng.fill(size_t(n_out) * n_in, gain / std::sqrt(float(n_in))),
-        weight_type);
+    gen.matrix(name, n_out, n_in, gain, weight_type);
   };
   auto norm = [&](const std::string& name, int n) {
     auto v = rng.fill(size_t(n), 0.1f);
@@ -247,7 +252,7 @@ GenArchResult generate_arch_model(const std::string& arch_case, uint64_t seed,
     matrix(b + "ffn_down.weight", d, c.d_ff, 0.5f);
     if (c.post_norms) norm(b + "post_ffw_norm.weight", d);
   }
-  res.weights_sha256 = to_hex(digest.finish());
+  res.weights_sha256 = gen.sha256();
   return res;
 }
 

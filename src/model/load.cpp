@@ -44,22 +44,56 @@ std::vector<float> load_vector(const gguf::GgufFile& f, const std::string& name,
   return v;
 }
 
-// The layer's linear weights: GGUF name suffix, field, (n_out, n_in).
+// The layer's linear weights: GGUF name suffix, field, (n_out, n_in); a
+// matrix may be rows [row0, row0 + n_out) of a tensor of tensor_rows rows
+// (a fused attn_qkv: Q, then K, then V).
 struct MatrixSpec {
   const char* name;
   PackedMatrix LayerWeights::*field;
   int n_out, n_in;
+  int row0 = 0, tensor_rows = 0;  // 0: the tensor is the matrix (n_out rows)
+  int rows() const { return tensor_rows > 0 ? tensor_rows : n_out; }
 };
 
 std::vector<MatrixSpec> layer_matrices(const ModelConfig& c) {
   const int d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim();
-  return {{"attn_q.weight", &LayerWeights::wq, qd, d},
-          {"attn_k.weight", &LayerWeights::wk, kvd, d},
-          {"attn_v.weight", &LayerWeights::wv, kvd, d},
-          {"attn_output.weight", &LayerWeights::wo, d, qd},
-          {"ffn_gate.weight", &LayerWeights::w_gate, c.d_ff, d},
-          {"ffn_up.weight", &LayerWeights::w_up, c.d_ff, d},
-          {"ffn_down.weight", &LayerWeights::w_down, d, c.d_ff}};
+  std::vector<MatrixSpec> m;
+  if (c.fused_qkv) {
+    const int all = qd + 2 * kvd;
+    m = {{"attn_qkv.weight", &LayerWeights::wq, qd, d, 0, all},
+         {"attn_qkv.weight", &LayerWeights::wk, kvd, d, qd, all},
+         {"attn_qkv.weight", &LayerWeights::wv, kvd, d, qd + kvd, all}};
+  } else {
+    m = {{"attn_q.weight", &LayerWeights::wq, qd, d},
+         {"attn_k.weight", &LayerWeights::wk, kvd, d},
+         {"attn_v.weight", &LayerWeights::wv, kvd, d}};
+  }
+  m.push_back({"attn_output.weight", &LayerWeights::wo, d, qd});
+  if (c.gated_ffn) m.push_back({"ffn_gate.weight", &LayerWeights::w_gate, c.d_ff, d});
+  m.push_back({"ffn_up.weight", &LayerWeights::w_up, c.d_ff, d});
+  m.push_back({"ffn_down.weight", &LayerWeights::w_down, d, c.d_ff});
+  return m;
+}
+
+// A vector the file may have (a bias): empty when it does not.
+std::vector<float> load_optional(const gguf::GgufFile& f, const std::string& name, int n) {
+  return f.find_tensor(name) ? load_vector(f, name, n) : std::vector<float>{};
+}
+
+// Q, K and V biases: separate, or one fused attn_qkv.bias cut in three.
+void load_qkv_bias(const gguf::GgufFile& f, const ModelConfig& c, const std::string& b,
+                   LayerWeights& L) {
+  const int qd = c.q_dim(), kvd = c.kv_dim();
+  if (!f.find_tensor(b + "attn_qkv.bias")) {
+    L.bq = load_vector(f, b + "attn_q.bias", qd);
+    L.bk = load_vector(f, b + "attn_k.bias", kvd);
+    L.bv = load_vector(f, b + "attn_v.bias", kvd);
+    return;
+  }
+  const std::vector<float> all = load_vector(f, b + "attn_qkv.bias", qd + 2 * kvd);
+  L.bq.assign(all.begin(), all.begin() + qd);
+  L.bk.assign(all.begin() + qd, all.begin() + qd + kvd);
+  L.bv.assign(all.begin() + qd + kvd, all.end());
 }
 
 // Where each packed matrix goes: every layer's in the order of
@@ -81,23 +115,44 @@ WeightPlan plan_weights(const gguf::GgufFile& f, const ModelConfig& c,
   };
   for (int l = 0; l < c.n_layers; ++l) {
     for (const MatrixSpec& m : specs) {
-      const auto& t = expect(f, "blk." + std::to_string(l) + "." + m.name, {m.n_in, m.n_out});
+      const auto& t = expect(f, "blk." + std::to_string(l) + "." + m.name, {m.n_in, m.rows()});
       const WeightFormat fmt = opts.force_format.value_or(kernels::default_format_for(t.type));
       add(kernels::packed_size(fmt, m.n_out, m.n_in));
     }
   }
-  add(kernels::packed_size(opts.head_format, c.n_vocab, c.d_model));
+  if (c.generates()) add(kernels::packed_size(opts.head_format, c.n_vocab, c.d_model));
   WeightPlan p{kernels::WeightArena(total), {}, nullptr};
-  for (size_t i = 0; i + 1 < sizes.size(); ++i) p.layer_dst.push_back(p.arena.take(sizes[i]));
-  p.head_dst = p.arena.take(sizes.back());
+  const size_t n_layer_mats = size_t(c.n_layers) * specs.size();
+  for (size_t i = 0; i < n_layer_mats; ++i) p.layer_dst.push_back(p.arena.take(sizes[i]));
+  if (c.generates()) p.head_dst = p.arena.take(sizes.back());
   return p;
 }
 
-PackedMatrix load_matrix(const gguf::GgufFile& f, const std::string& name, int n_out, int n_in,
+PackedMatrix load_matrix(const gguf::GgufFile& f, const std::string& name, const MatrixSpec& m,
                          const LoadOptions& opts, uint8_t* dst) {
-  const auto& t = expect(f, name, {n_in, n_out});
+  const auto& t = expect(f, name, {m.n_in, m.rows()});
   const WeightFormat fmt = opts.force_format.value_or(kernels::default_format_for(t.type));
-  return kernels::pack_matrix(t.type, t.data, n_out, n_in, fmt, dst);
+  return kernels::pack_matrix(t.type, t.data + size_t(m.row0) * t.row_bytes(), m.n_out, m.n_in, fmt,
+                              dst);
+}
+
+// An encoder's input side: the embeddings' LayerNorm, token type 0's row
+// and the position table (kept in the mapping, read a row per token).
+void load_encoder_inputs(const gguf::GgufFile& f, const ModelConfig& c, std::vector<float>& norm_w,
+                         std::vector<float>& norm_b, std::vector<float>& type_row,
+                         const gguf::TensorInfo*& pos) {
+  const int d = c.d_model;
+  norm_w = load_vector(f, "token_embd_norm.weight", d);
+  norm_b = load_vector(f, "token_embd_norm.bias", d);
+  if (const gguf::TensorInfo* t = f.find_tensor("token_types.weight")) {
+    if (t->dims.size() != 2 || t->dims[0] != d || t->dims[1] < 1 ||
+        !kernels::can_dequantize(t->type))
+      throw FormatError(f.path() + ": tensor 'token_types.weight' has shape " + shape_str(t->dims) +
+                        ", expected [" + std::to_string(d) + ", types]");
+    type_row.resize(size_t(d));
+    kernels::dequantize_row(t->type, t->data, type_row.data(), d);
+  }
+  if (c.position_embd) pos = &expect(f, "position_embd.weight", {d, c.n_ctx_train});
 }
 
 }  // namespace
@@ -110,7 +165,7 @@ std::unique_ptr<Model> Model::load(std::shared_ptr<const gguf::GgufFile> file,
   const gguf::GgufFile& f = *m->file_;
   m->cfg_ = ModelConfig::from_gguf(f);
   const ModelConfig& c = m->cfg_;
-  const int d = c.d_model, qd = c.q_dim(), kvd = c.kv_dim();
+  const int d = c.d_model;
 
   m->embd_ = &expect(f, "token_embd.weight", {d, c.n_vocab});
   // The embedding table is read row by row from the mapping; tell the kernel
@@ -119,8 +174,11 @@ std::unique_ptr<Model> Model::load(std::shared_ptr<const gguf::GgufFile> file,
 
   m->layers_.resize(size_t(c.n_layers));
   const std::vector<MatrixSpec> specs = layer_matrices(c);
-  const gguf::TensorInfo& head =
-      c.tied_embeddings ? *m->embd_ : expect(f, "output.weight", {d, c.n_vocab});
+  const gguf::TensorInfo* head = !c.generates()      ? nullptr
+                                 : c.tied_embeddings ? m->embd_
+                                                     : &expect(f, "output.weight", {d, c.n_vocab});
+  if (c.encoder)
+    load_encoder_inputs(f, c, m->embd_norm_, m->embd_norm_b_, m->type_row_, m->pos_embd_);
   WeightPlan plan = plan_weights(f, c, specs, opts);
   m->weights_ = std::move(plan.arena);
   // Layers repack independently: one task per layer on the pool.
@@ -131,18 +189,24 @@ std::unique_ptr<Model> Model::load(std::shared_ptr<const gguf::GgufFile> file,
     try {
       LayerWeights& L = m->layers_[size_t(l)];
       const std::string b = "blk." + std::to_string(l) + ".";
-      L.attn_norm = load_vector(f, b + "attn_norm.weight", d);
-      L.ffn_norm = load_vector(f, b + "ffn_norm.weight", d);
+      if (c.encoder) {  // post-norm: LayerNorms after the residual adds
+        L.attn_out_norm = load_vector(f, b + "attn_output_norm.weight", d);
+        L.attn_out_norm_b = load_vector(f, b + "attn_output_norm.bias", d);
+        L.layer_out_norm = load_vector(f, b + "layer_output_norm.weight", d);
+        L.layer_out_norm_b = load_vector(f, b + "layer_output_norm.bias", d);
+      } else {
+        L.attn_norm = load_vector(f, b + "attn_norm.weight", d);
+        L.ffn_norm = load_vector(f, b + "ffn_norm.weight", d);
+      }
       for (size_t i = 0; i < specs.size(); ++i) {
         const MatrixSpec& ms = specs[i];
-        L.*ms.field = load_matrix(f, b + ms.name, ms.n_out, ms.n_in, opts,
-                                  plan.layer_dst[size_t(l) * specs.size() + i]);
+        L.*ms.field =
+            load_matrix(f, b + ms.name, ms, opts, plan.layer_dst[size_t(l) * specs.size() + i]);
       }
-      if (c.qkv_bias) {
-        L.bq = load_vector(f, b + "attn_q.bias", qd);
-        L.bk = load_vector(f, b + "attn_k.bias", kvd);
-        L.bv = load_vector(f, b + "attn_v.bias", kvd);
-      }
+      if (c.qkv_bias) load_qkv_bias(f, c, b, L);
+      L.bo = load_optional(f, b + "attn_output.bias", d);
+      L.b_up = load_optional(f, b + "ffn_up.bias", c.d_ff);
+      L.b_down = load_optional(f, b + "ffn_down.bias", d);
       if (c.post_norms) {
         L.post_attn_norm = load_vector(f, b + "post_attention_norm.weight", d);
         L.post_ffn_norm = load_vector(f, b + "post_ffw_norm.weight", d);
@@ -160,12 +224,14 @@ std::unique_ptr<Model> Model::load(std::shared_ptr<const gguf::GgufFile> file,
   });
   if (error) std::rethrow_exception(error);
 
-  m->out_norm_ = load_vector(f, "output_norm.weight", d);
+  if (c.generates()) m->out_norm_ = load_vector(f, "output_norm.weight", d);
   if (f.find_tensor("rope_freqs.weight")) {
     m->rope_freqs_ = load_vector(f, "rope_freqs.weight", c.rope_dims / 2);
   }
-  m->head_ =
-      kernels::pack_matrix(head.type, head.data, c.n_vocab, d, opts.head_format, plan.head_dst);
+  if (head) {
+    m->head_ =
+        kernels::pack_matrix(head->type, head->data, c.n_vocab, d, opts.head_format, plan.head_dst);
+  }
   // Every weight now lives in its repacked copy; release the mapping's pages
   // so the file costs no resident memory. Only embedding rows of tokens
   // actually seen fault back in, one row at a time.

@@ -113,6 +113,9 @@ SubmitStatus Scheduler::submit(Request r) {
   for (int32_t t : r.prompt)
     if (t < 0 || t >= n_vocab_)
       throw InvalidArgument("token id " + std::to_string(t) + " is outside the vocabulary");
+  if (r.pooling == Pooling::None && !engine_.config().generates())
+    throw InvalidArgument("request " + r.id + ": " + engine_.config().arch +
+                          " is an embedding model; it cannot generate text");
   if (r.pooling != Pooling::None && !r.media.empty())
     throw InvalidArgument("request " + r.id + ": an embedding takes no images");
   int32_t media_end = 0;

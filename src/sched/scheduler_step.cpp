@@ -170,12 +170,16 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
   // at most kLearnTokens of prompt: the step it learns from is not a long gap.
   if (n_decode > 0 && opts_.itl_slack > 0 && !paced) budget = std::min(budget, kLearnTokens);
   StepRoom room(*costs_, room_ms, kMinPrefillChunk);
+  const bool whole = engine_.config().encoder;
   size_t kept = n_decode;
   for (size_t i = n_decode; i < plan_.size() && budget > 0 && !probe; ++i) {
     Sequence& s = *plan_[i].first;
     int n = paced ? room.size(budget, s.pending(), s.in_kv, s.last_chunk, is_short(s))
                   : std::min(budget, s.pending());
     if (!s.req.media.empty()) n = MediaFeed::fit_chunk(s, media_ready(s, n));
+    // An encoder's sequence attends both ways: all of it in one step (the
+    // step's first prefill may exceed the budget for it, so none waits for ever).
+    if (whole) n = s.pending() <= budget || kept == n_decode ? s.pending() : 0;
     if (n == 0) continue;  // waits before an image being encoded, or no room left
     if (paced) room.take(n, s.in_kv);
     s.last_chunk = n;

@@ -174,6 +174,13 @@ ToolCallSyntax tool_syntax(ServerContext& ctx) {
 
 Submission submit_generation(ServerContext& ctx, const GenerationRequest& g, const std::string& rid,
                              const std::string& client, sched::Stream::Notify notify) {
+  // Every API shape that generates (chat, completions, responses, messages,
+  // WebSocket) comes through here: an encoder only embeds.
+  if (const ModelConfig& c = ctx.engine.config(); !c.generates())
+    throw ApiError::bad_request("The served model (" + c.arch +
+                                    ") is an embedding model: it serves /v1/embeddings and "
+                                    "cannot generate text.",
+                                "model", "model_not_supported");
   check_logit_bias(ctx, g.params);
   if (g.spec_type == "draft" && !ctx.opts.draft_model)
     throw ApiError::bad_request(

@@ -50,8 +50,12 @@ json model_object(const ServerContext& ctx) {
           {"object", "model"},
           {"created", ctx.created},
           {"owned_by", "tern"},
-          // Every model tern serves embeds too (POST /v1/embeddings), pooled so.
-          {"capabilities", {{"vision", ctx.media.vision()}, {"embeddings", true}}},
+          // Every model tern serves embeds too (POST /v1/embeddings), pooled so;
+          // an encoder (BERT family) only embeds.
+          {"capabilities",
+           {{"vision", ctx.media.vision()},
+            {"embeddings", true},
+            {"completion", ctx.engine.config().generates()}}},
           {"meta",
            {{"n_ctx", ctx.scheduler.n_ctx()},
             {"n_vocab", ctx.engine.n_vocab()},

@@ -131,7 +131,10 @@ std::vector<int32_t> encode_text(const Vocab& v, std::string_view text, bool add
                                  const Ranges& parse) {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 2);
-  if (add_bos && v.add_bos) out.push_back(v.bos);
+  // WordPiece: llama.cpp wraps every text in [CLS] ... [SEP] when asked for
+  // the special tokens, whatever add_bos_token says.
+  const bool wpm = v.type == Vocab::Type::kWpm;
+  if (add_bos && (v.add_bos || wpm)) out.push_back(v.bos);
   const std::vector<Fragment> frags = partition(v, text, parse);
   bool prev_special =
       true;  // SentencePiece: a space prefix starts the text and follows special tokens
@@ -144,6 +147,8 @@ std::vector<int32_t> encode_text(const Vocab& v, std::string_view text, bool add
     const std::string_view raw = text.substr(f.begin, f.end - f.begin);
     if (v.type == Vocab::Type::kBpe) {
       detail::bpe_encode(v, raw, out);
+    } else if (wpm) {
+      detail::wpm_encode(v, raw, out);
     } else {
       std::string prefixed = (v.add_space_prefix && prev_special) ? " " : "";
       prefixed.append(raw);
@@ -151,7 +156,11 @@ std::vector<int32_t> encode_text(const Vocab& v, std::string_view text, bool add
       prev_special = false;
     }
   }
-  if (add_bos && v.add_eos) out.push_back(v.eos);
+  if (add_bos && wpm) {
+    out.push_back(v.sep);
+  } else if (add_bos && v.add_eos) {
+    out.push_back(v.eos);
+  }
   return out;
 }
 

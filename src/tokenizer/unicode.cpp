@@ -35,6 +35,25 @@ uint16_t flags(uint32_t cp) {
   return lookup_table(cp);
 }
 
+uint32_t to_lower(uint32_t cp) {
+  if (cp < 0x80) return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp;
+  const auto* end = detail::kLowercase + detail::kLowercaseCount;
+  const auto* it = std::lower_bound(detail::kLowercase, end, cp,
+                                    [](const detail::CasePair& p, uint32_t v) { return p.cp < v; });
+  return it != end && it->cp == cp ? it->lower : cp;
+}
+
+uint32_t nfd_base(uint32_t cp) {
+  if (cp < 0xC0) return cp;
+  const auto* end = detail::kNfdRanges + detail::kNfdRangeCount;
+  const auto* it =
+      std::upper_bound(detail::kNfdRanges, end, cp,
+                       [](uint32_t v, const detail::NfdRange& r) { return v < r.first; });
+  if (it == detail::kNfdRanges) return cp;
+  --it;
+  return cp <= it->last ? it->base : cp;
+}
+
 const char* table_version() {
   return detail::kUnicodeVersion;
 }

@@ -10,6 +10,19 @@ struct CodepointRange {
   uint16_t flags;  // tern::unicode::Flag bits
 };
 
+struct CasePair {
+  uint32_t cp, lower;
+};
+struct NfdRange {
+  uint32_t first, last, base;
+};
+
+// unicode_case_tables.cpp (generated): for the WordPiece normaliser.
+extern const CasePair kLowercase[];
+extern const size_t kLowercaseCount;
+extern const NfdRange kNfdRanges[];
+extern const size_t kNfdRangeCount;
+
 extern const char kUnicodeVersion[];
 extern const CodepointRange kCodepointRanges[];
 extern const size_t kCodepointRangeCount;

@@ -33,10 +33,10 @@ template <typename V>
 using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
 struct Vocab {
-  enum class Type { kBpe, kSpm };
+  enum class Type { kBpe, kSpm, kWpm };
 
   Type type = Type::kBpe;
-  std::string model;     // "gpt2" / "llama"
+  std::string model;     // "gpt2" / "llama" / "bert"
   std::string pre_name;  // tokenizer.ggml.pre as given ("" for llama)
   PreTokenizerConfig pre;
 
@@ -56,6 +56,12 @@ struct Vocab {
   bool add_bos = false;
   bool add_eos = false;
   bool add_space_prefix = false;  // SPM: prepend " " to text that starts a fragment
+  // WordPiece ("bert"): the separator closing an encoded text, the
+  // normaliser's options and the longest spelling (bytes) a match can have.
+  int32_t sep = -1;
+  bool lowercase = false;
+  bool strip_accents = false;
+  int max_token_len = 0;
 
   int32_t n_tokens() const { return static_cast<int32_t>(text.size()); }
   bool valid(int32_t id) const { return id >= 0 && id < n_tokens(); }
@@ -77,5 +83,9 @@ std::string bpe_decode_text(std::string_view token_text);
 // SentencePiece (spm.cpp): appends the tokens of one text fragment; `text` has
 // its spaces already escaped as U+2581.
 void spm_encode(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out);
+
+// WordPiece (wpm.cpp): appends the tokens of one text fragment (BERT's
+// normalisation and word splitting, then greedy longest-match per word).
+void wpm_encode(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out);
 
 }  // namespace tern::detail

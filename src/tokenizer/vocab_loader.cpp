@@ -245,20 +245,34 @@ std::shared_ptr<const Vocab> build_vocab(const VocabSpec& spec, std::string_view
     v->bos = 1;
     v->eos = 2;
     v->unk = 0;
+  } else if (spec.model == "bert") {
+    // llama.cpp's WPM defaults (BERT's own ids), normally overridden below.
+    v->type = Vocab::Type::kWpm;
+    v->pre.clean_spaces = true;
+    v->add_bos = true;
+    v->bos = 101;
+    v->unk = 100;
+    v->sep = 102;
+    v->pad = 0;
+    // BertNormalizer: lowercase off unless the file says so; accents are
+    // stripped when lowercasing unless the file says otherwise.
+    v->lowercase = spec.lowercase.value_or(false);
+    v->strip_accents = spec.strip_accents.value_or(v->lowercase);
   } else if (spec.model.empty()) {
     throw FormatError(where + "no tokenizer (tokenizer.ggml.model is missing)");
   } else {
     throw FormatError(where + "unsupported tokenizer model tokenizer.ggml.model = '" + spec.model +
-                      "' (tern supports 'gpt2' and 'llama')");
+                      "' (tern supports 'gpt2', 'llama' and 'bert')");
   }
   if (spec.add_space_prefix) v->add_space_prefix = *spec.add_space_prefix;
 
   load_tokens(*v, spec, where);
   if (v->type == Vocab::Type::kBpe) load_merges(*v, spec);
 
-  for (int32_t* id : {&v->bos, &v->eos, &v->unk}) {
+  for (int32_t* id : {&v->bos, &v->eos, &v->unk, &v->sep, &v->pad}) {
     if (!v->valid(*id)) *id = -1;
   }
+  set_id(v->sep, spec.sep, *v, "seperator");
   set_id(v->bos, spec.bos, *v, "bos");
   set_id(v->eos, spec.eos, *v, "eos");
   set_id(v->eot, spec.eot, *v, "eot");
@@ -271,6 +285,9 @@ std::shared_ptr<const Vocab> build_vocab(const VocabSpec& spec, std::string_view
     throw FormatError(where + "add_bos_token is true but there is no BOS token");
   if (v->add_eos && v->eos < 0)
     throw FormatError(where + "add_eos_token is true but there is no EOS token");
+  if (v->type == Vocab::Type::kWpm && (v->bos < 0 || v->sep < 0))
+    throw FormatError(where + "a WordPiece vocabulary needs its BOS ([CLS]) and separator ([SEP])");
+  for (const std::string& t : v->text) v->max_token_len = std::max(v->max_token_len, int(t.size()));
 
   detect_special_tokens(*v);
 
@@ -337,6 +354,9 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
   spec.add_bos = read_bool(f, k + "add_bos_token");
   spec.add_eos = read_bool(f, k + "add_eos_token");
   spec.add_space_prefix = read_bool(f, k + "add_space_prefix");
+  spec.sep = read_id(f, k + "seperator_token_id");
+  spec.lowercase = read_bool(f, k + "normalizer.lowercase");
+  spec.strip_accents = read_bool(f, k + "normalizer.strip_accents");
   return from_spec(spec, f.path());
 }
 

@@ -56,6 +56,15 @@ void swiglu(const float* gate, const float* up, float* out, int n);
 // gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 void geglu(const float* gate, const float* up, float* out, int n);
 
+// The encoder (BERT-family) element-wise ops. Portable only: O(n) per token
+// beside the O(n^2) matrix products, they never show in a profile.
+// out (n) = (x - mean) / sqrt(var + eps) * weight + bias, mean and variance
+// accumulated in double (ggml_norm, then the affine part). out may be x.
+void layernorm(const float* x, const float* weight, const float* bias, float* out, int n,
+               float eps);
+// x (n) = gelu_tanh(x) in place: the ungated FFN activation of BERT (ggml_gelu).
+void gelu(float* x, int n);
+
 // Causal attention of a block of query tokens of one sequence against one KV
 // head, with an online softmax (fp32, no score matrix). Token i of the block
 // (0 <= i < n_tok) sees cache positions [0, n_kv0 + i); its n_grp query heads

@@ -121,11 +121,14 @@ class PagedKv {
   // 1/sqrt(head_dim)); token t sits at position pos0 + t and attends
   // [0, pos0 + t + 1), or with window > 0 only the last `window` of them
   // (sliding-window layers: [max(0, pos0 + t + 1 - window), pos0 + t + 1));
+  // with horizon > 0 every token attends [0, horizon) instead (an encoder's
+  // bidirectional attention; no window then);
   // its output goes to out + t*out_stride + g*head_dim.
   // (kernels::attention_f16's n_kv0 is pos0 + 1.) Positions must have been
   // written. A failed sequence gets zeros. Allocates nothing.
   void attend(SeqId seq, int layer, int kvh, int pos0, int n_tok, int group, const float* q,
-              int64_t q_stride, float* out, int64_t out_stride, int window = 0) const;
+              int64_t q_stride, float* out, int64_t out_stride, int window = 0,
+              int horizon = 0) const;
   // Split-K: the context is cut into segments of attend_segment_tokens()
   // positions; attend() computes each segment's softmax state and merges
   // them in order (attend_merge). attend_segment() computes one segment's

@@ -21,6 +21,14 @@ struct ArchSpec {
   // rotate with rope_theta_swa. 0 = every layer global.
   int swa_pattern = 0;
   float rope_theta_swa = 10000.0f;
+  // The BERT family: an encoder. Attention sees the whole sequence (not
+  // causal), LayerNorm with bias follows each residual add (post-norm)
+  // instead of an RMSNorm before each block, the summed embeddings are
+  // LayerNormed (token_embd_norm), and there is no LM head: it embeds only.
+  bool encoder = false;
+  bool gated_ffn = true;       // false: ffn(x) = act(x Wup + b) Wdown + b (BERT)
+  bool position_embd = false;  // learned absolute positions (position_embd.weight): BERT
+  bool rope = true;            // false: no rotary embedding (BERT)
 };
 
 // Registry filled by the arch_*.cpp files; nullptr for an unknown architecture.

@@ -33,6 +33,9 @@ class AttentionPlan {
   struct Shape {
     int n_kv_heads = 0, group = 1, head_dim = 0;  // group: query heads per KV head
     int window = 0;  // 0: attend the whole prefix; > 0: a local layer's window (never split)
+    // false (an encoder): every token of an entry attends every position up
+    // to the entry's last (blocks of tokens sharing that horizon, never split).
+    bool causal = true;
   };
 
   // Plans the tasks of one layer for a batch whose token t sits at position
@@ -52,6 +55,7 @@ class AttentionPlan {
   struct Block {
     int entry, t0, n_tok;
     int pos0;  // token t0 attends [0, pos0 + 1) (its position, or its bidirectional run's end - 1)
+    int horizon = 0;  // > 0: every token of the block attends [0, horizon) (an encoder)
   };
   struct Split {
     int entry, t0, n_tok, n_seg;  // n_tok tokens (1: a decode; a few: a small chunk at depth)

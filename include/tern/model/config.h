@@ -69,6 +69,16 @@ struct ModelConfig {
   // 2 cls, 3 last); None when the file names none (or rank, which needs a
   // classifier head): embeddings then use the server's default.
   Pooling pooling = Pooling::None;
+  // Encoders (arch.h): bidirectional attention, post-LayerNorm, no LM head.
+  bool encoder = false;
+  bool gated_ffn = true;       // false: act(x Wup + b_up) Wdown + b_down
+  bool position_embd = false;  // position_embd.weight rows added to the embeddings
+  bool rope = true;
+  bool fused_qkv = false;  // blk.N.attn_qkv.weight holds Q, K and V (split at load)
+
+  // Whether the model can generate text (has an LM head); false for the
+  // encoders, which only embed.
+  bool generates() const { return !encoder; }
 
   bool is_local_layer(int l) const {
     return sliding_window > 0 && swa_pattern > 0 && (l + 1) % swa_pattern != 0;

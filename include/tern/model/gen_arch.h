@@ -32,8 +32,14 @@ struct GenArchResult {
 
 // The generator's cases: "llama", "llama3", "qwen2", "qwen3", "gemma3" (small
 // shapes, for the oracle), "smollm2-360m" and "smollm2-1.7b" (real shapes,
-// for benchmarks; listed only when asked for).
+// for benchmarks; listed only when asked for): the logits oracle's.
 std::vector<std::string> gen_arch_cases(bool with_benchmark_shapes = false);
+// The encoder cases, "bert" and "nomic-bert": embedding models with a
+// WordPiece vocabulary of their own (the embeddings oracle's).
+std::vector<std::string> gen_encoder_cases();
+// Whether the case writes its own vocabulary (the encoders): the tokenizer
+// argument of generate_arch_model is then ignored and may be null.
+bool gen_arch_own_vocab(const std::string& arch_case);
 
 // Builds the file for `arch_case` from `seed` (the same bytes on every host:
 // the random numbers come from splitmix64, not <random>). tokenizer: a GGUF

@@ -29,14 +29,19 @@ struct LoadOptions {
 };
 
 struct LayerWeights {
-  std::vector<float> attn_norm;                // (d_model)
-  kernels::PackedMatrix wq, wk, wv, wo;        // (q_dim, d), (kv_dim, d), (kv_dim, d), (d, q_dim)
-  std::vector<float> bq, bk, bv;               // qkv_bias: (q_dim), (kv_dim), (kv_dim)
-  std::vector<float> q_norm, k_norm;           // qk_norm: (head_dim)
-  std::vector<float> post_attn_norm;           // post_norms: (d_model)
-  std::vector<float> ffn_norm;                 // (d_model)
-  std::vector<float> post_ffn_norm;            // post_norms: (d_model)
-  kernels::PackedMatrix w_gate, w_up, w_down;  // (d_ff, d), (d_ff, d), (d, d_ff)
+  std::vector<float> attn_norm;          // (d_model)
+  kernels::PackedMatrix wq, wk, wv, wo;  // (q_dim, d), (kv_dim, d), (kv_dim, d), (d, q_dim)
+  std::vector<float> bq, bk, bv;         // qkv_bias: (q_dim), (kv_dim), (kv_dim)
+  std::vector<float> q_norm, k_norm;     // qk_norm: (head_dim)
+  std::vector<float> post_attn_norm;     // post_norms: (d_model)
+  std::vector<float> ffn_norm;           // (d_model)
+  std::vector<float> post_ffn_norm;      // post_norms: (d_model)
+  kernels::PackedMatrix w_gate, w_up,
+      w_down;  // (d_ff, d), (d_ff, d), (d, d_ff); no gate: !gated_ffn
+  // Optional biases (present in the file: BERT) and the encoders' post-LayerNorms.
+  std::vector<float> bo, b_up, b_down;                  // (d_model), (d_ff), (d_model)
+  std::vector<float> attn_out_norm, attn_out_norm_b;    // encoder: after attention's residual
+  std::vector<float> layer_out_norm, layer_out_norm_b;  // encoder: after the FFN's residual
 };
 
 // Scratch buffers for one forward pass, grown (never shrunk) to the largest
@@ -77,10 +82,17 @@ class Model {
  private:
   Model() = default;
   void embed(const Batch& batch, float* x) const;
+  void encoder_inputs(int T, TaskPool& pool);  // type and position rows, LayerNorm
   void attention_block(int layer, const Batch& batch, kv::PagedKv& kv, TaskPool& pool);
   void ffn_block(int layer, const Batch& batch, TaskPool& pool);
-  // x (T, d) += post_norm ? rmsnorm(y) * post_norm : y
-  void residual_add(const std::vector<float>& post_norm, float* y, int T, TaskPool& pool);
+  // x (T, d) += post_norm ? rmsnorm(y + bias) * post_norm : y + bias (bias
+  // may be empty); then, for an encoder, x = layernorm(x) * ln_w + ln_b.
+  void residual_add(const std::vector<float>& post_norm, const std::vector<float>& bias, float* y,
+                    int T, TaskPool& pool, const std::vector<float>& ln_w = {},
+                    const std::vector<float>& ln_b = {});
+  // xn (T, d) = rmsnorm(x) * w, what a decoder block reads; an encoder's
+  // block reads x itself. Returns the rows to quantize.
+  const float* block_input(const std::vector<float>& w, int T, TaskPool& pool);
   void logits(const Batch& batch, StepOutput& out, TaskPool& pool);
   // When an entry runs an adapter: y_i = x W_i^T for every output, x being
   // the layer's quantized input (ws_.qa), with each entry's adapter term on
@@ -91,12 +103,15 @@ class Model {
 
   ModelConfig cfg_;
   std::shared_ptr<const gguf::GgufFile> file_;
-  const gguf::TensorInfo* embd_ = nullptr;  // (n_vocab, d_model) rows, stays in the mmap
+  const gguf::TensorInfo* embd_ = nullptr;      // (n_vocab, d_model) rows, stays in the mmap
+  const gguf::TensorInfo* pos_embd_ = nullptr;  // position_embd: (n_ctx_train, d_model) rows
+  std::vector<float> type_row_;                 // token_types row 0 (d_model), or empty
+  std::vector<float> embd_norm_, embd_norm_b_;  // encoder: token_embd_norm (d_model)
   kernels::WeightArena weights_;  // the packed matrices' bytes (outlives layers_ and head_)
   std::vector<LayerWeights> layers_;
   std::vector<float> out_norm_;    // (d_model)
   std::vector<float> rope_freqs_;  // (rope_dims/2) or empty
-  kernels::PackedMatrix head_;     // (n_vocab, d_model)
+  kernels::PackedMatrix head_;     // (n_vocab, d_model); none for an encoder
   Workspace ws_;
 };
 

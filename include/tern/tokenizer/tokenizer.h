@@ -3,7 +3,10 @@
 //   "gpt2"  byte-level BPE (merges by rank) with a pre-tokenizer chosen by
 //           tokenizer.ggml.pre (see pre_tokenizer.h);
 //   "llama" SentencePiece-style: token scores, "▁" for spaces, <0xXX> byte
-//           fallback, optional leading space (tokenizer.ggml.add_space_prefix).
+//           fallback, optional leading space (tokenizer.ggml.add_space_prefix);
+//   "bert"  WordPiece (BERT-family encoders): lowercasing and accent
+//           stripping as the file says, greedy longest match per word, the
+//           text wrapped in [CLS] ... [SEP] (wpm.cpp).
 // Behaviour follows llama.cpp's llama_tokenize / llama_token_to_piece /
 // llama_detokenize, which the golden test compares against.
 //
@@ -30,7 +33,7 @@ struct Vocab;
 // Raw tokenizer metadata, as a GGUF file stores it under tokenizer.ggml.*.
 // Tokenizer::from_gguf fills one of these; tests can build one directly.
 struct VocabSpec {
-  std::string model;                 // tokenizer.ggml.model: "gpt2" or "llama"
+  std::string model;                 // tokenizer.ggml.model: "gpt2", "llama" or "bert"
   std::string pre;                   // tokenizer.ggml.pre; empty = not given
   std::vector<std::string> tokens;   // tokenizer.ggml.tokens, index = id
   std::vector<float> scores;         // tokenizer.ggml.scores; empty = all 0
@@ -38,6 +41,10 @@ struct VocabSpec {
   std::vector<std::string> merges;   // tokenizer.ggml.merges, "left right" by rank (gpt2)
   std::optional<int32_t> bos, eos, eot, eom, unk, pad;  // tokenizer.ggml.*_token_id
   std::optional<bool> add_bos, add_eos, add_space_prefix;
+  // WordPiece: tokenizer.ggml.seperator_token_id (sic), and
+  // tokenizer.ggml.normalizer.lowercase / .strip_accents.
+  std::optional<int32_t> sep;
+  std::optional<bool> lowercase, strip_accents;
 };
 
 // A run of text to encode. Only where parse_special is set are the spellings

@@ -38,6 +38,14 @@ inline bool is_whitespace(uint32_t cp) {
   return flags(cp) & kWhitespace;
 }
 
+// The simple lowercase mapping of cp (cp itself when it has none).
+uint32_t to_lower(uint32_t cp);
+// The first codepoint of cp's canonical decomposition (NFD): 'e' for U+00E9;
+// cp itself when it does not decompose. (llama.cpp's "NFD" for BERT's
+// accent stripping is this one-to-one map; the marks NFD would add are the
+// ones the stripping drops anyway.)
+uint32_t nfd_base(uint32_t cp);
+
 // The Unicode version the category table was generated from, e.g. "15.1.0".
 const char* table_version();
 

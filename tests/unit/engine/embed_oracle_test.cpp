@@ -72,16 +72,6 @@ std::vector<float> embed(Engine& e, const std::vector<int32_t>& tokens, Pooling 
   return pooler.result();
 }
 
-double cosine(std::span<const float> a, std::span<const float> b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ab += double(a[i]) * b[i];
-    aa += double(a[i]) * a[i];
-    bb += double(b[i]) * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
-}
-
 const nlohmann::json& golden() {
   static const nlohmann::json j = [] {
     std::ifstream in(test::fixture_path("embed_golden.json"));
@@ -114,7 +104,7 @@ TEST(EmbedOracle, MatchesLlamaEmbedding) {
     const std::vector<float> v = finish_embedding(embed(e, want_ids, p, 512), 0, true);
     const auto want = c["embedding"].get<std::vector<float>>();
     ASSERT_EQ(v.size(), want.size());
-    const double cs = cosine(v, want);
+    const double cs = test::cosine(v, want);
     worst = std::min(worst, cs);
     if (std::getenv("TERN_EMBED_VERBOSE"))
       std::printf("%s %s %zu tokens: %.6f\n", c["model"].get<std::string>().c_str(),

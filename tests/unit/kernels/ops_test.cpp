@@ -78,6 +78,41 @@ TEST(Ops, GegluReferenceIsGeluTanhTimesUp) {
   EXPECT_NEAR(gelu_tanh(1.0), 0.8411920, 1e-7);  // the formula itself (PyTorch's value)
 }
 
+// The encoders' portable ops against double-precision formulas: LayerNorm
+// (mean 0, variance 1 before the affine part; in place too) and the
+// ungated gelu_tanh.
+TEST(Ops, LayerNormAndGelu) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist(0.5f, 2.0f);
+  for (const int n : {1, 7, 128, 1001}) {
+    const size_t len = static_cast<size_t>(n);
+    std::vector<float> in(len), wt(len), bias(len), out(len);
+    for (size_t i = 0; i < in.size(); ++i) {
+      in[i] = dist(rng);
+      wt[i] = dist(rng);
+      bias[i] = dist(rng);
+    }
+    double mean = 0, var = 0;
+    for (float v : in) mean += v;
+    mean /= n;
+    for (float v : in) var += (v - mean) * (v - mean);
+    var /= n;
+    const float eps = 1e-12f;
+    layernorm(in.data(), wt.data(), bias.data(), out.data(), n, eps);
+    for (size_t i = 0; i < in.size(); ++i) {
+      const double want = (in[i] - mean) / std::sqrt(var + eps) * wt[i] + bias[i];
+      ASSERT_NEAR(out[i], want, 1e-5 * (std::fabs(want) + std::fabs(wt[i]) + 1)) << n;
+    }
+    layernorm(in.data(), wt.data(), bias.data(), in.data(), n, eps);  // in place
+    EXPECT_EQ(in, out);
+  }
+  std::vector<float> g = {-100.0f, -6.0f, -1.0f, 0.0f, 0.5f, 3.0f, 100.0f};
+  const std::vector<float> before = g;
+  gelu(g.data(), int(g.size()));
+  for (size_t i = 0; i < g.size(); ++i)
+    EXPECT_NEAR(g[i], gelu_tanh(before[i]), 4 * kUlp * std::fabs(before[i]) + 1e-30) << before[i];
+}
+
 TEST(Ops, GegluMatchesScalar) {
   std::mt19937 rng(5);
   for (const KernelTable* k : fast_tables()) {

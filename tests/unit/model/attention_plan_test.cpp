@@ -2,7 +2,8 @@
 // tasks it plans (token blocks, split-K segments and their merge) must give
 // exactly the numbers of kv.attend() over each entry's tokens, for decodes
 // deep in a context (split), small chunks at depth (split), prompts (blocks)
-// and a bidirectional media run (one block per token).
+// and a bidirectional media run (one block per token); and an encoder's
+// plan, every token of an entry seeing all of it.
 #include "tern/model/attention_plan.h"
 
 #include <gtest/gtest.h>
@@ -118,6 +119,34 @@ TEST(AttentionPlan, TasksGiveTheNumbersOfOneAttendPerHead) {
     plan.run(batch, 0, tok_pos, kv, q.data(), got.data(), pool);
     EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
         << "threads " << threads;
+  }
+
+  // An encoder's plan (not causal): blocks of tokens that all see their
+  // entry's every position give the numbers of one attend() per token up to
+  // the entry's last position.
+  t = 0;
+  for (int i = 0; i < 4; ++i) {
+    const SeqId s = convs[size_t(i)].seq;
+    const int n = cases[i].n_new, last = convs[size_t(i)].pos + n - 1;
+    for (int h = 0; h < fm.n_kv_heads; ++h)
+      for (int j = 0; j < n; ++j) {
+        const size_t at = size_t(t + j) * qd + size_t(h) * fm.group * hd;
+        kv.attend(s, 0, h, last, 1, fm.group, q.data() + at, qd, want.data() + at, qd);
+      }
+    t += n;
+  }
+  for (int threads : {1, 3}) {
+    TaskPool pool(threads);
+    AttentionPlan plan;
+    plan.plan(batch, tok_pos,
+              {.n_kv_heads = fm.n_kv_heads, .group = fm.group, .head_dim = hd, .causal = false},
+              kv);
+    EXPECT_EQ(plan.split_tokens(), 0u);
+    EXPECT_LT(plan.block_tasks(), size_t(T));  // tokens share blocks
+    std::fill(got.begin(), got.end(), -9.0f);
+    plan.run(batch, 0, tok_pos, kv, q.data(), got.data(), pool);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+        << "not causal, threads " << threads;
   }
   kv.end_step();
 }

@@ -11,10 +11,13 @@
 #include <vector>
 
 #include "collector.h"
+#include "tern/core/error.h"
 #include "tern/engine/engine.h"
+#include "tern/model/gen_arch.h"
 #include "tern/model/pooling.h"
 #include "tern/sched/scheduler.h"
 #include "tern/tokenizer/tokenizer.h"
+#include "testutil.h"
 #include "tiny_engine.h"
 
 namespace tern::sched {
@@ -196,6 +199,63 @@ TEST(EmbedSched, RefusesImages) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("an embedding takes no images"), std::string::npos);
   }
+}
+
+// An encoder (the generated bert) attends both ways, so each of its
+// sequences runs whole in one step even when longer than the step budget:
+// its vector equals the one-step reference bit for bit however many share
+// the steps (a chunked one would differ). A generation is refused at submit.
+std::unique_ptr<Engine> load_bert() {
+  const std::string path = test::temp_path("sched-bert.gguf");
+  generate_arch_model("bert", 3, nullptr).writer.write(path);
+  EngineOptions o;
+  o.model_path = path;
+  o.n_ctx = 128;
+  o.max_seqs = 8;
+  o.kv_flash_mb = 0;
+  return Engine::load(o);
+}
+
+TEST(EncoderSched, WholeSequencesPastTheStepBudget) {
+  auto engine = load_bert();
+  Engine& e = *engine;
+  std::vector<std::vector<int32_t>> prompts;
+  std::string text = "the quick brown fox";
+  for (int i = 0; i < 6; ++i, text += " jumps over the lazy dog, and the cat sat on the mat.")
+    prompts.push_back(e.tokenizer().encode(text, true, true));
+  ASSERT_GT(prompts.back().size(), 40u);
+  std::vector<std::vector<float>> want;  // before the scheduler owns the engine
+  for (size_t i = 0; i < prompts.size(); ++i)
+    want.push_back(direct(e, prompts[i], i % 2 ? Pooling::Mean : Pooling::Cls));
+  Metrics metrics;
+  SchedulerOptions so;
+  so.max_batch = 4;
+  so.step_tokens = 16;  // shorter than most of the prompts
+  Scheduler sched(e, so, metrics);
+  sched.start();
+  std::vector<std::unique_ptr<Collector>> got;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    got.push_back(std::make_unique<Collector>());
+    Request r;
+    r.id = "emb-" + std::to_string(i);
+    r.prompt = prompts[i];
+    r.pooling = i % 2 ? Pooling::Mean : Pooling::Cls;
+    r.stream = got.back()->stream();
+    ASSERT_EQ(sched.submit(std::move(r)), SubmitStatus::Accepted);
+  }
+  Request g;
+  g.id = "gen";
+  g.prompt = prompts[0];
+  g.params.max_tokens = 4;
+  Collector gen;
+  g.stream = gen.stream();
+  EXPECT_THROW(sched.submit(std::move(g)), InvalidArgument);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const Finish f = got[i]->wait();
+    ASSERT_EQ(f.reason, FinishReason::Stop) << f.error;
+    EXPECT_EQ(f.embedding, want[i]) << "item " << i;
+  }
+  sched.stop();
 }
 
 }  // namespace

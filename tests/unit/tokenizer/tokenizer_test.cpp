@@ -335,8 +335,11 @@ TEST(TokenizerErrors, BadMetadataIsAFormatError) {
   s.model = "";
   expect_format_error(s, "tokenizer.ggml.model");
   s = ok;
-  s.model = "bert";
-  expect_format_error(s, "'bert'");
+  s.model = "t5";  // SentencePiece unigram: not supported
+  expect_format_error(s, "'t5'");
+  s = ok;
+  s.model = "bert";  // WordPiece without its [CLS] (BOS)
+  expect_format_error(s, "BOS");
   s = ok;
   s.pre = "no-such-pre";
   expect_format_error(s, "'no-such-pre'");

@@ -1,0 +1,185 @@
+// The encoder cases of the architecture generator ("bert", "nomic-bert"):
+// llama.cpp's tensor names and metadata for its BERT-family converter, a
+// WordPiece vocabulary of its own (a few hundred tokens, stored as the
+// converter stores BERT's: "▁" before word-initial pieces, "##" dropped from
+// continuations, control tokens as they are), seeded weights.
+#include "gen_encoder.h"
+
+#include <array>
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include "gen_tensors.h"
+
+namespace tern {
+namespace {
+
+struct EncoderCase {
+  const char* name;
+  bool nomic;  // fused QKV, RoPE, SwiGLU, no biases, no position table
+  int n_layers, d_model, n_heads, d_ff, n_ctx;
+  int pooling;  // <arch>.pooling_type: 1 mean, 2 cls
+};
+
+constexpr EncoderCase kEncoderCases[] = {
+    {"bert", false, 2, 128, 4, 256, 128, 2},
+    {"nomic-bert", true, 2, 128, 4, 256, 256, 1},
+};
+
+const EncoderCase* find_encoder(const std::string& name) {
+  for (const EncoderCase& c : kEncoderCases)
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+// Whole words (word-initial pieces) and continuation pieces ("##ing").
+constexpr std::array kWords = {
+    "the",   "an",     "of",    "and",    "to",    "in",       "is",      "if",       "it",
+    "that",  "was",    "for",   "on",     "are",   "with",     "as",      "be",       "this",
+    "by",    "at",     "from",  "or",     "not",   "we",       "you",     "they",     "he",
+    "she",   "what",   "which", "who",    "how",   "cat",      "dog",     "sat",      "mat",
+    "quick", "brown",  "fox",   "jump",   "over",  "lazy",     "hello",   "world",    "embed",
+    "token", "model",  "bert",  "search", "query", "document", "text",    "language", "machine",
+    "learn", "vector", "cafe",  "naive",  "paris", "france",   "capital", "city",     "river",
+    "water", "sun",    "moon",  "star",   "light", "day",      "night",   "time",     "year",
+    "good",  "bad",    "new",   "old",    "big",   "small",    "first",   "last",     "one",
+    "two",   "three",  "read",  "write",  "run",   "walk",     "talk",    "un",       "re",
+    "play",  "work",   "house", "tree",   "book",  "page",
+};
+constexpr std::array kPieces = {
+    "ing",  "ed", "er",  "ly",  "ies", "es",   "tion", "izer", "ize", "ding", "ness", "ment",
+    "able", "al", "est", "ers", "ful", "less", "ity",  "ous",  "ive", "ism",  "ist",  "en",
+};
+
+struct GenVocab {
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  int32_t pad, unk, cls, sep, mask;
+};
+
+GenVocab make_vocab() {
+  GenVocab v;
+  auto add = [&](std::string t, int32_t type) {
+    v.tokens.push_back(std::move(t));
+    v.types.push_back(type);
+    return int32_t(v.tokens.size() - 1);
+  };
+  v.pad = add("[PAD]", 3);
+  v.unk = add("[UNK]", 3);
+  v.cls = add("[CLS]", 3);
+  v.sep = add("[SEP]", 3);
+  v.mask = add("[MASK]", 3);
+  const std::string start = "\xE2\x96\x81";  // ▁: a word-initial piece
+  for (int c = 0x21; c < 0x7F; ++c) {        // punctuation, digits, letters
+    const std::string ch(1, char(c));
+    add(start + ch, 1);
+    if (std::isalnum(c) && !(c >= 'A' && c <= 'Z')) add(ch, 1);  // "##x"
+  }
+  for (const char* w : kWords) add(start + w, 1);
+  for (const char* p : kPieces) add(p, 1);
+  for (const char* cjk : {"\xE4\xB8\xAD", "\xE6\x96\x87", "\xE5\xAD\x97"})  // 中 文 字
+    add(start + cjk, 1);
+  return v;
+}
+
+}  // namespace
+
+bool is_encoder_case(const std::string& name) {
+  return find_encoder(name) != nullptr;
+}
+
+std::vector<std::string> encoder_cases() {
+  std::vector<std::string> v;
+  for (const EncoderCase& c : kEncoderCases) v.push_back(c.name);
+  return v;
+}
+
+GenArchResult generate_encoder_model(const std::string& name, uint64_t seed, DType weight_type) {
+  const EncoderCase& c = *find_encoder(name);
+  GenArchResult res;
+  gguf::GgufWriter& w = res.writer;
+  GenTensors gen(w, seed);
+  SeededNormal& rng = gen.rng();
+  const std::string arch = c.nomic ? "nomic-bert" : "bert";
+  const std::string a = arch + ".";
+  const int d = c.d_model, ff = c.d_ff;
+  const GenVocab vocab = make_vocab();
+  const int n_vocab = int(vocab.tokens.size());
+
+  w.set_string("general.architecture", arch);
+  w.set_string("general.name", std::string("tern-gen-") + c.name);
+  w.set_u32(a + "block_count", uint32_t(c.n_layers));
+  w.set_u32(a + "context_length", uint32_t(c.n_ctx));
+  w.set_u32(a + "embedding_length", uint32_t(d));
+  w.set_u32(a + "feed_forward_length", uint32_t(ff));
+  w.set_u32(a + "attention.head_count", uint32_t(c.n_heads));
+  w.set_f32(a + "attention.layer_norm_epsilon", 1e-12f);
+  w.set_bool(a + "attention.causal", false);
+  w.set_u32(a + "pooling_type", uint32_t(c.pooling));
+  if (c.nomic) w.set_f32(a + "rope.freq_base", 1000.0f);
+
+  const std::string k = "tokenizer.ggml.";
+  w.set_string(k + "model", "bert");
+  w.set_string(k + "pre", "default");
+  w.set_string_array(k + "tokens", vocab.tokens);
+  w.set_i32_array(k + "token_type", vocab.types);
+  w.set_u32(k + "token_type_count", 2);
+  w.set_u32(k + "bos_token_id", uint32_t(vocab.cls));
+  w.set_u32(k + "cls_token_id", uint32_t(vocab.cls));
+  w.set_u32(k + "seperator_token_id", uint32_t(vocab.sep));
+  w.set_u32(k + "unknown_token_id", uint32_t(vocab.unk));
+  w.set_u32(k + "padding_token_id", uint32_t(vocab.pad));
+  w.set_u32(k + "mask_token_id", uint32_t(vocab.mask));
+  w.set_bool(k + "add_bos_token", true);
+  w.set_bool(k + "add_sep_token", true);
+  w.set_bool(k + "normalizer.lowercase", true);
+
+  auto add = [&](const std::string& tname, std::vector<int64_t> dims, std::vector<float> v,
+                 DType type) { gen.add(tname, std::move(dims), v, type); };
+  auto matrix = [&](const std::string& tname, int n_out, int n_in, float gain) {
+    gen.matrix(tname, n_out, n_in, gain, weight_type);
+  };
+  auto vec = [&](const std::string& tname, int n, float mean, float sd) {
+    auto v = rng.fill(size_t(n), sd);
+    for (float& x : v) x += mean;
+    add(tname, {n}, std::move(v), DType::F32);
+  };
+  auto layer_norm = [&](const std::string& base, int n) {
+    vec(base + ".weight", n, 1.0f, 0.1f);
+    vec(base + ".bias", n, 0.0f, 0.1f);
+  };
+
+  add("token_embd.weight", {d, n_vocab}, rng.fill(size_t(d) * n_vocab, 0.5f), DType::Q8_0);
+  add("token_types.weight", {d, 2}, rng.fill(size_t(d) * 2, 0.1f), DType::F32);
+  if (!c.nomic)
+    add("position_embd.weight", {d, c.n_ctx}, rng.fill(size_t(d) * c.n_ctx, 0.2f), DType::F32);
+  layer_norm("token_embd_norm", d);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    if (c.nomic) {
+      matrix(b + "attn_qkv.weight", 3 * d, d, 1.0f);
+    } else {
+      for (const char* m : {"attn_q", "attn_k", "attn_v"}) {
+        matrix(b + m + ".weight", d, d, 1.0f);
+        vec(b + m + ".bias", d, 0.0f, 0.2f);
+      }
+    }
+    matrix(b + "attn_output.weight", d, d, 1.0f);
+    if (!c.nomic) vec(b + "attn_output.bias", d, 0.0f, 0.2f);
+    layer_norm(b + "attn_output_norm", d);
+    matrix(b + "ffn_up.weight", ff, d, 1.0f);
+    if (c.nomic) {
+      matrix(b + "ffn_gate.weight", ff, d, 1.0f);
+    } else {
+      vec(b + "ffn_up.bias", ff, 0.0f, 0.2f);
+    }
+    matrix(b + "ffn_down.weight", d, ff, 1.0f);
+    if (!c.nomic) vec(b + "ffn_down.bias", d, 0.0f, 0.2f);
+    layer_norm(b + "layer_output_norm", d);
+  }
+  res.weights_sha256 = gen.sha256();
+  return res;
+}
+
+}  // namespace tern

@@ -1,0 +1,17 @@
+#pragma once
+// Private to model/: the encoder (BERT-family) cases of generate_arch_model,
+// which carry their own WordPiece vocabulary (gen_encoder.cpp).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tern/core/dtype.h"
+#include "tern/model/gen_arch.h"
+
+namespace tern {
+
+bool is_encoder_case(const std::string& name);
+std::vector<std::string> encoder_cases();
+GenArchResult generate_encoder_model(const std::string& name, uint64_t seed, DType weight_type);
+
+}  // namespace tern
