@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_embed_golden import PEER, ROOT, run  # noqa: E402
 
 SEED = 7
-CASES = {"bert": ["cls", "mean"], "nomic-bert": ["mean", "cls"]}
+CASES = {"bert": ["cls", "mean"], "nomic-bert": ["mean", "cls"], "gemma-embedding": ["mean", "last"]}
 PROMPTS = [
     "Hello world",
     "The quick brown fox jumps over the lazy dog.",

@@ -259,6 +259,10 @@ const kv::PagedKv& Engine::kv() const {
   return *kv_;
 }
 
+std::vector<float> Engine::project_pooled(std::vector<float> pooled) const {
+  return model_->project_pooled(std::move(pooled));
+}
+
 void Engine::step(const Batch& batch, StepOutput& out) {
   model_->forward(batch, *kv_, out, *pool_);
 }

@@ -157,9 +157,13 @@ void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int 
   alignas(64) float rq[kMaxRows * 512];  // rotated queries, when keys are stored rotated
   const int rows = n_tok * group;
   // Token t attends positions [lo(t), end(t)): lo = 0 without a window, end
-  // = pos0 + t + 1 (causal) or the horizon (every token alike).
+  // = pos0 + t + 1 (causal) or the horizon (every token alike); a window
+  // with a horizon is symmetric, window - 1 positions each side.
   auto first_pos = [&](int t) { return window > 0 ? std::max(0, pos0 + t + 1 - window) : 0; };
-  auto end_pos = [&](int t) { return horizon > 0 ? horizon : pos0 + t + 1; };
+  auto end_pos = [&](int t) {
+    if (horizon <= 0) return pos0 + t + 1;
+    return window > 0 ? std::min(horizon, pos0 + t + window) : horizon;
+  };
   // Whole tokens per chunk when a group fits, so a token's rows share block reads.
   const int chunk = group <= kMaxRows ? kMaxRows / group * group : kMaxRows;
   for (int r0 = 0; r0 < rows; r0 += chunk) {

@@ -42,7 +42,18 @@ constexpr ArchSpec kBert{.name = "bert",
 constexpr ArchSpec kNomicBert{
     .name = "nomic-bert", .rope_style = RopeStyle::NeoX, .act = Activation::SiLU, .encoder = true};
 
-constexpr std::array kArchs{&kLlama, &kQwen2, &kQwen3, &kGemma3, &kBert, &kNomicBert};
+// EmbeddingGemma: Gemma 3 with attention over the whole input (the local
+// layers' window symmetric), mean pooling from the file, and optional dense
+// projections of the pooled vector (dense_2, dense_3). Embeddings only.
+constexpr ArchSpec kGemmaEmbedding = [] {
+  ArchSpec a = kGemma3;
+  a.name = "gemma-embedding";
+  a.causal = false;
+  return a;
+}();
+
+constexpr std::array kArchs{&kLlama,          &kQwen2, &kQwen3,    &kGemma3,
+                            &kGemmaEmbedding, &kBert,  &kNomicBert};
 
 }  // namespace
 

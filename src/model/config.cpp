@@ -83,6 +83,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
     c.act = *act;
   }
   c.encoder = spec->encoder;
+  c.causal = spec->causal && !spec->encoder;
   c.gated_ffn = spec->gated_ffn;
   c.position_embd = spec->position_embd;
   c.rope = spec->rope;
@@ -123,6 +124,15 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   }
   c.n_vocab = int(embd.dims[1]);
   c.tied_embeddings = !c.encoder && f.find_tensor("output.weight") == nullptr;
+  if (const gguf::TensorInfo* d2 = f.find_tensor("dense_2.weight")) {
+    const gguf::TensorInfo* d3 = f.find_tensor("dense_3.weight");
+    if (d2->dims.size() != 2 || d2->dims[0] != c.d_model || !d3 || d3->dims.size() != 2 ||
+        d3->dims[0] != d2->dims[1] || d3->dims[1] != c.d_model)
+      throw FormatError(
+          f.path() + ": dense_2.weight / dense_3.weight have the wrong shapes (want (" +
+          std::to_string(c.d_model) + ", n) and (n, " + std::to_string(c.d_model) + "))");
+    c.dense_out = int(d2->dims[1]);
+  }
   return c;
 }
 

@@ -178,7 +178,7 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
                     .group = c.n_heads / c.n_kv_heads,
                     .head_dim = hd,
                     .window = c.layer_window(l),
-                    .causal = !c.encoder},
+                    .causal = c.causal},
                    kv);
   w.attn_plan.run(batch, l, w.tok_pos, kv, w.q.data(), w.attn.data(), pool);
 
@@ -355,6 +355,23 @@ void Model::forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPo
   for (const BatchEntry& e : batch.entries)
     if (e.commit) kv.commit(e.seq, e.tokens);
   logits(batch, out, pool);
+}
+
+std::vector<float> Model::project_pooled(std::vector<float> v) const {
+  if (dense_2_.empty()) return v;
+  const int d = cfg_.d_model, n = cfg_.dense_out;
+  std::vector<float> mid(static_cast<size_t>(n)), out(static_cast<size_t>(d));
+  for (int r = 0; r < n; ++r) {
+    double s = 0;
+    for (int i = 0; i < d; ++i) s += double(dense_2_[size_t(r) * d + size_t(i)]) * v[size_t(i)];
+    mid[size_t(r)] = float(s);
+  }
+  for (int r = 0; r < d; ++r) {
+    double s = 0;
+    for (int i = 0; i < n; ++i) s += double(dense_3_[size_t(r) * n + size_t(i)]) * mid[size_t(i)];
+    out[size_t(r)] = float(s);
+  }
+  return out;
 }
 
 }  // namespace tern

@@ -32,6 +32,10 @@ struct GenCase {
   // context, stored as the rope_freqs tensor as llama.cpp's converter does.
   // Small here so that the scaled frequencies matter at short prompts.
   int llama3_orig_ctx = 0;
+  // An embedding model (EmbeddingGemma): pooling_type mean and the dense
+  // projections of the pooled vector (dense_2: 2 x d_model outputs, dense_3
+  // back to d_model), as llama.cpp's converter writes them.
+  bool embedding = false;
 };
 
 // name, arch, layers, d_model, heads, kv heads, head_dim, d_ff, rope theta,
@@ -42,6 +46,8 @@ constexpr GenCase kCases[] = {
     {"qwen2", "qwen2", 2, 128, 4, 2, 32, 256, 1e6f, 1e-6f, true, false, false, 0, true, 0},
     {"qwen3", "qwen3", 2, 128, 4, 2, 64, 256, 1e6f, 1e-6f, false, true, false, 0, false, 0},
     {"gemma3", "gemma3", 6, 128, 4, 1, 64, 256, 1e6f, 1e-6f, false, true, true, 8, true, 0},
+    {"gemma-embedding", "gemma-embedding", 6, 128, 4, 1, 64, 256, 1e6f, 1e-6f, false, true, true, 8,
+     true, 0, true},
     // Real shapes, for benchmarks (decode against the DRAM bound): SmolLM2's
     // 360M and 1.7B configurations.
     {"smollm2-360m", "llama", 32, 960, 15, 5, 64, 2560, 100000.0f, 1e-5f, false, false, false, 0,
@@ -113,7 +119,7 @@ std::vector<std::string> gen_arch_cases(bool with_benchmark_shapes) {
   std::vector<std::string> v;
   for (const GenCase& c : kCases) {
     const bool bench = std::string_view(c.name).starts_with("smollm2-");
-    if (!bench || with_benchmark_shapes) v.push_back(c.name);
+    if ((!bench || with_benchmark_shapes) && !c.embedding) v.push_back(c.name);
   }
   return v;
 }
@@ -123,7 +129,10 @@ bool gen_arch_own_vocab(const std::string& arch_case) {
 }
 
 std::vector<std::string> gen_encoder_cases() {
-  return encoder_cases();
+  std::vector<std::string> v = encoder_cases();
+  for (const GenCase& c : kCases)
+    if (c.embedding) v.push_back(c.name);
+  return v;
 }
 
 void copy_keys(const gguf::GgufFile& src, gguf::GgufWriter& w, std::string_view prefix) {
@@ -194,6 +203,13 @@ GenArchResult generate_arch_model(const std::string& arch_case, uint64_t seed,
   w.set_f32(a + "rope.freq_base", c.rope_theta);
   w.set_f32(a + "attention.layer_norm_rms_epsilon", c.norm_eps);
   if (c.sliding_window > 0) w.set_u32(a + "attention.sliding_window", uint32_t(c.sliding_window));
+  if (c.embedding) {
+    w.set_u32(a + "pooling_type", 1);  // mean
+    w.set_u32(a + "dense_2_feat_in", uint32_t(d));
+    w.set_u32(a + "dense_2_feat_out", uint32_t(2 * d));
+    w.set_u32(a + "dense_3_feat_in", uint32_t(2 * d));
+    w.set_u32(a + "dense_3_feat_out", uint32_t(d));
+  }
   if (tokenizer) {
     const size_t n = tokenizer->array_length("tokenizer.ggml.tokens");
     if (n != size_t(kGenArchVocab)) {
@@ -251,6 +267,10 @@ GenArchResult generate_arch_model(const std::string& arch_case, uint64_t seed,
     matrix(b + "ffn_up.weight", c.d_ff, d, 1.0f);
     matrix(b + "ffn_down.weight", d, c.d_ff, 0.5f);
     if (c.post_norms) norm(b + "post_ffw_norm.weight", d);
+  }
+  if (c.embedding) {
+    matrix("dense_2.weight", 2 * d, d, 1.0f);
+    matrix("dense_3.weight", d, 2 * d, 1.0f);
   }
   res.weights_sha256 = gen.sha256();
   return res;

@@ -44,6 +44,18 @@ std::vector<float> load_vector(const gguf::GgufFile& f, const std::string& name,
   return v;
 }
 
+// A small matrix in fp32: n_rows rows of n_in (GGUF dims {n_in, n_rows}).
+std::vector<float> load_rows(const gguf::GgufFile& f, const std::string& name, int n_in,
+                             int n_rows) {
+  const auto& t = expect(f, name, {n_in, n_rows});
+  std::vector<float> v(size_t(n_in) * size_t(n_rows));
+  const size_t row_bytes = t.row_bytes();
+  for (int r = 0; r < n_rows; ++r)
+    kernels::dequantize_row(t.type, t.data + size_t(r) * row_bytes, v.data() + size_t(r) * n_in,
+                            n_in);
+  return v;
+}
+
 // The layer's linear weights: GGUF name suffix, field, (n_out, n_in); a
 // matrix may be rows [row0, row0 + n_out) of a tensor of tensor_rows rows
 // (a fused attn_qkv: Q, then K, then V).
@@ -224,7 +236,11 @@ std::unique_ptr<Model> Model::load(std::shared_ptr<const gguf::GgufFile> file,
   });
   if (error) std::rethrow_exception(error);
 
-  if (c.generates()) m->out_norm_ = load_vector(f, "output_norm.weight", d);
+  if (!c.encoder) m->out_norm_ = load_vector(f, "output_norm.weight", d);
+  if (c.dense_out > 0) {
+    m->dense_2_ = load_rows(f, "dense_2.weight", d, c.dense_out);
+    m->dense_3_ = load_rows(f, "dense_3.weight", c.dense_out, d);
+  }
   if (f.find_tensor("rope_freqs.weight")) {
     m->rope_freqs_ = load_vector(f, "rope_freqs.weight", c.rope_dims / 2);
   }

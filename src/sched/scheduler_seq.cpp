@@ -295,7 +295,7 @@ void Scheduler::finish(Sequence& s, FinishReason reason, std::string error, std:
 
 // An embedding's prompt is all in: its pooled vector goes out with the Finish.
 void Scheduler::finish_embedding(Sequence& s) {
-  s.embedding = s.pooler->result();
+  s.embedding = engine_.project_pooled(s.pooler->result());
   finish(s, FinishReason::Stop);
 }
 

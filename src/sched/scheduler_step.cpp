@@ -170,7 +170,7 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
   // at most kLearnTokens of prompt: the step it learns from is not a long gap.
   if (n_decode > 0 && opts_.itl_slack > 0 && !paced) budget = std::min(budget, kLearnTokens);
   StepRoom room(*costs_, room_ms, kMinPrefillChunk);
-  const bool whole = engine_.config().encoder;
+  const bool whole = !engine_.config().causal;
   size_t kept = n_decode;
   for (size_t i = n_decode; i < plan_.size() && budget > 0 && !probe; ++i) {
     Sequence& s = *plan_[i].first;

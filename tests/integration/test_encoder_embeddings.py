@@ -96,3 +96,22 @@ def test_generation_is_refused(bert_server, bert_client):
     r = requests.post(bert_server.url + "/v1/responses", timeout=30,
                       json={"model": "m", "input": "hello"})
     assert r.status_code == 400 and "embedding model" in r.text
+
+
+def test_embedding_gemma_serves_embeddings_and_refuses_chat(tmp_path, golden):
+    """EmbeddingGemma (gemma-embedding: bidirectional Gemma 3 with symmetric
+    sliding windows and dense heads) through the real server: the file's mean
+    pooling, vectors as llama-embedding's, chat refused."""
+    path = tmp_path / "gemma-embedding.gguf"
+    subprocess.run([str(tern_bin()), "gen-arch-model", "--arch", "gemma-embedding", "--seed",
+                    str(golden["seed"]), "--out", str(path)], check=True, capture_output=True)
+    with TernServer("--max-batch", "4", model=path) as srv:
+        client = openai.OpenAI(base_url=srv.url + "/v1", api_key="none")
+        cases = [c for c in golden["cases"]["gemma-embedding"]["vectors"]
+                 if c["pooling"] == "mean"]
+        r = client.embeddings.create(model="g", input=[c["prompt"] for c in cases])
+        for d, c in zip(r.data, cases):
+            assert cosine(d.embedding, c["embedding"]) >= 0.998, c["prompt"]
+        chat = requests.post(srv.url + "/v1/chat/completions", timeout=60, json={
+            "model": "g", "messages": [{"role": "user", "content": "hi"}]})
+        assert chat.status_code == 400 and "embedding model" in chat.text, chat.text

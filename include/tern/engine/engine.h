@@ -141,6 +141,9 @@ class Engine {
   // Commits the first tokens of an entry that ran with commit = false: they
   // must be the tokens that entry wrote, from seq_len(seq) on.
   void commit(SeqId seq, std::span<const int32_t> tokens);
+  // An embedding's pooled vector through the model's dense projections
+  // (Model::project_pooled; EmbeddingGemma's), before normalisation.
+  std::vector<float> project_pooled(std::vector<float> pooled) const;
 
  private:
   Engine();

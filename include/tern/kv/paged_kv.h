@@ -122,7 +122,9 @@ class PagedKv {
   // [0, pos0 + t + 1), or with window > 0 only the last `window` of them
   // (sliding-window layers: [max(0, pos0 + t + 1 - window), pos0 + t + 1));
   // with horizon > 0 every token attends [0, horizon) instead (an encoder's
-  // bidirectional attention; no window then);
+  // bidirectional attention), and with a window as well the symmetric
+  // [max(0, p + 1 - window), min(horizon, p + window)) for the token at p
+  // (EmbeddingGemma's local layers);
   // its output goes to out + t*out_stride + g*head_dim.
   // (kernels::attention_f16's n_kv0 is pos0 + 1.) Positions must have been
   // written. A failed sequence gets zeros. Allocates nothing.

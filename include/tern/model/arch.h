@@ -29,6 +29,11 @@ struct ArchSpec {
   bool gated_ffn = true;       // false: ffn(x) = act(x Wup + b) Wdown + b (BERT)
   bool position_embd = false;  // learned absolute positions (position_embd.weight): BERT
   bool rope = true;            // false: no rotary embedding (BERT)
+  // false: attention sees the whole input both ways and the model only
+  // embeds (EmbeddingGemma); sliding-window layers then see a symmetric
+  // window of sliding_window / 2 positions each side (llama.cpp's
+  // LLAMA_SWA_TYPE_SYMMETRIC). The encoders are never causal.
+  bool causal = true;
 };
 
 // Registry filled by the arch_*.cpp files; nullptr for an unknown architecture.

@@ -75,15 +75,28 @@ struct ModelConfig {
   bool position_embd = false;  // position_embd.weight rows added to the embeddings
   bool rope = true;
   bool fused_qkv = false;  // blk.N.attn_qkv.weight holds Q, K and V (split at load)
+  // false: attention over the whole input both ways (the encoders,
+  // EmbeddingGemma); such a model only embeds, its input in one step.
+  bool causal = true;
+  // Dense projections of the pooled vector (EmbeddingGemma's
+  // sentence-transformers heads: dense_2.weight (dense_out, d_model), then
+  // dense_3.weight (d_model, dense_out)); 0: none.
+  int dense_out = 0;
 
   // Whether the model can generate text (has an LM head); false for the
-  // encoders, which only embed.
-  bool generates() const { return !encoder; }
+  // models that only embed.
+  bool generates() const { return !encoder && causal; }
 
   bool is_local_layer(int l) const {
     return sliding_window > 0 && swa_pattern > 0 && (l + 1) % swa_pattern != 0;
   }
-  int layer_window(int l) const { return is_local_layer(l) ? sliding_window : 0; }
+  // A local layer's window (see sliding_window); a non-causal model's is
+  // symmetric: sliding_window / 2 positions each side, as the window plus
+  // the token itself (paged_kv.h's attend with a horizon).
+  int layer_window(int l) const {
+    if (!is_local_layer(l)) return 0;
+    return causal ? sliding_window : sliding_window / 2 + 1;
+  }
   float layer_rope_theta(int l) const { return is_local_layer(l) ? rope_theta_swa : rope_theta; }
   float q_scale() const {
     return attn_scale > 0.0f ? attn_scale : 1.0f / std::sqrt(float(head_dim));

@@ -34,8 +34,10 @@ struct GenArchResult {
 // shapes, for the oracle), "smollm2-360m" and "smollm2-1.7b" (real shapes,
 // for benchmarks; listed only when asked for): the logits oracle's.
 std::vector<std::string> gen_arch_cases(bool with_benchmark_shapes = false);
-// The encoder cases, "bert" and "nomic-bert": embedding models with a
-// WordPiece vocabulary of their own (the embeddings oracle's).
+// The embedding-model cases (the embeddings oracle's): "bert" and
+// "nomic-bert", encoders with a WordPiece vocabulary of their own, and
+// "gemma-embedding" (EmbeddingGemma: bidirectional Gemma 3, mean pooling,
+// dense heads; the tokenizer argument's vocabulary, like the decoders).
 std::vector<std::string> gen_encoder_cases();
 // Whether the case writes its own vocabulary (the encoders): the tokenizer
 // argument of generate_arch_model is then ignored and may be null.

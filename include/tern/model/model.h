@@ -79,6 +79,11 @@ class Model {
   // kv.failure(seq) set and garbage logits: the caller must check.
   void forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPool& pool);
 
+  // An embedding's pooled vector (d_model) through the file's dense
+  // projections (dense_3 . dense_2 . v, EmbeddingGemma's), as llama.cpp
+  // applies them before normalising; v itself when the file has none.
+  std::vector<float> project_pooled(std::vector<float> v) const;
+
  private:
   Model() = default;
   void embed(const Batch& batch, float* x) const;
@@ -110,6 +115,8 @@ class Model {
   kernels::WeightArena weights_;  // the packed matrices' bytes (outlives layers_ and head_)
   std::vector<LayerWeights> layers_;
   std::vector<float> out_norm_;    // (d_model)
+  std::vector<float> dense_2_;     // (dense_out, d_model) rows, or empty
+  std::vector<float> dense_3_;     // (d_model, dense_out) rows, or empty
   std::vector<float> rope_freqs_;  // (rope_dims/2) or empty
   kernels::PackedMatrix head_;     // (n_vocab, d_model); none for an encoder
   Workspace ws_;

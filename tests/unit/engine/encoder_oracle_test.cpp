@@ -6,7 +6,10 @@
 // from the recorded seed (the weights' SHA-256 proves they are the files the
 // peer ran), so it never skips. tern must tokenize the same (WordPiece,
 // [CLS] ... [SEP]) and its vectors (int8 activations, int8-fp8 KV: the
-// serving path) must point the same way: cosine >= 0.999 each.
+// serving path) must point the same way: cosine >= 0.999 each (0.998 for
+// EmbeddingGemma: see min_cosine). gemma-embedding (bidirectional Gemma 3,
+// symmetric sliding windows, dense heads) takes the default model's
+// vocabulary.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,10 +17,13 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "tern/core/error.h"
 #include "tern/engine/engine.h"
+#include "tern/gguf/gguf.h"
 #include "tern/model/gen_arch.h"
+#include "tern/model/model.h"
 #include "tern/model/pooling.h"
 #include "tern/tokenizer/tokenizer.h"
 #include "testutil.h"
@@ -37,7 +43,12 @@ Engine& engine_for(const std::string& arch) {
   static std::map<std::string, std::unique_ptr<Engine>> engines;
   auto& e = engines[arch];
   if (!e) {
-    const GenArchResult gen = generate_arch_model(arch, golden()["seed"].get<uint64_t>(), nullptr);
+    // The encoders write their own vocabulary; the others take the default
+    // model's (as `tern gen-arch-model` does).
+    std::optional<gguf::GgufFile> tok;
+    if (!gen_arch_own_vocab(arch)) tok.emplace(gguf::GgufFile::open(test::default_model_path()));
+    const GenArchResult gen =
+        generate_arch_model(arch, golden()["seed"].get<uint64_t>(), tok ? &*tok : nullptr);
     EXPECT_EQ(gen.weights_sha256, golden()["cases"][arch]["weights_sha256"].get<std::string>())
         << arch << ": the generator no longer makes the file llama.cpp ran on";
     const std::string path = test::temp_path("encoder-" + arch + ".gguf");
@@ -68,7 +79,16 @@ std::vector<float> embed(Engine& e, const std::vector<int32_t>& tokens, Pooling 
              int(tokens.size()));
   e.free_sequence(s);
   if (o >= 0) e.free_sequence(o);
-  return pooler.result();
+  return e.model().project_pooled(pooler.result());
+}
+
+// Gemma's activations (embeddings scaled by sqrt(d), post-norms) lose more
+// to int8 than BERT's: EmbeddingGemma lands at 0.9983-0.9996 (the 2-token
+// prompts, inside every window, as far off as the long ones: rounding, not
+// the symmetric window, which takes them to 0.22-0.94 when it is wrong), as
+// tern's Gemma 3 decoder embeddings do (embed_oracle_test.cpp).
+double min_cosine(const std::string& arch) {
+  return arch == "gemma-embedding" ? 0.998 : 0.999;
 }
 
 class EncoderOracle : public ::testing::TestWithParam<std::string> {};
@@ -94,7 +114,7 @@ TEST_P(EncoderOracle, MatchesLlamaEmbedding) {
     if (std::getenv("TERN_EMBED_VERBOSE"))
       std::printf("%s %s %zu tokens: %.6f\n", arch.c_str(), c["pooling"].get<std::string>().c_str(),
                   want_ids.size(), cs);
-    EXPECT_GE(cs, 0.999) << arch << " " << c["pooling"] << ": " << prompt;
+    EXPECT_GE(cs, min_cosine(arch)) << arch << " " << c["pooling"] << ": " << prompt;
   }
   ASSERT_GT(n, 0);
   std::printf("encoder oracle: %s %d vectors, mean cosine %.6f, worst %.6f\n", arch.c_str(), n,
