@@ -114,8 +114,8 @@ TEST(PackLowBit, Q2_KToInt8StaysWithinHalfAStep) {
                [](float amax) { return amax / 254 * 1.01f + 1e-3f * amax; });
 }
 
-// The lattice, ternary and fp4 types into Int8Sym (pack.cpp's
-// int8_from_codes): TQ1_0, TQ2_0 and MXFP4 keep their codes and scale
+// The lattice, ternary, fp4 and 1/2-bit types into Int8Sym (pack.cpp's
+// int8_from_codes): TQ1_0, TQ2_0, MXFP4, Q1_0 and Q2_0 keep their codes and scale
 // (lossless); IQ3_XXS, IQ3_S, IQ2_XXS and IQ1_S, one sub-block scale per
 // group of 32, keep their grid codes and round the group's scale to fp16;
 // IQ2_XS, IQ2_S and IQ1_M, whose group halves have scales of their own, keep
@@ -153,6 +153,15 @@ TEST(PackLowBit, TernaryAndMxfp4ToInt8AreLossless) {
   expect_codes_packed(DType::TQ1_0, 9, 512, 11, exact);
   expect_codes_packed(DType::TQ2_0, 9, 512, 12, exact);
   expect_codes_packed(DType::MXFP4, 9, 96, 13, exact);
+  expect_codes_packed(DType::Q1_0, 9, 256, 16, exact);
+  expect_codes_packed(DType::Q2_0, 9, 192, 17, exact);
+}
+
+// NVFP4's halves of 16 have E4M3 scales of their own, and one half's e2m1 x
+// mantissa products already reach 12 * 15: its groups keep their codes only
+// where they fit int8 under one scale, and are requantized elsewhere.
+TEST(PackLowBit, Nvfp4ToInt8StaysWithinHalfAStep) {
+  expect_codes_packed(DType::NVFP4, 9, 320, 18, requantized);
 }
 
 TEST(PackLowBit, OneScaleLatticeTypesRoundOnlyTheGroupScale) {
@@ -180,7 +189,8 @@ TEST(PackLowBit, TestModelQuantizersRoundTrip) {
   std::fill(x.begin() + 256, x.begin() + 512, 0.0f);
   const std::pair<DType, double> limits[] = {
       {DType::Q2_K, 0.45},  {DType::Q3_K, 0.25},  {DType::IQ4_NL, 0.12}, {DType::IQ4_XS, 0.12},
-      {DType::TQ1_0, 0.85}, {DType::TQ2_0, 0.85}, {DType::MXFP4, 0.2}};
+      {DType::TQ1_0, 0.85}, {DType::TQ2_0, 0.85}, {DType::MXFP4, 0.2},   {DType::NVFP4, 0.2},
+      {DType::Q1_0, 0.65},  {DType::Q2_0, 0.75}};
   for (const auto& [t, limit] : limits) {
     ASSERT_TRUE(can_quantize(t));
     const std::vector<uint8_t> q = quantize_ref(t, x);
