@@ -11,7 +11,10 @@
 # A SPEC is a llama-quantize type name, with ":pure" for --pure, or
 # "Q8_0:tq" (Q8_0 with blk.28.ffn_down in TQ2_0 and blk.29.ffn_down in
 # TQ1_0: ternarizing every ffn_down of a model not trained ternary, as the
-# TQ1_0 / TQ2_0 recipes do, leaves a perplexity near 10^6). The lattice,
+# TQ1_0 / TQ2_0 recipes do, leaves a perplexity near 10^6), or "Q8_0:q12"
+# (the same with Q2_0 and Q1_0: the Q1_0 recipe cannot write this model at
+# all, its rows of 576 are not whole 128-blocks and Q1_0 has no fallback;
+# the Q2_0 recipe, every linear weight at 2 bits, destroys it too). The lattice,
 # ternary and fp4 types (IQ3_XXS ... MXFP4_MOE) are quantized with an
 # importance matrix, made once by the peer's llama-imatrix from the Q4_1
 # source over the same text (ctx 512); llama-quantize requires one for the
@@ -28,7 +31,7 @@ shift || true
 specs=("$@")
 [ ${#specs[@]} -gt 0 ] || specs=(Q2_K Q3_K_S Q3_K_M IQ4_NL IQ4_XS Q2_K:pure Q3_K:pure
   IQ3_XXS IQ3_S IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ1_S IQ1_M TQ1_0 TQ2_0 MXFP4_MOE
-  IQ2_XXS:pure IQ2_XS:pure IQ2_M:pure IQ1_S:pure IQ1_M:pure MXFP4_MOE:pure Q8_0:tq)
+  IQ2_XXS:pure IQ2_XS:pure IQ2_M:pure IQ1_S:pure IQ1_M:pure MXFP4_MOE:pure Q8_0:tq Q2_0 Q8_0:q12)
 P=${TERN_PEER_DIR:-$HOME/.cache/tern-peer/llama.cpp-11434.0.0}/build/bin
 src=models/SmolLM2-135M-Instruct.Q4_1.gguf
 txt=tests/fixtures/perplexity_text.txt
@@ -41,6 +44,9 @@ for spec in "${specs[@]}"; do
   if [ "$spec" = Q8_0:tq ]; then
     name=Q8_0-tq
     extra=(--tensor-type 'blk\.28\.ffn_down=tq2_0' --tensor-type 'blk\.29\.ffn_down=tq1_0')
+  elif [ "$spec" = Q8_0:q12 ]; then
+    name=Q8_0-q12
+    extra=(--tensor-type 'blk\.28\.ffn_down=q2_0' --tensor-type 'blk\.29\.ffn_down=q1_0')
   elif [ "$spec" != "$t" ]; then
     name=$t-pure; extra=(--pure)
   fi

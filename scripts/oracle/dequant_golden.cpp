@@ -3,7 +3,8 @@
 // JSON (tests/fixtures/dequant_golden.json, read by DequantGolden.* in
 // tests/unit/kernels/dequant_golden_test.cpp). Also dumps ggml's type table
 // (name, block size, block bytes of every id) for the DType table test, and
-// ggml's reference quantizers' bytes for TQ1_0, TQ2_0 and MXFP4.
+// ggml's reference quantizers' bytes for TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0
+// and Q2_0.
 //
 // Build and run: scripts/oracle/gen_dequant_golden.sh. Not part of tern's build.
 #include <cinttypes>
@@ -37,7 +38,9 @@ void put_f16(uint8_t* p, float v) {
 // Where each format keeps its scales: fp16 fields at byte offsets, MXFP4's
 // E8M0 exponent byte, or IQ1_M's fp16 spread over the top nibbles of its
 // four u16 scales (bytes 49, 51, 53, 55).
-enum class Scale { F16Fields, E8M0, Iq1m };
+// NVFP4's four UE4M3 scale bytes (Scale::Ue4m3) stay random in the random
+// cases and take the format's edge values in the others (ue4m3_for).
+enum class Scale { F16Fields, E8M0, Iq1m, Ue4m3 };
 
 struct Format {
   ggml_type type;
@@ -57,6 +60,19 @@ uint8_t e8m0_for(float d) {
   int e = 0;
   std::frexp(a, &e);
   return uint8_t(127 + e);
+}
+
+// NVFP4's scale bytes for a case's d: zero, the subnormals, the largest
+// (0x7E = 448, 0xFE with the ignored sign bit), 0x7F (NaN, read as 0) and
+// 0xFF (read as 480).
+void put_ue4m3_scales(uint8_t* blk, float d) {
+  const uint8_t zero[4] = {0x00, 0x80, 0x00, 0x80};
+  const uint8_t small[4] = {0x01, 0x02, 0x07, 0x08};
+  const uint8_t large[4] = {0x7E, 0xFE, 0x7F, 0xFF};
+  const uint8_t mid[4] = {0x38, 0x39, 0x3F, 0x40};  // 1, 1.125, 1.875, 2 (halved)
+  const float a = d < 0 ? -d : d;
+  const uint8_t* s = a == 0.0f ? zero : a < 1e-7f ? small : a >= 65504.0f ? large : mid;
+  std::memcpy(blk, s, 4);
 }
 
 void put_iq1m_scale(uint8_t* blk, float v) {
@@ -109,6 +125,9 @@ int main(int argc, char** argv) {
       {GGML_TYPE_TQ1_0, "TQ1_0", {52}},
       {GGML_TYPE_TQ2_0, "TQ2_0", {64}},
       {GGML_TYPE_MXFP4, "MXFP4", {}, Scale::E8M0},
+      {GGML_TYPE_NVFP4, "NVFP4", {}, Scale::Ue4m3},
+      {GGML_TYPE_Q1_0, "Q1_0", {0}},
+      {GGML_TYPE_Q2_0, "Q2_0", {0}},
   };
   // Extreme codes (all bits 0 / all bits 1 -> the smallest and largest code,
   // scale and min of every sub-block), a negative super-scale, fp16's largest
@@ -171,6 +190,8 @@ int main(int argc, char** argv) {
         }
         if (f.scale == Scale::E8M0) blk[0] = e8m0_for(k.d * vary);
         if (f.scale == Scale::Iq1m) put_iq1m_scale(blk, k.d * vary);
+        if (f.scale == Scale::Ue4m3 && (k.fill != Fill::Random || std::fabs(k.d) < 1e-7f))
+          put_ue4m3_scales(blk, k.d);
       }
       const int64_t n = qk * k.n_blocks;
       std::vector<float> y(static_cast<size_t>(n));
@@ -196,7 +217,8 @@ int main(int argc, char** argv) {
   // write (kernels::quantize_ref): seeded values (uniform, a scale per 256,
   // then 256 zeros) and the bytes ggml_quantize_chunk makes of them.
   std::fprintf(out, "],\n\"quantized\":[");
-  const ggml_type qtypes[] = {GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0, GGML_TYPE_MXFP4};
+  const ggml_type qtypes[] = {GGML_TYPE_TQ1_0, GGML_TYPE_TQ2_0, GGML_TYPE_MXFP4,
+                              GGML_TYPE_NVFP4, GGML_TYPE_Q1_0,  GGML_TYPE_Q2_0};
   for (size_t t = 0; t < sizeof(qtypes) / sizeof(qtypes[0]); ++t) {
     g_state = 1000 + t;
     const int64_t n = 768;
@@ -204,6 +226,10 @@ int main(int argc, char** argv) {
     for (int64_t i = 0; i < 512; ++i) {
       const float u = float(next_u64() >> 40) / float(1 << 24);
       x[size_t(i)] = (2.0f * u - 1.0f) * 0.01f * float(1 + i / 256 * 3);
+      // NVFP4's per-16 scales: subnormal at this size; make every second
+      // 16 normal and every fourth past E4M3's largest (448 * 6).
+      if (qtypes[t] == GGML_TYPE_NVFP4 && i / 16 % 2 == 1) x[size_t(i)] *= 3000.0f;
+      if (qtypes[t] == GGML_TYPE_NVFP4 && i / 16 % 4 == 3) x[size_t(i)] *= 100.0f;
     }
     std::vector<uint8_t> q(ggml_row_size(qtypes[t], n));
     ggml_quantize_chunk(qtypes[t], x.data(), q.data(), 0, 1, n, nullptr);

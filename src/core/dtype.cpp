@@ -63,11 +63,11 @@ std::optional<DTypeTraits> dtype_traits(uint32_t raw) {
     case DType::MXFP4:
       return DTypeTraits{"MXFP4", 32, 17, true};
     case DType::NVFP4:
-      return DTypeTraits{"NVFP4", 64, 36, false};
+      return DTypeTraits{"NVFP4", 64, 36, true};
     case DType::Q1_0:
-      return DTypeTraits{"Q1_0", 128, 18, false};
+      return DTypeTraits{"Q1_0", 128, 18, true};
     case DType::Q2_0:
-      return DTypeTraits{"Q2_0", 64, 18, false};
+      return DTypeTraits{"Q2_0", 64, 18, true};
     case DType::I8:
       return DTypeTraits{"I8", 1, 1, false};
     case DType::I16:

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "iq_codes.h"
+#include "iq_grids.h"
 #include "load_le.h"
 #include "tern/core/half.h"
 #include "tern/kernels/dequant.h"
@@ -194,7 +195,23 @@ void dequant_iq4_xs(const block::IQ4_XS* b, float* y, int64_t nb) {
   }
 }
 
-// The lattice, ternary and MXFP4 types: unit * q, block by block
+// NVFP4 as llama.cpp computes it, kValuesFp4 * scale per 16 elements, not
+// through its integer codes: the values are the same, but a zero scale gives
+// -0.0 for the negative codes here as there.
+void dequant_nvfp4(const uint8_t* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, b += 36) {
+    for (int s = 0; s < 4; ++s, y += 16) {
+      const Ue4m3 sc = nvfp4_scale(b[s]);
+      const float d = std::ldexp(float(sc.m), sc.e - 11);
+      for (int j = 0; j < 8; ++j) {
+        y[j] = float(iq::kValuesFp4[b[4 + 8 * s + j] & 15]) * d;
+        y[j + 8] = float(iq::kValuesFp4[b[4 + 8 * s + j] >> 4]) * d;
+      }
+    }
+  }
+}
+
+// The lattice, ternary, fp4 and 1/2-bit types: unit * q, block by block
 // (iq_codes.h; the products are exact, so this is llama.cpp's value).
 void dequant_integer_codes(DType type, const uint8_t* p, float* y, int64_t nb) {
   const DTypeTraits tr = dtype_traits(type);
@@ -297,6 +314,9 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       break;
     case DType::IQ4_XS:
       dequant_iq4_xs(reinterpret_cast<const block::IQ4_XS*>(p), dst, nb);
+      break;
+    case DType::NVFP4:
+      dequant_nvfp4(p, dst, nb);
       break;
     default:
       dequant_integer_codes(type, p, dst, nb);  // can_dequantize() checked above

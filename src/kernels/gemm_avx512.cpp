@@ -85,6 +85,18 @@ inline void add_group_asym(__m512* acc, const __m512i* sum, __m512 d, __m512 m, 
   }
 }
 
+// The same for a format whose sums ran over weights + 128 (int8, Nl4, Fp4):
+// acc += (sum - 128 sum(a)) * (d * d_x), the reference's one fused multiply-add.
+template <int R>
+inline void add_group_biased(__m512* acc, const __m512i* sum, __m512 d, const Rows& x, int g) {
+  for (int r = 0; r < R; ++r) {
+    const size_t gi = size_t(r) * x.groups + g;
+    const __m512i s = _mm512_sub_epi32(sum[r], _mm512_set1_epi32(128 * x.isum[gi]));
+    acc[r] =
+        _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(x.d[gi])), acc[r]);
+  }
+}
+
 // y[r][0..n_valid) for R rows and the tile pair (a, b): 16 output channels.
 template <int R>
 void int4_pair(const Int4Block* a, const Int4Block* b, const Rows& x, float* y, int y_stride,
@@ -130,13 +142,40 @@ void int8_pair(const Int8Block* a, const Int8Block* b, const Rows& x, float* y, 
                                      bcast4_512(x.q + size_t(r) * x.n_in + g * kGroup + 4 * c));
       }
     }
-    const __m512 d = load_f16_pair(a[g].d, b[g].d);
-    for (int r = 0; r < R; ++r) {
-      const size_t gi = size_t(r) * x.groups + g;
-      const __m512i s = _mm512_sub_epi32(sum[r], _mm512_set1_epi32(128 * x.isum[gi]));
-      acc[r] =
-          _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(x.d[gi])), acc[r]);
+    add_group_biased<R>(acc, sum, load_f16_pair(a[g].d, b[g].d), x, g);
+  }
+  for (int r = 0; r < R; ++r) store16(y + size_t(r) * y_stride, acc[r], n_valid);
+}
+
+// Nl4 / Fp4: the indices of a chunk of two tiles looked up (vpshufb, per
+// 128-bit lane) in the codebook plus 128 -- directly the unsigned operand
+// int8_pair makes with its xor -- then int8's dot products and correction.
+template <int R>
+void code4_pair(const Code4Block* a, const Code4Block* b, const int8_t* cb, const Rows& x, float* y,
+                int y_stride, int n_valid) {
+  const __m512i mask = _mm512_set1_epi8(0x0f);
+  const __m512i table = _mm512_xor_si512(
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(cb))),
+      _mm512_set1_epi8(char(0x80)));  // level + 128
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (int g = 0; g < x.groups; ++g) {
+    x86::prefetch_ahead(a + g, x86::kAheadGemm, x86::kLinesC);
+    x86::prefetch_ahead(b + g, x86::kAheadGemm, x86::kLinesC);
+    __m512i sum[R];
+    for (int r = 0; r < R; ++r) sum[r] = _mm512_setzero_si512();
+    for (int c = 0; c < 4; ++c) {
+      const __m512i w = loadu_pair(a[g].q[c], b[g].q[c]);
+      const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(w, mask));
+      const __m512i hi =
+          _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(w, 4), mask));
+      for (int r = 0; r < R; ++r) {
+        const int8_t* q = x.q + size_t(r) * x.n_in + g * kGroup + 4 * c;
+        sum[r] = _mm512_dpbusd_epi32(sum[r], lo, bcast4_512(q));
+        sum[r] = _mm512_dpbusd_epi32(sum[r], hi, bcast4_512(q + 16));
+      }
     }
+    add_group_biased<R>(acc, sum, load_f16_pair(a[g].d, b[g].d), x, g);
   }
   for (int r = 0; r < R; ++r) store16(y + size_t(r) * y_stride, acc[r], n_valid);
 }
@@ -188,6 +227,9 @@ void pair_rows(const PackedMatrix& w, int t, const Rows& x, float* y, int n_vali
   } else if (w.format == WeightFormat::Int5Sym) {
     const auto* a = reinterpret_cast<const Int5Block*>(w.tile(t));
     int5_pair<R>(a, a + x.groups, x, y, w.n_out, n_valid);
+  } else if (is_codebook(w.format)) {
+    const auto* a = reinterpret_cast<const Code4Block*>(w.tile(t));
+    code4_pair<R>(a, a + x.groups, codebook_of(w.format), x, y, w.n_out, n_valid);
   } else {
     const auto* a = reinterpret_cast<const Int8Block*>(w.tile(t));
     int8_pair<R>(a, a + x.groups, x, y, w.n_out, n_valid);

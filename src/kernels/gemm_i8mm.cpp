@@ -97,20 +97,29 @@ template <int J>
 // inputs 8P..8P+7 (chunks 2P, 2P+1 zipped; int4/int5: the low nibbles of
 // chunks c, c+1 are inputs 8(c/2).., their high nibbles inputs 16 + 8(c/2)..).
 // scales(b, h, d, m): tile rows 4h..4h+3's d and m (the minimum term) as fp32.
+// The nibbles of an Int4Block's or Code4Block's q (the same layout) as B
+// operands, each passed through map (the codes as they are, or a lookup).
+template <int K, class Map>
+[[gnu::always_inline]] inline void nibble_weights(const uint8_t (&q)[4][kTileRows][4],
+                                                  int8x16_t B[4], Map map) {
+  constexpr int h = K / 2;
+  const uint8x16_t mask = vdupq_n_u8(0x0f);
+  unroll<2>([&](auto j) __attribute__((always_inline)) {
+    constexpr int c = 2 * decltype(j)::value;
+    const uint8x16_t z =
+        vreinterpretq_u8_s8(zip32(load16(&q[c][4 * h][0]), load16(&q[c + 1][4 * h][0]), K % 2));
+    B[j] = map(vandq_u8(z, mask));
+    B[2 + j] = map(vshrq_n_u8(z, 4));
+  });
+}
+
 struct MmInt4 : Int4Fmt {
   using Block = Int4Block;
   static constexpr bool kMin = true;
   template <int K>
   [[gnu::always_inline]] static void weights(const Block& b, int8x16_t B[4]) {
-    constexpr int h = K / 2;
-    const uint8x16_t mask = vdupq_n_u8(0x0f);
-    unroll<2>([&](auto j) __attribute__((always_inline)) {
-      constexpr int c = 2 * decltype(j)::value;
-      const uint8x16_t z = vreinterpretq_u8_s8(
-          zip32(load16(&b.q[c][4 * h][0]), load16(&b.q[c + 1][4 * h][0]), K % 2));
-      B[j] = vreinterpretq_s8_u8(vandq_u8(z, mask));
-      B[2 + j] = vreinterpretq_s8_u8(vshrq_n_u8(z, 4));
-    });
+    nibble_weights<K>(
+        b.q, B, [](uint8x16_t v) __attribute__((always_inline)) { return vreinterpretq_s8_u8(v); });
   }
 };
 
@@ -124,6 +133,19 @@ struct MmInt8 : Int8Fmt {
       constexpr int c = 2 * decltype(P)::value;
       B[P] = zip32(load16(&b.q[c][4 * h][0]), load16(&b.q[c + 1][4 * h][0]), K % 2);
     });
+  }
+};
+
+// Nl4 / Fp4: MmInt4's zipped nibbles looked up in the codebook (tbl).
+template <WeightFormat kFormat>
+struct MmCode4 : Code4Fmt<kFormat> {
+  using Block = Code4Block;
+  static constexpr bool kMin = false;
+  template <int K>
+  [[gnu::always_inline]] static void weights(const Block& b, int8x16_t B[4]) {
+    const int8x16_t tbl = Code4Fmt<kFormat>::table();
+    nibble_weights<K>(
+        b.q, B, [tbl](uint8x16_t v) __attribute__((always_inline)) { return vqtbl1q_s8(tbl, v); });
   }
 };
 
@@ -258,6 +280,10 @@ void gemm_tiles_i8mm(const PackedMatrix& w, const QuantizedActs& qa, float* y, i
       return mm_format<MmInt5>(w, qa, y, r0, r1, t0, t1);
     case WeightFormat::Int8Sym:
       return mm_format<MmInt8>(w, qa, y, r0, r1, t0, t1);
+    case WeightFormat::Nl4:
+      return mm_format<MmCode4<WeightFormat::Nl4>>(w, qa, y, r0, r1, t0, t1);
+    case WeightFormat::Fp4:
+      return mm_format<MmCode4<WeightFormat::Fp4>>(w, qa, y, r0, r1, t0, t1);
   }
 }
 

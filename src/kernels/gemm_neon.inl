@@ -231,6 +231,45 @@ struct Int4Fmt {
   }
 };
 
+// Nl4 / Fp4: Int4's nibbles as indices into the format's codebook, looked up
+// with tbl (bytewise, so it commutes with prep's permutation), then int8's
+// dot products (kWide: levels reach -127) and epilogue.
+template <WeightFormat kFormat>
+struct Code4Fmt {
+  using Block = Code4Block;
+  static constexpr bool kWide = true, kMin = false;
+  static constexpr int kLines = 3;  // 144 bytes
+  [[gnu::always_inline]] static int8x16_t table() { return vld1q_s8(codebook_of(kFormat)); }
+  template <class Dot, class F>
+  [[gnu::always_inline]] static void quads(const Block& b, F&& f) {
+    const uint8x16_t mask = vdupq_n_u8(0x0f);
+    const int8x16_t tbl = table();
+    auto one = [&](auto k) __attribute__((always_inline)) {
+      const uint8_t* q = &b.q[2 * decltype(k)::value][0][0];
+      const Quad raw = Dot::prep(vld1q_s8(reinterpret_cast<const int8_t*>(q)),
+                                 vld1q_s8(reinterpret_cast<const int8_t*>(q + 16)),
+                                 vld1q_s8(reinterpret_cast<const int8_t*>(q + 32)),
+                                 vld1q_s8(reinterpret_cast<const int8_t*>(q + 48)));
+      Quad lo, hi;
+      unroll<4>([&](auto i) __attribute__((always_inline)) {
+        const uint8x16_t u = vreinterpretq_u8_s8(raw.w[i]);
+        lo.w[i] = vqtbl1q_s8(tbl, vandq_u8(u, mask));
+        hi.w[i] = vqtbl1q_s8(tbl, vshrq_n_u8(u, 4));
+      });
+      f(k, lo);
+      f(Int<2 + decltype(k)::value>{}, hi);
+    };
+    one(Int<0>{}), one(Int<1>{});
+  }
+  [[gnu::always_inline]] static void scales(const Block& b, float32x4_t d[2], float32x4_t[2]) {
+    load_f16x8(b.d, d);
+  }
+  [[gnu::always_inline]] static void half_scales(const Block& b, int h, float32x4_t& d,
+                                                 float32x4_t&) {
+    d = load_f16x4(b.d + 4 * h);
+  }
+};
+
 // Int5: as Int4, with bit 4 of each code from qh. qh has chunk c's bits at bit
 // c (low nibbles) and 4+c (high nibbles) of the byte in chunk position, so one
 // right shift by c serves both; prep() permutes qh and the shift counts exactly
@@ -565,6 +604,10 @@ void gemm_tiles(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r0
       return gemm_format<Gemm, Gemv, Int5Fmt>(w, qa, y, r0, r1, t0, t1);
     case WeightFormat::Int8Sym:
       return gemm_format<Gemm, Gemv, Int8Fmt>(w, qa, y, r0, r1, t0, t1);
+    case WeightFormat::Nl4:
+      return gemm_format<Gemm, Gemv, Code4Fmt<WeightFormat::Nl4>>(w, qa, y, r0, r1, t0, t1);
+    case WeightFormat::Fp4:
+      return gemm_format<Gemm, Gemv, Code4Fmt<WeightFormat::Fp4>>(w, qa, y, r0, r1, t0, t1);
   }
 }
 

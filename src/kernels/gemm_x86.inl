@@ -55,6 +55,30 @@ constexpr int kAheadGemm = 16;  // groups: about one 576-input tile ahead
 constexpr int kLines4 = 3;  // cache lines an Int4Block spans (160 bytes)
 constexpr int kLines8 = 5;  // an Int8Block (272 bytes)
 constexpr int kLines5 = 3;  // an Int5Block (176 bytes)
+constexpr int kLinesC = 3;  // a Code4Block (144 bytes)
+
+// A Code4Block format's 16 int8 levels in both 128-bit lanes: the vpshufb
+// table (indices 0..15 only, so the high bit never zeroes a byte).
+inline __m256i codebook_table(const int8_t* cb) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(cb)));
+}
+// Chunk c of a Code4Block looked up: the levels of the low nibbles (inputs
+// 4c..4c+3 of the 8 rows) and the high ones (16+4c..), each in the signed
+// form and in Dot's prep8 form (a bytewise map, so a lookup in prep8(table)
+// is prep8 of the lookup; a Dot that ignores the signed form loses its
+// lookup to dead-code elimination).
+struct Levels {
+  __m256i lo, lo_prep, hi, hi_prep;
+};
+template <class Dot>
+inline Levels code4_levels(const Code4Block& b, int c, __m256i table, __m256i table_prep) {
+  const __m256i mask = _mm256_set1_epi8(0x0f);
+  const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.q[c]));
+  const __m256i lo = _mm256_and_si256(w, mask);
+  const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), mask);
+  return {_mm256_shuffle_epi8(table, lo), _mm256_shuffle_epi8(table_prep, lo),
+          _mm256_shuffle_epi8(table, hi), _mm256_shuffle_epi8(table_prep, hi)};
+}
 
 // Chunk C of an Int5Block as two vectors of 5-bit codes (packed.h): the low
 // and high nibbles of q[C], each with its fifth bit moved from qh to bit 4.
@@ -138,6 +162,38 @@ inline void int8_tile(const Int8Block* blk, const Rows& x, float* y, int y_strid
       for (int r = 0; r < R; ++r) {
         const int8_t* a = x.q + size_t(r) * x.n_in + g * kGroup + 4 * c;
         sum[r] = Dot::dot_s8(sum[r], wx, w, bcast4(a));
+      }
+    }
+    const __m256 d = load_f16(b.d);
+    for (int r = 0; r < R; ++r) {
+      const size_t gi = size_t(r) * x.groups + g;
+      const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(x.d[gi]));
+      const __m256i isum = Dot::finish8(sum[r], x.isum[gi]);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd, acc[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) store_tile(y + size_t(r) * y_stride, acc[r], n_valid);
+}
+
+// The same for one Nl4 / Fp4 tile: the codebook levels of each chunk looked
+// up once and shared by the R rows, then int8's dot products.
+template <class Dot, int R>
+inline void code4_tile(const Code4Block* blk, const int8_t* cb, const Rows& x, float* y,
+                       int y_stride, int n_valid) {
+  const __m256i table = codebook_table(cb), table_prep = Dot::prep8(table);
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int g = 0; g < x.groups; ++g) {
+    const Code4Block& b = blk[g];
+    prefetch_ahead(&b, kAheadGemm, kLinesC);
+    __m256i sum[R];
+    for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; ++c) {
+      const Levels v = code4_levels<Dot>(b, c, table, table_prep);
+      for (int r = 0; r < R; ++r) {
+        const int8_t* a = x.q + size_t(r) * x.n_in + g * kGroup + 4 * c;
+        sum[r] = Dot::dot_s8(sum[r], v.lo_prep, v.lo, bcast4(a));
+        sum[r] = Dot::dot_s8(sum[r], v.hi_prep, v.hi, bcast4(a + 16));
       }
     }
     const __m256 d = load_f16(b.d);
@@ -252,6 +308,38 @@ inline void int8_gemv(const Int8Block* blk, int tile_blocks, const Rows& x, floa
 }
 
 template <class Dot, int NT>
+inline void code4_gemv(const Code4Block* blk, const int8_t* cb, int tile_blocks, const Rows& x,
+                       float* y, int n_valid_last) {
+  const __m256i table = codebook_table(cb), table_prep = Dot::prep8(table);
+  __m256 acc[NT];
+  const int ahead = g_gemv_prefetch;
+  for (int k = 0; k < NT; ++k) acc[k] = _mm256_setzero_ps();
+  for (int g = 0; g < x.groups; ++g) {
+    __m256i sum[NT];
+    for (int k = 0; k < NT; ++k) sum[k] = _mm256_setzero_si256();
+    const int8_t* a = x.q + g * kGroup;
+    if (ahead > 0)
+      for (int k = 0; k < NT; ++k) prefetch_ahead(blk + k * tile_blocks + g, ahead, kLinesC);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i a_lo = bcast4(a + 4 * c), a_hi = bcast4(a + 16 + 4 * c);
+      for (int k = 0; k < NT; ++k) {
+        const Levels v = code4_levels<Dot>(blk[k * tile_blocks + g], c, table, table_prep);
+        sum[k] = Dot::dot_s8(sum[k], v.lo_prep, v.lo, a_lo);
+        sum[k] = Dot::dot_s8(sum[k], v.hi_prep, v.hi, a_hi);
+      }
+    }
+    const __m256 xd = _mm256_set1_ps(x.d[g]);
+    for (int k = 0; k < NT; ++k) {
+      const __m256 dd = _mm256_mul_ps(load_f16(blk[k * tile_blocks + g].d), xd);
+      const __m256i isum = Dot::finish8(sum[k], x.isum[g]);
+      acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), dd, acc[k]);
+    }
+  }
+  for (int k = 0; k < NT; ++k)
+    store_tile(y + k * kTileRows, acc[k], k == NT - 1 ? n_valid_last : kTileRows);
+}
+
+template <class Dot, int NT>
 inline void int5_gemv(const Int5Block* blk, int tile_blocks, const Rows& x, float* y,
                       int n_valid_last) {
   __m256 acc[NT];
@@ -292,6 +380,9 @@ inline void gemv_tiles(const PackedMatrix& w, int t, const Rows& x, float* y) {
     int4_gemv<Dot, NT>(reinterpret_cast<const Int4Block*>(w.tile(t)), x.groups, x, y, n_valid_last);
   } else if (w.format == WeightFormat::Int5Sym) {
     int5_gemv<Dot, NT>(reinterpret_cast<const Int5Block*>(w.tile(t)), x.groups, x, y, n_valid_last);
+  } else if (is_codebook(w.format)) {
+    code4_gemv<Dot, NT>(reinterpret_cast<const Code4Block*>(w.tile(t)), codebook_of(w.format),
+                        x.groups, x, y, n_valid_last);
   } else {
     int8_gemv<Dot, NT>(reinterpret_cast<const Int8Block*>(w.tile(t)), x.groups, x, y, n_valid_last);
   }
@@ -303,6 +394,9 @@ inline void tile_rows(const PackedMatrix& w, int t, const Rows& x, float* y, int
     int4_tile<Dot, R>(reinterpret_cast<const Int4Block*>(w.tile(t)), x, y, w.n_out, n_valid);
   } else if (w.format == WeightFormat::Int5Sym) {
     int5_tile<Dot, R>(reinterpret_cast<const Int5Block*>(w.tile(t)), x, y, w.n_out, n_valid);
+  } else if (is_codebook(w.format)) {
+    code4_tile<Dot, R>(reinterpret_cast<const Code4Block*>(w.tile(t)), codebook_of(w.format), x, y,
+                       w.n_out, n_valid);
   } else {
     int8_tile<Dot, R>(reinterpret_cast<const Int8Block*>(w.tile(t)), x, y, w.n_out, n_valid);
   }

@@ -1,9 +1,11 @@
-// Integer codes of the lattice, ternary and MXFP4 formats (iq_codes.h), one
-// decoder a format, written from the block layouts of llama.cpp's
-// ggml-common.h. Each decoder fills one super-block (256 elements, MXFP4:
-// 32): unit[] for its groups of 32 and q[] for its elements.
+// Integer codes of the lattice, ternary, fp4 and 1/2-bit formats
+// (iq_codes.h), one decoder a format, written from the block layouts of
+// llama.cpp's ggml-common.h. Each decoder fills one block (256 elements;
+// MXFP4 32, NVFP4 and Q2_0 64, Q1_0 128): unit[] for its groups of 32 and q[]
+// for its elements.
 #include "iq_codes.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstring>
@@ -208,6 +210,48 @@ void mxfp4(const uint8_t* b, float* unit, int32_t* q) {
   }
 }
 
+// NVFP4: group g of 32 is the block's sub-blocks 2g and 2g+1 of 16, each
+// with its own E4M3 scale m * 2^(e-11). Trailing zero bits of m move into e
+// (so m is odd), the group's unit is 2^(e-11) for the smaller e of its
+// nonzero halves and each half's codes are kValuesFp4 * m * 2^(its e - that).
+void nvfp4(const uint8_t* b, float* unit, int32_t* q) {
+  for (int g = 0; g < 2; ++g) {
+    Ue4m3 half[2];
+    int e_min = 99;
+    for (int h = 0; h < 2; ++h) {
+      half[h] = nvfp4_scale(b[2 * g + h]);
+      while (half[h].m != 0 && half[h].m % 2 == 0) half[h].m /= 2, half[h].e += 1;
+      if (half[h].m != 0) e_min = std::min(e_min, half[h].e);
+    }
+    if (e_min == 99) e_min = 11;  // both halves zero: any unit
+    unit[g] = std::ldexp(1.0f, e_min - 11);
+    for (int h = 0; h < 2; ++h) {
+      const int s = 2 * g + h;
+      const int32_t m = half[h].m == 0 ? 0 : half[h].m << (half[h].e - e_min);
+      const uint8_t* qs = b + 4 + 8 * s;
+      int32_t* out = q + 32 * g + 16 * h;
+      for (int j = 0; j < 8; ++j) {
+        out[j] = iq::kValuesFp4[qs[j] & 15] * m;
+        out[j + 8] = iq::kValuesFp4[qs[j] >> 4] * m;
+      }
+    }
+  }
+}
+
+// Q1_0: one sign bit an element, d or -d.
+void q1_0(const uint8_t* b, float* unit, int32_t* q) {
+  const float d = load_f16(b);
+  for (int g = 0; g < 4; ++g) unit[g] = d;
+  for (int j = 0; j < 128; ++j) q[j] = (b[2 + j / 8] >> (j % 8)) & 1 ? 1 : -1;
+}
+
+// Q2_0: 2 bits an element, low bits first; d * (q - 1).
+void q2_0(const uint8_t* b, float* unit, int32_t* q) {
+  const float d = load_f16(b);
+  for (int g = 0; g < 2; ++g) unit[g] = d;
+  for (int j = 0; j < 64; ++j) q[j] = ((b[2 + j / 4] >> (2 * (j % 4))) & 3) - 1;
+}
+
 using BlockDecoder = void (*)(const uint8_t*, float*, int32_t*);
 
 BlockDecoder decoder_for(DType t) {
@@ -232,6 +276,12 @@ BlockDecoder decoder_for(DType t) {
       return tq2_0;
     case DType::MXFP4:
       return mxfp4;
+    case DType::NVFP4:
+      return nvfp4;
+    case DType::Q1_0:
+      return q1_0;
+    case DType::Q2_0:
+      return q2_0;
     default:
       return nullptr;
   }

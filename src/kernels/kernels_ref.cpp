@@ -39,7 +39,8 @@ void quantize_rows_ref(const float* x, int r0, int r1, int n, QuantizedActs& qa)
 // Per output: acc = sum over groups g, in order, of
 //   fma(d_w*d_x, sumi, acc) then (int4) fma(m_w, s_x, acc), (int5, codes
 //   0..31) fma(-16 d_w, s_x, acc)
-// with sumi the exact integer dot product of the group. The fast kernels keep
+// with sumi the exact integer dot product of the group (Nl4 / Fp4: of the
+// codebook levels, as int8). The fast kernels keep
 // one output per SIMD lane and walk the groups in the same order with the same
 // fused multiply-adds, so their results are bit-identical to these.
 void gemm_tiles_ref(const PackedMatrix& w, const QuantizedActs& x, float* y, int r0, int r1, int t0,
@@ -58,7 +59,12 @@ void gemm_tiles_ref(const PackedMatrix& w, const QuantizedActs& x, float* y, int
         for (int g = 0; g < groups; ++g) {
           const int8_t* a = xq + g * kGroup;
           int sumi = 0;
-          if (w.format == WeightFormat::Int5Sym) {
+          if (is_codebook(w.format)) {
+            const auto& b = reinterpret_cast<const Code4Block*>(tile)[g];
+            const int8_t* cb = codebook_of(w.format);
+            for (int k = 0; k < kGroup; ++k) sumi += cb[code4_index(b, i, k)] * a[k];
+            acc = std::fma(fp16_to_f32(b.d[i]) * xd[g], float(sumi), acc);
+          } else if (w.format == WeightFormat::Int5Sym) {
             const auto& b = reinterpret_cast<const Int5Block*>(tile)[g];
             for (int k = 0; k < kGroup; ++k) sumi += int5_code(b, i, k) * a[k];
             const float d = fp16_to_f32(b.d[i]);

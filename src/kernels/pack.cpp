@@ -164,6 +164,56 @@ bool int8_from_codes(float unit, const int32_t* qc, uint16_t& d16, int* q) {
   return true;
 }
 
+// Group g of an IQ4_NL / IQ4_XS / MXFP4 row as a Code4Block row: the 4-bit
+// indices copied as they are (the three share Q4_0's nibble order), the
+// scale as fp16 -- IQ4_NL's own d (lossless), IQ4_XS's d*(sc-32) rounded
+// (<= 2^-11 relative, as Q4_K), MXFP4's 2^(e-128) (exact while fp16 holds
+// it, 2^-24 .. 2^15). False when the scale leaves fp16: the caller
+// requantizes the group. `nibbles` receives the 16 index bytes.
+bool code4_group(DType src, const uint8_t* srow, int g, uint16_t& d16, const uint8_t*& nibbles) {
+  if (src == DType::IQ4_NL) {
+    const auto& b = reinterpret_cast<const block::IQ4_NL*>(srow)[g];
+    std::memcpy(&d16, b.d, 2);
+    nibbles = b.qs;
+    return true;
+  }
+  if (src == DType::IQ4_XS) {
+    const auto& b = reinterpret_cast<const block::IQ4_XS*>(srow)[g / 8];
+    uint16_t h;
+    std::memcpy(&h, b.d, 2);
+    d16 = f32_to_fp16(fp16_to_f32(h) * float(block::iq4_xs_scale(b, g % 8)));
+    nibbles = b.qs + 16 * (g % 8);
+    return std::isfinite(fp16_to_f32(d16));
+  }
+  if (src == DType::MXFP4) {
+    const uint8_t* b = srow + size_t(g) * 17;
+    const int e = int(b[0]) - 128;
+    d16 = f32_to_fp16(std::ldexp(1.0f, e));
+    nibbles = b + 1;
+    return e >= -24 && e <= 15;
+  }
+  return false;
+}
+
+// Any 32 floats as a Code4Block row: d from the largest positive and negative
+// values against the codebook's extremes, each index the nearest level.
+void quant_group_code4(const float* x, const int8_t* cb, uint16_t& d16, int* q) {
+  int cb_pos = 0, cb_neg = 0;
+  for (int k = 0; k < 16; ++k)
+    cb_pos = std::max(cb_pos, int(cb[k])), cb_neg = std::min(cb_neg, int(cb[k]));
+  float pos = 0.0f, neg = 0.0f;
+  for (int j = 0; j < kGroup; ++j) pos = std::max(pos, x[j]), neg = std::min(neg, x[j]);
+  d16 = f32_to_fp16(std::max(pos / float(cb_pos), neg / float(cb_neg)));
+  const float d = fp16_to_f32(d16);
+  for (int j = 0; j < kGroup; ++j) {
+    int best = 0;
+    for (int k = 1; k < 16; ++k) {
+      if (std::fabs(d * float(cb[k]) - x[j]) < std::fabs(d * float(cb[best]) - x[j])) best = k;
+    }
+    q[j] = best;
+  }
+}
+
 // Store the 32 codes of row i of a block in the interleaved layout (packed.h).
 void put_int4_row(Int4Block& b, int i, const int* q) {
   for (int k = 0; k < 16; ++k) b.q[k / 4][i][k % 4] = uint8_t(q[k] | (q[k + 16] << 4));
@@ -180,6 +230,9 @@ void put_int5_row(Int5Block& b, int i, const int* q) {
     b.qh[i][j] = h;
   }
 }
+void put_code4_row(Code4Block& b, int i, const int* q) {
+  for (int k = 0; k < 16; ++k) b.q[k / 4][i][k % 4] = uint8_t(q[k] | (q[k + 16] << 4));
+}
 void put_int8_row(Int8Block& b, int i, const int* q) {
   for (int k = 0; k < kGroup; ++k) b.q[k / 4][i][k % 4] = int8_t(q[k]);
 }
@@ -194,6 +247,11 @@ WeightFormat default_format_for(DType src) {
       return WeightFormat::Int4Asym;
     case DType::Q5_0:
       return WeightFormat::Int5Sym;
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+      return WeightFormat::Nl4;
+    case DType::MXFP4:
+      return WeightFormat::Fp4;
     default:
       return WeightFormat::Int8Sym;
   }
@@ -237,16 +295,30 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
     const bool exact8 = fmt == WeightFormat::Int8Sym && src_type == DType::Q8_0;
     const bool codes_q4k = fmt == WeightFormat::Int4Asym && src_type == DType::Q4_K;
     const bool exact5 = fmt == WeightFormat::Int5Sym && src_type == DType::Q5_0;
+    // Code4: IQ4_NL / IQ4_XS into Nl4 and MXFP4 into Fp4 keep their indices.
+    const bool codes4 =
+        (fmt == WeightFormat::Nl4 && (src_type == DType::IQ4_NL || src_type == DType::IQ4_XS)) ||
+        (fmt == WeightFormat::Fp4 && src_type == DType::MXFP4);
     if (int_codes) {
       integer_codes(src_type, srow, n_in, units.data(), codes.data());
       for (int e = 0; e < n_in; ++e)
         row[size_t(e)] = units[size_t(e / kGroup)] * float(codes[size_t(e)]);
-    } else if (!exact4 && !exact8 && !codes_q4k && !exact5) {
+    } else if (!exact4 && !exact8 && !codes_q4k &&
+               !exact5) {  // (codes4: for a group to requantize)
       dequantize_row(src_type, srow, row.data(), n_in);
     }
     int q[kGroup];
     for (int g = 0; g < groups; ++g) {
-      if (fmt == WeightFormat::Int5Sym) {
+      if (is_codebook(fmt)) {
+        auto& b = reinterpret_cast<Code4Block*>(tile)[g];
+        const uint8_t* nibbles = nullptr;
+        if (codes4 && code4_group(src_type, srow, g, b.d[i], nibbles)) {
+          for (int c = 0; c < 4; ++c) std::memcpy(b.q[c][i], nibbles + 4 * c, 4);
+        } else {
+          quant_group_code4(row.data() + g * kGroup, codebook_of(fmt), b.d[i], q);
+          put_code4_row(b, i, q);
+        }
+      } else if (fmt == WeightFormat::Int5Sym) {
         auto& b = reinterpret_cast<Int5Block*>(tile)[g];
         if (exact5) {
           const auto* sb = reinterpret_cast<const Q5_0Src*>(srow) + g;
@@ -313,7 +385,12 @@ void unpack_row(const PackedMatrix& w, int r, float* dst) {
   const uint8_t* tile = w.tile(t);
   for (int g = 0; g < w.n_groups(); ++g) {
     float* out = dst + g * kGroup;
-    if (w.format == WeightFormat::Int5Sym) {
+    if (is_codebook(w.format)) {
+      const auto& b = reinterpret_cast<const Code4Block*>(tile)[g];
+      const int8_t* cb = codebook_of(w.format);
+      const float d = fp16_to_f32(b.d[i]);
+      for (int k = 0; k < kGroup; ++k) out[k] = d * float(cb[code4_index(b, i, k)]);
+    } else if (w.format == WeightFormat::Int5Sym) {
       const auto& b = reinterpret_cast<const Int5Block*>(tile)[g];
       const float d = fp16_to_f32(b.d[i]);
       for (int k = 0; k < kGroup; ++k) out[k] = d * float(int5_code(b, i, k) - 16);

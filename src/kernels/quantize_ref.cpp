@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "iq_codes.h"
 #include "iq_grids.h"
 #include "tern/core/error.h"
 #include "tern/core/half.h"
@@ -280,6 +281,15 @@ void quant_tq2_0(const float* x, uint8_t* b, int64_t nb) {
   }
 }
 
+// The kValuesFp4 index whose value times d is nearest v (the first of equals).
+int fp4_index(float v, float d) {
+  int best = 0;
+  for (int k = 1; k < 16; ++k) {
+    if (std::fabs(iq::kValuesFp4[k] * d - v) < std::fabs(iq::kValuesFp4[best] * d - v)) best = k;
+  }
+  return best;
+}
+
 // MXFP4, as ggml's reference: e = floor(log2 amax) - 2 + 127 (so the
 // largest e2m1 value, 12 halved, lands near amax), codes the nearest
 // kValuesFp4 entry of x / 2^(e-128).
@@ -289,16 +299,75 @@ void quant_mxfp4(const float* x, uint8_t* b, int64_t nb) {
     for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
     const int e = amax > 0.0f ? std::clamp(int(std::floor(std::log2(amax))) - 2 + 127, 0, 254) : 0;
     const float d = std::ldexp(1.0f, e - 128);
-    auto nearest = [d](float v) {
-      int best = 0;
-      for (int k = 1; k < 16; ++k) {
-        if (std::fabs(iq::kValuesFp4[k] * d - v) < std::fabs(iq::kValuesFp4[best] * d - v))
-          best = k;
-      }
-      return best;
-    };
     b[0] = uint8_t(e);
-    for (int j = 0; j < 16; ++j) b[1 + j] = uint8_t(nearest(x[j]) | (nearest(x[j + 16]) << 4));
+    for (int j = 0; j < 16; ++j)
+      b[1 + j] = uint8_t(fp4_index(x[j], d) | (fp4_index(x[j + 16], d) << 4));
+  }
+}
+
+// x > 0 as an unsigned E4M3 byte (4 exponent bits, bias 7, 3 mantissa bits),
+// as ggml's ggml_fp32_to_ue4m3 rounds it: the mantissa rounded half up from
+// its fourth bit (the bits below are dropped), subnormals (x < 2^-6) to the
+// nearest multiple of 2^-9, anything from 448 up (and a carry past the top
+// exponent) to 0x7E, 448; zero, negative and NaN to 0.
+uint8_t ue4m3_from_f32(float x) {
+  if (!(x > 0.0f)) return 0;
+  x = std::min(x, 448.0f);
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  int exp = int((bits >> 23) & 0xFF) - 127 + 7;
+  if (exp <= 0) return uint8_t(std::clamp(int(x * 512.0f + 0.5f), 0, 7));
+  if (exp >= 15) return 0x7E;
+  int man = int((bits >> 20) & 7) + int((bits >> 19) & 1);
+  if (man > 7) man = 0, exp += 1;
+  if (exp >= 15) return 0x7E;
+  return uint8_t((exp << 3) | man);
+}
+
+// NVFP4, as ggml's reference: per 16 elements the E4M3 scale of amax / 6
+// (the largest e2m1 value, 6, lands on amax), then the nearest kValuesFp4
+// entry of x under that scale as decoded (m * 2^(e-11), iq_codes.h).
+void quant_nvfp4(const float* x, uint8_t* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, b += 36) {
+    for (int s = 0; s < 4; ++s, x += 16) {
+      float amax = 0.0f;
+      for (int j = 0; j < 16; ++j) amax = std::max(amax, std::fabs(x[j]));
+      b[s] = ue4m3_from_f32(amax / 6.0f);
+      const Ue4m3 sc = nvfp4_scale(b[s]);
+      const float d = std::ldexp(float(sc.m), sc.e - 11);
+      for (int j = 0; j < 8; ++j) {
+        b[4 + 8 * s + j] = uint8_t(fp4_index(x[j], d) | (fp4_index(x[j + 8], d) << 4));
+      }
+    }
+  }
+}
+
+// Q1_0, as ggml's reference: d = mean |x| (summed in order), bit set for x >= 0.
+void quant_q1_0(const float* x, uint8_t* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 128, b += 18) {
+    float sum = 0.0f;
+    for (int j = 0; j < 128; ++j) sum += std::fabs(x[j]);
+    store_f16(b, sum / 128.0f);
+    std::memset(b + 2, 0, 16);
+    for (int j = 0; j < 128; ++j) {
+      if (x[j] >= 0.0f) b[2 + j / 8] = uint8_t(b[2 + j / 8] | (1 << (j % 8)));
+    }
+  }
+}
+
+// Q2_0, as ggml's reference: d = amax, q = round(x / d) clamped to -1..2
+// (from the unrounded 1/d, halves away from zero), stored as q + 1.
+void quant_q2_0(const float* x, uint8_t* b, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += 64, b += 18) {
+    float amax = 0.0f;
+    for (int j = 0; j < 64; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float id = amax > 0.0f ? 1.0f / amax : 0.0f;
+    store_f16(b, amax);
+    std::memset(b + 2, 0, 16);
+    for (int j = 0; j < 64; ++j) {
+      const int q = std::clamp(int(std::round(x[j] * id)) + 1, 0, 3);
+      b[2 + j / 4] = uint8_t(b[2 + j / 4] | (q << (2 * (j % 4))));
+    }
   }
 }
 
@@ -321,6 +390,9 @@ bool can_quantize(DType type) {
     case DType::TQ1_0:
     case DType::TQ2_0:
     case DType::MXFP4:
+    case DType::NVFP4:
+    case DType::Q1_0:
+    case DType::Q2_0:
       return true;
     default:
       return false;
@@ -382,6 +454,15 @@ void quantize_row_ref(DType type, const float* src, void* dst, int64_t n) {
       break;
     case DType::MXFP4:
       quant_mxfp4(src, p, nb);
+      break;
+    case DType::NVFP4:
+      quant_nvfp4(src, p, nb);
+      break;
+    case DType::Q1_0:
+      quant_q1_0(src, p, nb);
+      break;
+    case DType::Q2_0:
+      quant_q2_0(src, p, nb);
       break;
     default:
       break;  // unreachable: can_quantize() checked above

@@ -40,8 +40,9 @@
 // + j] holds elements j and j+16 of sub-block s) with a 6-bit scale: low 4
 // bits in nibble s%2 of scales_l[s/2], top 2 in bits 2s..2s+1 of scales_h.
 //
-// The lattice (IQ3, IQ2, IQ1), ternary (TQ1_0, TQ2_0) and MXFP4 layouts are
-// described in src/kernels/iq_codes.h, which decodes them to integer codes.
+// The lattice (IQ3, IQ2, IQ1), ternary (TQ1_0, TQ2_0), fp4 (MXFP4, NVFP4) and
+// 1/2-bit (Q1_0, Q2_0) layouts are described in src/kernels/iq_codes.h,
+// which decodes them to integer codes.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -173,9 +174,9 @@ inline int iq4_xs_scale(const IQ4_XS& b, int s) {
 // n must be a multiple of the type's block size and can_dequantize(type) true
 // (asserted; in release an unsupported type fills dst with NaN).
 // Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
-// Q5_K, Q6_K, IQ4_NL, IQ4_XS, and the lattice, ternary and fp4 types IQ3_XXS,
-// IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M, TQ1_0, TQ2_0, MXFP4 (their
-// layouts: src/kernels/iq_codes.h).
+// Q5_K, Q6_K, IQ4_NL, IQ4_XS, and the lattice, ternary, fp4 and 1/2-bit
+// types IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M, TQ1_0, TQ2_0,
+// MXFP4, NVFP4, Q1_0, Q2_0 (their layouts: src/kernels/iq_codes.h).
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 bool can_dequantize(DType type);
 // The names of the types can_dequantize accepts, for messages: "F32, F16, ...".
@@ -186,7 +187,8 @@ std::string loadable_types();
 // n must be a multiple of the block size and can_quantize(type) true.
 // Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, and (plain
 // round-to-nearest, no scale search: for test models) Q2_K, Q3_K, IQ4_NL,
-// IQ4_XS, TQ1_0, TQ2_0, MXFP4 (not the lattice types IQ1..IQ3).
+// IQ4_XS, TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0 (not the lattice types
+// IQ1..IQ3). The last six write the bytes ggml's reference quantizers write.
 void quantize_row_ref(DType type, const float* src, void* dst, int64_t n);
 bool can_quantize(DType type);
 

@@ -24,6 +24,15 @@
 //     d[8]        fp16 scale of each row: w = d*(code - 16)
 //   qh is laid out like one chunk of q, so the bits of chunk c move to bit 4
 //   of the very byte that holds their low nibbles with one shift and mask.
+//   Code4Block (144 bytes, the same 4.5 bits a weight as GGUF IQ4_NL), for
+//   the 4-bit codebook formats Nl4 (IQ4_NL's levels) and Fp4 (MXFP4's e2m1
+//   values, doubled):
+//     q[4][8][4]  indices into the format's codebook (codebook_of), nibbles
+//                 as Int4Block's
+//     d[8]        fp16 scale of each row: w = d*codebook[q]
+//   The kernels look the 16-entry int8 codebook up in registers (vpshufb on
+//   x86, tbl on NEON) and go on as for Int8Block: a W8A8 dot product at the
+//   bytes of a 4-bit format.
 //
 // Why this interleave: the x86 integer dot products (vpmaddubsw + vpmaddwd on
 // AVX2, vpdpbusd on AVX-VNNI) reduce 4 adjacent bytes into one 32-bit lane. With
@@ -65,17 +74,22 @@
 // (m = -8d, exact in fp16), Q5_0 -> Int5Sym and Q8_0 -> Int8Sym are
 // lossless. Q4_K -> Int4Asym keeps every 4-bit code and only rounds each
 // 32-group's scale d*sc and minimum dmin*mn to fp16 (relative error <= 2^-11
-// each, ~0.05%). IQ4_NL -> Int8Sym stores the codebook levels kIq4nl[q]
-// as int8 codes under the block's own fp16 scale: lossless. Q3_K -> Int8Sym
+// each, ~0.05%). IQ4_NL -> Nl4 copies the indices and the block's fp16
+// scale: lossless; IQ4_XS -> Nl4 copies the indices and rounds each
+// 32-group's scale d*(sc-32) to fp16 (<= 2^-11 relative, as Q4_K); MXFP4 ->
+// Fp4 copies the indices under 2^(e-128) as fp16: lossless while fp16 holds
+// it (a group whose scale it cannot hold is requantized into the codebook).
+// (Forced to Int8Sym, IQ4_NL and IQ4_XS store their levels as int8 codes
+// under the same scales, equally exact.) Q3_K -> Int8Sym
 // stores sc*(q-4) under the super-block's d: lossless (the one product that
 // does not fit int8, sc = -32 with q-4 = -4, sends its group to the
-// requantization below). IQ4_XS -> Int8Sym keeps the levels and rounds each
-// 32-group's scale d*(sc-32) to fp16 (<= 2^-11 relative, as Q4_K). Q2_K's
+// requantization below). Q2_K's
 // groups mix two (scale, min) pairs, which neither int4 nor int8 can carry
 // exactly: it is requantized to Int8Sym (error <= amax/254 a weight, a few
 // percent of Q2_K's own step of range/3). The lattice, ternary and fp4
 // types go to Int8Sym from their integer codes (src/kernels/iq_codes.h):
-// TQ1_0, TQ2_0 and MXFP4 losslessly (MXFP4 while its scale fits fp16);
+// TQ1_0, TQ2_0, Q1_0, Q2_0 (and MXFP4 when forced) losslessly; NVFP4 as
+// IQ2_XS below;
 // IQ3_XXS, IQ3_S, IQ2_XXS and IQ1_S keep their grid codes and round each
 // group's scale to fp16 (2^-11 relative); IQ2_XS, IQ2_S and IQ1_M, whose
 // half-groups of 16 have scales of their own, keep their codes where both
@@ -97,7 +111,7 @@ namespace tern::kernels {
 constexpr int kGroup = 32;    // quantization group along the reduction axis
 constexpr int kTileRows = 8;  // output channels per tile
 
-enum class WeightFormat : uint8_t { Int4Asym, Int8Sym, Int5Sym };
+enum class WeightFormat : uint8_t { Int4Asym, Int8Sym, Int5Sym, Nl4, Fp4 };
 
 struct Int4Block {
   uint16_t d[kTileRows];  // fp16
@@ -113,7 +127,24 @@ struct Int5Block {
   uint8_t qh[kTileRows][4];
   uint16_t d[kTileRows];  // fp16
 };
+struct Code4Block {
+  uint8_t q[4][kTileRows][4];
+  uint16_t d[kTileRows];  // fp16
+};
 static_assert(sizeof(Int4Block) == 160 && sizeof(Int8Block) == 272 && sizeof(Int5Block) == 176);
+static_assert(sizeof(Code4Block) == 144);
+
+// The codebooks of the Code4Block formats: index 0..15 -> int8 level.
+inline constexpr int8_t kCodebookNl4[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+inline constexpr int8_t kCodebookFp4[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+inline bool is_codebook(WeightFormat f) {
+  return f == WeightFormat::Nl4 || f == WeightFormat::Fp4;
+}
+inline const int8_t* codebook_of(WeightFormat f) {
+  return f == WeightFormat::Fp4 ? kCodebookFp4 : kCodebookNl4;
+}
 
 // The 4-bit code of element k (0..31) of row i in an Int4Block.
 inline int int4_code(const Int4Block& b, int i, int k) {
@@ -126,6 +157,11 @@ inline int int5_code(const Int5Block& b, int i, int k) {
   const int c = (k % 16) / 4 + (k < 16 ? 0 : 4);
   const int high = (b.qh[i][k % 4] >> c) & 1;
   return (k < 16 ? (byte & 0xf) : (byte >> 4)) | (high << 4);
+}
+// The codebook index (0..15) of element k (0..31) of row i in a Code4Block.
+inline int code4_index(const Code4Block& b, int i, int k) {
+  const uint8_t byte = b.q[(k % 16) / 4][i][k % 4];
+  return k < 16 ? (byte & 0xf) : (byte >> 4);
 }
 // The int8 value of element k (0..31) of row i in an Int8Block.
 inline int int8_value(const Int8Block& b, int i, int k) {
@@ -201,6 +237,9 @@ struct PackedMatrix {
         return sizeof(Int4Block);
       case WeightFormat::Int5Sym:
         return sizeof(Int5Block);
+      case WeightFormat::Nl4:
+      case WeightFormat::Fp4:
+        return sizeof(Code4Block);
       default:
         return sizeof(Int8Block);
     }
@@ -210,7 +249,8 @@ struct PackedMatrix {
 };
 
 // Which packed format a GGUF source type maps to by default: 4-bit sources
-// stay 4-bit, Q5_0 keeps its 5-bit codes, everything else becomes int8.
+// stay 4-bit (IQ4_NL and IQ4_XS as Nl4, MXFP4 as Fp4: their codes kept), Q5_0
+// keeps its 5-bit codes, everything else becomes int8.
 WeightFormat default_format_for(DType src);
 
 // Repack a GGUF tensor with rows of n_in elements (src: n_out rows of

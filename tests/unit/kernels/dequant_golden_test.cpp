@@ -1,6 +1,6 @@
 // The reference dequantizers of Q2_K, Q3_K, IQ4_NL, IQ4_XS, the lattice
-// types (IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M), TQ1_0, TQ2_0
-// and MXFP4 against llama.cpp's own (tests/fixtures/dequant_golden.json, made
+// types (IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS, IQ2_S, IQ1_S, IQ1_M), TQ1_0, TQ2_0,
+// MXFP4, NVFP4, Q1_0 and Q2_0 against llama.cpp's own (tests/fixtures/dequant_golden.json, made
 // by scripts/oracle/gen_dequant_golden.sh from ggml's to_float): seeded random
 // blocks plus extreme codes and scales (all bits 0 / 1, negative, fp16 max,
 // subnormal and zero super-scales). Also checks the DType table against
@@ -77,12 +77,12 @@ TEST(DequantGolden, LabelsNameTypeAndNumber) {
   EXPECT_EQ(dtype_label(DType(99)), "type 99");
 }
 
-// The lattice, ternary and MXFP4 types: values are exact products of a
-// power-of-two-scaled fp16 and a small integer (src/kernels/iq_codes.h), so
+// The lattice, ternary, fp4 and 1/2-bit types: values are exact products of
+// a power-of-two-scaled fp16 (or E4M3) and a small integer (src/kernels/iq_codes.h), so
 // tern and llama.cpp must agree bit for bit whatever the compiler contracts.
 bool exact_type(const std::string& name) {
   for (const char* t : {"IQ3_XXS", "IQ3_S", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ1_S", "IQ1_M", "TQ1_0",
-                        "TQ2_0", "MXFP4"})
+                        "TQ2_0", "MXFP4", "NVFP4", "Q1_0", "Q2_0"})
     if (name == t) return true;
   return false;
 }
@@ -133,10 +133,10 @@ TEST(DequantGolden, MatchesLlamaCpp) {
 }
 
 TEST(DequantGolden, LatticeTernaryAndFp4AreBitExact) {
-  EXPECT_EQ(check_cases(exact_type, true), 10 * 8);
+  EXPECT_EQ(check_cases(exact_type, true), 13 * 8);
 }
 
-// The test quantizers of TQ1_0, TQ2_0 and MXFP4 write the very bytes ggml's
+// The test quantizers of TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0 and Q2_0 write the very bytes ggml's
 // reference quantizers write (so test models are what llama-quantize would
 // make of the same values, without an importance matrix).
 TEST(DequantGolden, TestQuantizersWriteGgmlBytes) {
@@ -147,7 +147,7 @@ TEST(DequantGolden, TestQuantizersWriteGgmlBytes) {
     EXPECT_EQ(quantize_ref(type, x), from_hex(c.at("bytes"))) << c.at("type");
     ++n;
   }
-  EXPECT_EQ(n, 3);
+  EXPECT_EQ(n, 6);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Repacking Q2_K, Q3_K, IQ4_NL, IQ4_XS and the lattice, ternary and fp4
-// types into Int8Sym: IQ4_NL and Q3_K are
+// types into Int8Sym (and the 4-bit codebook types into their own Code4Block
+// tiles, keeping their indices): IQ4_NL and Q3_K are
 // lossless (Q3_K's one int8 overflow, sc = -32 with q-4 = -4, is requantized),
 // IQ4_XS rounds only each group's scale to fp16, and Q2_K is requantized
 // within half an int8 step. Also the test-model quantizers of these types.
@@ -50,12 +51,13 @@ std::vector<uint8_t> random_blocks(DType t, int n_out, int n_in, uint32_t seed) 
   return src;
 }
 
-// Packs src and compares every unpacked weight with the reference dequantizer
+// Packs src into fmt (Int8Sym: what --weights int8 makes of any of these
+// types) and compares every unpacked weight with the reference dequantizer
 // within bound(amax of its 32-group).
 template <typename Bound>
-void expect_close(DType t, const std::vector<uint8_t>& src, int n_out, int n_in, Bound bound) {
-  ASSERT_EQ(default_format_for(t), WeightFormat::Int8Sym);
-  const PackedMatrix w = pack_matrix(t, src.data(), n_out, n_in, WeightFormat::Int8Sym);
+void expect_close(DType t, const std::vector<uint8_t>& src, int n_out, int n_in, Bound bound,
+                  WeightFormat fmt = WeightFormat::Int8Sym) {
+  const PackedMatrix w = pack_matrix(t, src.data(), n_out, n_in, fmt);
   const size_t rb = dtype_row_bytes(t, size_t(n_in));
   std::vector<float> want(static_cast<size_t>(n_in)), got(static_cast<size_t>(n_in));
   for (int r = 0; r < n_out; ++r) {
@@ -75,6 +77,26 @@ void expect_close(DType t, const std::vector<uint8_t>& src, int n_out, int n_in,
 TEST(PackLowBit, Iq4NlToInt8IsLossless) {
   const auto src = random_blocks(DType::IQ4_NL, 13, 96, 1);
   expect_close(DType::IQ4_NL, src, 13, 96, [](float) { return 0.0f; });
+}
+
+// By default the 4-bit codebook types keep their indices (Code4Block): IQ4_NL
+// and MXFP4 losslessly, IQ4_XS rounding each group's scale to fp16.
+TEST(PackLowBit, FourBitCodebookTypesKeepTheirCodes) {
+  EXPECT_EQ(default_format_for(DType::IQ4_NL), WeightFormat::Nl4);
+  EXPECT_EQ(default_format_for(DType::IQ4_XS), WeightFormat::Nl4);
+  EXPECT_EQ(default_format_for(DType::MXFP4), WeightFormat::Fp4);
+  expect_close(
+      DType::IQ4_NL, random_blocks(DType::IQ4_NL, 13, 96, 21), 13, 96, [](float) { return 0.0f; },
+      WeightFormat::Nl4);
+  expect_close(
+      DType::IQ4_XS, random_blocks(DType::IQ4_XS, 11, 512, 22), 11, 512,
+      [](float amax) { return amax * std::ldexp(1.0f, -11) * 1.01f; }, WeightFormat::Nl4);
+  std::mt19937 rng(23);
+  const auto mx = test::random_blocks(DType::MXFP4, size_t(9) * 96, 0.02f, rng);
+  expect_close(
+      DType::MXFP4, mx, 9, 96, [](float) { return 0.0f; }, WeightFormat::Fp4);
+  // 4.5 bits a weight, as the files.
+  EXPECT_EQ(packed_size(WeightFormat::Nl4, 8, 256), dtype_row_bytes(DType::IQ4_NL, 256) * 8);
 }
 
 TEST(PackLowBit, Q3_KToInt8IsLossless) {
@@ -114,8 +136,8 @@ TEST(PackLowBit, Q2_KToInt8StaysWithinHalfAStep) {
                [](float amax) { return amax / 254 * 1.01f + 1e-3f * amax; });
 }
 
-// The lattice, ternary and fp4 types into Int8Sym (pack.cpp's
-// int8_from_codes): TQ1_0, TQ2_0 and MXFP4 keep their codes and scale
+// The lattice, ternary, fp4 and 1/2-bit types into Int8Sym (pack.cpp's
+// int8_from_codes): TQ1_0, TQ2_0, MXFP4, Q1_0 and Q2_0 keep their codes and scale
 // (lossless); IQ3_XXS, IQ3_S, IQ2_XXS and IQ1_S, one sub-block scale per
 // group of 32, keep their grid codes and round the group's scale to fp16;
 // IQ2_XS, IQ2_S and IQ1_M, whose group halves have scales of their own, keep
@@ -153,6 +175,15 @@ TEST(PackLowBit, TernaryAndMxfp4ToInt8AreLossless) {
   expect_codes_packed(DType::TQ1_0, 9, 512, 11, exact);
   expect_codes_packed(DType::TQ2_0, 9, 512, 12, exact);
   expect_codes_packed(DType::MXFP4, 9, 96, 13, exact);
+  expect_codes_packed(DType::Q1_0, 9, 256, 16, exact);
+  expect_codes_packed(DType::Q2_0, 9, 192, 17, exact);
+}
+
+// NVFP4's halves of 16 have E4M3 scales of their own, and one half's e2m1 x
+// mantissa products already reach 12 * 15: its groups keep their codes only
+// where they fit int8 under one scale, and are requantized elsewhere.
+TEST(PackLowBit, Nvfp4ToInt8StaysWithinHalfAStep) {
+  expect_codes_packed(DType::NVFP4, 9, 320, 18, requantized);
 }
 
 TEST(PackLowBit, OneScaleLatticeTypesRoundOnlyTheGroupScale) {
@@ -180,7 +211,8 @@ TEST(PackLowBit, TestModelQuantizersRoundTrip) {
   std::fill(x.begin() + 256, x.begin() + 512, 0.0f);
   const std::pair<DType, double> limits[] = {
       {DType::Q2_K, 0.45},  {DType::Q3_K, 0.25},  {DType::IQ4_NL, 0.12}, {DType::IQ4_XS, 0.12},
-      {DType::TQ1_0, 0.85}, {DType::TQ2_0, 0.85}, {DType::MXFP4, 0.2}};
+      {DType::TQ1_0, 0.85}, {DType::TQ2_0, 0.85}, {DType::MXFP4, 0.2},   {DType::NVFP4, 0.2},
+      {DType::Q1_0, 0.65},  {DType::Q2_0, 0.75}};
   for (const auto& [t, limit] : limits) {
     ASSERT_TRUE(can_quantize(t));
     const std::vector<uint8_t> q = quantize_ref(t, x);

@@ -1,5 +1,6 @@
 #include "random_blocks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -24,6 +25,8 @@ bool set_scale(DType t, uint8_t* blk, float d) {
     case DType::IQ3_XXS:
     case DType::IQ3_S:
     case DType::IQ1_S:
+    case DType::Q1_0:
+    case DType::Q2_0:
       put_f16(blk, d);
       return true;
     case DType::TQ1_0:
@@ -42,6 +45,13 @@ bool set_scale(DType t, uint8_t* blk, float d) {
     }
     case DType::MXFP4:  // E8M0: 2^(e - 128) after the doubled e2m1 codes
       blk[0] = uint8_t(std::lround(std::log2(d)) + 128);
+      return true;
+    case DType::NVFP4:  // each 16's E4M3 scale (8+man) * 2^(x-11) near d, its mantissa kept
+      for (int s = 0; s < 4; ++s) {
+        const int man = blk[s] & 7;
+        const long x = std::lround(std::log2(d) + 11 - std::log2(8.0 + man));
+        blk[s] = uint8_t((std::clamp(x, 1L, 15L) << 3) | man);
+      }
       return true;
     default:
       return false;

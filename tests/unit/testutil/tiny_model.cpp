@@ -59,7 +59,7 @@ std::string write_tiny_model(const TinyModelSpec& s, const std::string& name) {
     for (auto d : dims) count *= size_t(d);
     auto v = randn(rng, count, scale);
     // The lattice types (no test quantizer) get random codes of about the
-    // same spread; a type tern cannot load (NVFP4, ...) is written as zero bytes
+    // same spread; a type tern cannot load (Q8_K, ...) is written as zero bytes
     // of the right size: enough for tests that the loader refuses it by name.
     if (tern::kernels::can_quantize(t)) {
       w.add_tensor(n, t, dims, tern::kernels::quantize_ref(t, v));
