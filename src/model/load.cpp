@@ -166,6 +166,15 @@ std::unique_ptr<Model> Model::load(std::shared_ptr<const gguf::GgufFile> file,
   }
   m->head_ =
       kernels::pack_matrix(head.type, head.data, c.n_vocab, d, opts.head_format, plan.head_dst);
+  // Every architecture loaded here is a causal decoder: its head reads the last row.
+  m->rank_head_ = RankHead::from_gguf(f, c.arch, /*causal=*/true);
+  if (c.pooling == Pooling::Rank && !m->rank_head_) {
+    log::get("model")->warn(
+        "{}: pooling_type is rank but the file has no classification head "
+        "(cls.output.weight); it cannot rerank",
+        c.name);
+    m->cfg_.pooling = Pooling::None;
+  }
   // Every weight now lives in its repacked copy; release the mapping's pages
   // so the file costs no resident memory. Only embedding rows of tokens
   // actually seen fault back in, one row at a time.

@@ -73,7 +73,7 @@ void Scheduler::start_sequences(std::vector<Request>& admitted) {
       r.params.validate();
       s = std::make_unique<Sequence>(std::move(r), engine_.tokenizer(), n_vocab_, next_order_++);
       if (s->req.pooling != Pooling::None)
-        s->pooler.emplace(s->req.pooling, engine_.config().d_model);
+        s->pooler.emplace(s->req.pooling, engine_.config().d_model, engine_.rank_head());
       attach(*s);
       logger()->debug(
           "[{}] admitted: seq={} prompt={} tokens ({} from the prefix cache), waited {:.1f} ms", id,

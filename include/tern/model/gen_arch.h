@@ -32,7 +32,8 @@ struct GenArchResult {
 
 // The generator's cases: "llama", "llama3", "qwen2", "qwen3", "gemma3" (small
 // shapes, for the oracle), "smollm2-360m" and "smollm2-1.7b" (real shapes,
-// for benchmarks; listed only when asked for).
+// for benchmarks) and "qwen3-reranker" (the rerank oracle's: qwen3 with a
+// classification head); the last three listed only when asked for.
 std::vector<std::string> gen_arch_cases(bool with_benchmark_shapes = false);
 
 // Builds the file for `arch_case` from `seed` (the same bytes on every host:
