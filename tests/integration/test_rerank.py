@@ -130,6 +130,31 @@ def test_a_model_without_a_head_refuses(server):
     assert "classification head" in r.json()["error"]["message"]
 
 
+def test_documents_of_a_query_share_its_prefix(reranker, golden):
+    """A decoder reranker reads only its prompt's last row, so the prompt up to
+    the document comes from the prefix cache after the first time: the same
+    scores, bit for bit, with fewer tokens computed."""
+    body = {"query": "Which city is the capital of France, in one word?",
+            "documents": [c["document"] for c in golden["cases"]]}
+
+    def counts():  # (tokens whose KV came from the prefix cache, tokens computed)
+        m = requests.get(reranker.url + "/metrics", headers=AUTH, timeout=30).text
+        got = {line.split("source=")[1].split('"')[1]: float(line.split()[-1])
+               for line in m.splitlines() if line.startswith("tern_kv_prefix_tokens_total{")}
+        return got["dram"] + got["flash"], got["computed"]
+
+    r0, c0 = counts()
+    first = {x["index"]: x["relevance_score"] for x in rerank(reranker, body).json()["results"]}
+    r1, c1 = counts()
+    again = {x["index"]: x["relevance_score"] for x in rerank(reranker, body).json()["results"]}
+    r2, c2 = counts()
+    assert again == first
+    # The second time every prompt (100+ tokens) starts from at least three
+    # cached 32-token blocks.
+    assert r2 - r1 >= 96 * len(body["documents"])
+    assert c2 - c1 < c1 - c0
+
+
 def test_beside_a_generation_neither_changes(reranker, golden):
     """Rerank sequences share the steps of a running generation: its greedy text
     and their scores are what each gives alone."""

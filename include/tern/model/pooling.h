@@ -43,7 +43,13 @@ class Pooler {
   // The next n positions' rows (n, d), in position order.
   void add(std::span<const float> rows, int n);
   int count() const { return n_; }  // positions seen
-  void reset();                     // forget every row (the sequence is recomputed)
+  // Whether only the last position's row matters and the earlier positions'
+  // KV does not depend on later ones: a causal reranker (Rank whose head
+  // reads the last row). Its prompt may then start from a cached prefix
+  // (only the last row must be computed) and publish its KV: the documents
+  // of one query share the prompt up to the document.
+  bool reuses_prefix() const { return pooling_ == Pooling::Rank && rows_ == Pooling::Last; }
+  void reset();  // forget every row (the sequence is recomputed)
   // The pooled vector (d), or for Rank the head's outputs (n_out); needs count() > 0.
   std::vector<float> result() const;
 
