@@ -94,24 +94,6 @@ std::vector<std::vector<int32_t>> read_inputs(const json& in, const Tokenizer& t
 
 }  // namespace
 
-void read_truncation(const json& body, int max_tokens, int& to, bool& keep_end) {
-  to = 0;
-  keep_end = false;
-  bool cut = false;
-  if (get_bool(body, "truncate", cut) && cut) to = max_tokens;
-  int64_t k = 0;
-  if (get_int(body, "truncate_prompt_tokens", k)) {
-    if (k == -1) k = max_tokens;
-    if (k < 1 || k > max_tokens)
-      bad_value("truncate_prompt_tokens", "expected -1 (the most this server takes) or 1 to " +
-                                              std::to_string(max_tokens) + ", got " +
-                                              std::to_string(k) + ".");
-    if (to > 0) bad_value("truncate_prompt_tokens", "send either it or \"truncate\", not both.");
-    to = int(k);
-    keep_end = true;
-  }
-}
-
 EmbeddingsRequest parse_embeddings_request(const json& body, const Tokenizer& tok,
                                            const EmbeddingLimits& lim, UnknownFields unknown) {
   if (!body.is_object()) wrong_type("body", "a JSON object", body);

@@ -45,10 +45,6 @@ struct EmbeddingsRequest {
   bool keep_end = false;  // the cut keeps the end (truncate_prompt_tokens), else the start
 };
 
-// Reads "truncate" (bool) and "truncate_prompt_tokens" (int; -1 = max_tokens)
-// of body: to (0: no cut) and keep_end. Throws ApiError 400 naming the field.
-void read_truncation(const nlohmann::json& body, int max_tokens, int& to, bool& keep_end);
-
 struct EmbeddingLimits {
   int max_tokens = 0;  // per input (the scheduler's max_prompt_tokens)
   int n_ctx = 0;       // for the message

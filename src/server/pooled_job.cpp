@@ -14,6 +14,8 @@
 namespace tern::server {
 namespace {
 
+using namespace fields;
+
 using namespace net::experimental::awaitable_operators;
 
 // Runs a request's items through the scheduler: at most max_batch of them
@@ -130,6 +132,24 @@ void cut_tokens(std::vector<int32_t>& ids, size_t max_tokens, bool keep_end) {
     ids.erase(ids.begin(), ids.end() - long(max_tokens));
   else
     ids.resize(max_tokens);
+}
+
+void read_truncation(const nlohmann::json& body, int max_tokens, int& to, bool& keep_end) {
+  to = 0;
+  keep_end = false;
+  bool cut = false;
+  if (get_bool(body, "truncate", cut) && cut) to = max_tokens;
+  int64_t k = 0;
+  if (get_int(body, "truncate_prompt_tokens", k)) {
+    if (k == -1) k = max_tokens;
+    if (k < 1 || k > max_tokens)
+      bad_value("truncate_prompt_tokens", "expected -1 (the most this server takes) or 1 to " +
+                                              std::to_string(max_tokens) + ", got " +
+                                              std::to_string(k) + ".");
+    if (to > 0) bad_value("truncate_prompt_tokens", "send either it or \"truncate\", not both.");
+    to = int(k);
+    keep_end = true;
+  }
 }
 
 awaitable<bool> serve_pooled(ServerContext& ctx, beast::tcp_stream& stream, const Request& req,

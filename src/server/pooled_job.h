@@ -35,6 +35,12 @@ nlohmann::json short_float(float f);
 // vLLM's truncate_prompt_tokens does).
 void cut_tokens(std::vector<int32_t>& ids, size_t max_tokens, bool keep_end);
 
+// Reads "truncate" (bool, Hugging Face TEI's: cut to max_tokens keeping the
+// start) and "truncate_prompt_tokens" (int, vLLM's: keep the last k; -1 =
+// max_tokens) of body: to (0: no cut) and keep_end. Throws ApiError 400
+// naming the field.
+void read_truncation(const nlohmann::json& body, int max_tokens, int& to, bool& keep_end);
+
 // The route: `parse` (run on ctx.prep; it may fill the caller's request
 // object and throws ApiError on bad input) gives the work; its items run
 // through the scheduler (at most max_batch at a time); `body` turns the

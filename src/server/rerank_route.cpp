@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <numeric>
 
-#include "embeddings_route.h"
 #include "json_fields.h"
 #include "pooled_job.h"
 #include "routes.h"
