@@ -114,6 +114,8 @@ def main() -> int:
             sys.exit(f"failed: {r.status_code} {r.text[:300]} {idle.error} {busy.error}")
         tokens = r.json()["usage"]["prompt_tokens"]
         gb = gaps(busy.times, t0, t1)
+    if not ga or not gb:
+        sys.exit(f"too few gaps to compare (idle {len(ga)}, busy {len(gb)}): raise --items/--tokens")
     print(f"{a.items} inputs, {tokens} tokens embedded in {t1 - t0:.1f} s "
           f"({tokens / (t1 - t0):.0f} tokens/s); load {load:.2f} at start")
     print(f"A idle:           n={len(ga)} p50={statistics.median(ga):.1f} ms "
