@@ -20,10 +20,6 @@ namespace {
 using json = nlohmann::json;
 using namespace fields;
 
-std::string doc_name(size_t i) {
-  return item_name("documents", i);
-}
-
 // The documents' texts: strings, or objects whose "text" is one.
 std::vector<std::string> read_documents(const json& docs, const char* key) {
   if (!docs.is_array()) wrong_type(key, "an array of strings or of {\"text\": ...} objects", docs);
@@ -84,10 +80,11 @@ RerankRequest parse_rerank_request(const json& body, const Tokenizer& tok,
   for (size_t i = 0; i < r.documents.size(); ++i) {
     bool cut = false;
     r.prompts.push_back(prompt.encode(tok, query, r.documents[i], max, cut_to > 0, &cut));
-    const std::string where = cut && r.prompts.back().size() > size_t(max) ? "query" : doc_name(i);
+    const std::string doc = item_name(key, i);
+    const std::string where = cut && r.prompts.back().size() > size_t(max) ? "query" : doc;
     if (r.prompts.back().size() > size_t(max))
       throw ApiError::bad_request(
-          "Invalid '" + where + "': the query and " + doc_name(i) + " make a prompt of " +
+          "Invalid '" + where + "': the query and " + doc + " make a prompt of " +
               std::to_string(r.prompts.back().size()) +
               " tokens, but this model's maximum context length is " + std::to_string(lim.n_ctx) +
               " tokens (at most " + std::to_string(max) +
@@ -138,7 +135,7 @@ awaitable<bool> handle_rerank(ServerContext& ctx, beast::tcp_stream& stream, con
         RerankPrompt::from_gguf(ctx.engine.model().file(), ctx.engine.tokenizer());
     rr = parse_rerank_request(parse_json_body(req.body()), ctx.engine.tokenizer(), prompt, lim,
                               ctx.unknown_fields());
-    return PooledWork{&rr.prompts, Pooling::Rank, "documents", rr.prompt_tokens};
+    return PooledWork{&rr.prompts, Pooling::Rank, rr.tei ? "texts" : "documents", rr.prompt_tokens};
   };
   auto body = [&](std::vector<std::vector<float>>& outputs) {
     std::vector<float> scores;
