@@ -39,6 +39,10 @@ void add_embed_command(CLI::App& app) {
     auto engine = load_engine(o->model, 1);
     const Pooling pooling = resolve_pooling(
         engine->config().pooling, o->pooling.empty() ? std::nullopt : parse_pooling(o->pooling));
+    if (pooling == Pooling::Rank)
+      throw InvalidArgument(
+          "this model is a reranker (pooling_type rank): rank with tern serve's POST /v1/rerank, "
+          "or pass --pooling mean, cls or last to embed with it");
     sched::Metrics metrics;
     sched::Scheduler scheduler(*engine, sched::SchedulerOptions{}, metrics);
     scheduler.start();

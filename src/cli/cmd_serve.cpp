@@ -272,7 +272,9 @@ void add_serve_command(CLI::App& app) {
                   "none, loading adapters over HTTP is off)");
   cmd->add_option("--pooling", o->pooling,
                   "how POST /v1/embeddings pools a sequence's final hidden states: mean, cls "
-                  "(first token) or last (default: the file's pooling_type, else mean)")
+                  "(first token) or last (default: the file's pooling_type, else mean; a "
+                  "reranker's file says rank: it answers POST /v1/rerank, and embeds only "
+                  "with this flag)")
       ->check(CLI::IsMember({"mean", "cls", "last"}));
   cmd->callback([o, cmd] {
     o->server.body_limit = o->body_limit_kib * 1024;

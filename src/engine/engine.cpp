@@ -203,6 +203,9 @@ TaskPool& Engine::pool() {
 const Model& Engine::model() const {
   return *model_;
 }
+const RankHead* Engine::rank_head() const {
+  return model_->rank_head();
+}
 
 SeqId Engine::new_sequence(const kv::SeqKeys& keys) {
   return kv_->create(keys);

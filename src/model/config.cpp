@@ -114,7 +114,7 @@ ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& f) {
   c.final_softcap = f.get_f32_or(p + "final_logit_softcapping", 0.0f);
   if (c.final_softcap < 0.0f) throw FormatError(f.path() + ": negative final_logit_softcapping");
 
-  if (const int64_t pt = f.get_int_or(p + "pooling_type", 0); pt >= 1 && pt <= 3)
+  if (const int64_t pt = f.get_int_or(p + "pooling_type", 0); pt >= 1 && pt <= 4)
     c.pooling = Pooling(pt);
 
   const auto& embd = f.tensor("token_embd.weight");

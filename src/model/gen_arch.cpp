@@ -36,7 +36,20 @@ struct GenCase {
   // projections of the pooled vector (dense_2: 2 x d_model outputs, dense_3
   // back to d_model), as llama.cpp's converter writes them.
   bool embedding = false;
+  // A Qwen3-Reranker as llama.cpp's converter writes one: pooling_type 4
+  // (rank), classifier.output_labels ["yes", "no"], cls.output.weight
+  // (d_model, 2) the LM head's rows of those two tokens (random here), no
+  // output.weight, and the rerank prompt as tokenizer.chat_template.rerank.
+  bool rank = false;
 };
+
+// The converter's rerank prompt for Qwen3-Reranker (conversion/qwen.py).
+constexpr const char* kQwen3RerankTemplate =
+    "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query "
+    "and the Instruct provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n"
+    "<|im_start|>user\n<Instruct>: Given a web search query, retrieve relevant passages that "
+    "answer the query\n<Query>: {query}\n<Document>: {document}<|im_end|>\n"
+    "<|im_start|>assistant\n<think>\n\n</think>\n\n";
 
 // name, arch, layers, d_model, heads, kv heads, head_dim, d_ff, rope theta,
 // norm eps, qkv_bias, qk_norm, post_norms, sliding_window, tied, llama3 ctx.
@@ -48,6 +61,9 @@ constexpr GenCase kCases[] = {
     {"gemma3", "gemma3", 6, 128, 4, 1, 64, 256, 1e6f, 1e-6f, false, true, true, 8, true, 0},
     {"gemma-embedding", "gemma-embedding", 6, 128, 4, 1, 64, 256, 1e6f, 1e-6f, false, true, true, 8,
      true, 0, true},
+    // A decoder reranker (the rerank oracle's case, not the logits oracle's).
+    {"qwen3-reranker", "qwen3", 2, 128, 4, 2, 64, 256, 1e6f, 1e-6f, false, true, false, 0, true, 0,
+     false, true},
     // Real shapes, for benchmarks (decode against the DRAM bound): SmolLM2's
     // 360M and 1.7B configurations.
     {"smollm2-360m", "llama", 32, 960, 15, 5, 64, 2560, 100000.0f, 1e-5f, false, false, false, 0,
@@ -119,7 +135,7 @@ std::vector<std::string> gen_arch_cases(bool with_benchmark_shapes) {
   std::vector<std::string> v;
   for (const GenCase& c : kCases) {
     const bool bench = std::string_view(c.name).starts_with("smollm2-");
-    if ((!bench || with_benchmark_shapes) && !c.embedding) v.push_back(c.name);
+    if (!c.embedding && ((!bench && !c.rank) || with_benchmark_shapes)) v.push_back(c.name);
   }
   return v;
 }
@@ -218,6 +234,11 @@ GenArchResult generate_arch_model(const std::string& arch_case, uint64_t seed,
     }
     copy_keys(*tokenizer, w, "tokenizer.");
   }
+  if (c.rank) {
+    w.set_u32(a + "pooling_type", 4);
+    w.set_string_array(a + "classifier.output_labels", {"yes", "no"});
+    w.set_string("tokenizer.chat_template.rerank", kQwen3RerankTemplate);
+  }
 
   // Linear weights and embeddings in Q8_0 (both engines read them exactly);
   // norms and biases in F32. Scales keep activations near unit size.
@@ -272,6 +293,11 @@ GenArchResult generate_arch_model(const std::string& arch_case, uint64_t seed,
     matrix("dense_2.weight", 2 * d, d, 1.0f);
     matrix("dense_3.weight", d, 2 * d, 1.0f);
   }
+  // F32, so that neither engine rounds the head (llama.cpp would quantize
+  // the pooled row to q8_0 against a Q8_0 head).
+  if (c.rank)
+    add("cls.output.weight", {d, 2}, rng.fill(size_t(2) * d, 1.0f / std::sqrt(float(d))),
+        DType::F32);
   res.weights_sha256 = gen.sha256();
   return res;
 }

@@ -248,6 +248,16 @@ std::unique_ptr<Model> Model::load(std::shared_ptr<const gguf::GgufFile> file,
     m->head_ =
         kernels::pack_matrix(head->type, head->data, c.n_vocab, d, opts.head_format, plan.head_dst);
   }
+  // A reranker's classification head: a causal model's reads the last row,
+  // an encoder's the first (or the mean, as its file says).
+  m->rank_head_ = RankHead::from_gguf(f, c.arch, c.causal);
+  if (c.pooling == Pooling::Rank && !m->rank_head_) {
+    log::get("model")->warn(
+        "{}: pooling_type is rank but the file has no classification head "
+        "(cls.output.weight); it cannot rerank",
+        c.name);
+    m->cfg_.pooling = Pooling::None;
+  }
   // Every weight now lives in its repacked copy; release the mapping's pages
   // so the file costs no resident memory. Only embedding rows of tokens
   // actually seen fault back in, one row at a time.

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "tern/core/error.h"
+#include "tern/model/rank_head.h"
 
 namespace tern {
 
@@ -16,12 +17,14 @@ const char* to_string(Pooling p) {
       return "cls";
     case Pooling::Last:
       return "last";
+    case Pooling::Rank:
+      return "rank";
   }
   return "none";
 }
 
 std::optional<Pooling> parse_pooling(std::string_view name) {
-  for (Pooling p : {Pooling::None, Pooling::Mean, Pooling::Cls, Pooling::Last})
+  for (Pooling p : {Pooling::None, Pooling::Mean, Pooling::Cls, Pooling::Last, Pooling::Rank})
     if (name == to_string(p)) return p;
   return std::nullopt;
 }
@@ -31,15 +34,21 @@ Pooling resolve_pooling(Pooling from_file, std::optional<Pooling> flag) {
   return from_file != Pooling::None ? from_file : Pooling::Mean;
 }
 
-Pooler::Pooler(Pooling p, int d) : pooling_(p), d_(d) {
+Pooler::Pooler(Pooling p, int d, const RankHead* head)
+    : pooling_(p), rows_(p), head_(p == Pooling::Rank ? head : nullptr), d_(d) {
   if (p == Pooling::None || d <= 0)
     throw InvalidArgument("Pooler: needs a pooling type and a width");
+  if (p == Pooling::Rank) {
+    if (!head) throw InvalidArgument("rank pooling needs a model with a classification head");
+    if (head->d_in() != d) throw InvalidArgument("Pooler: the rank head's width is not d");
+    rows_ = head->rows();
+  }
   reset();
 }
 
 void Pooler::reset() {
   n_ = 0;
-  if (pooling_ == Pooling::Mean)
+  if (rows_ == Pooling::Mean)
     sum_.assign(size_t(d_), 0.0);
   else
     row_.assign(size_t(d_), 0.0f);
@@ -49,7 +58,7 @@ void Pooler::add(std::span<const float> rows, int n) {
   if (n <= 0) return;
   if (rows.size() < size_t(n) * size_t(d_)) throw InvalidArgument("Pooler: fewer rows than n");
   const size_t d = size_t(d_);
-  switch (pooling_) {
+  switch (rows_) {
     case Pooling::Mean:
       // In double and in position order: the same sum however the rows were chunked.
       for (int t = 0; t < n; ++t)
@@ -62,6 +71,7 @@ void Pooler::add(std::span<const float> rows, int n) {
       row_.assign(rows.begin() + long(size_t(n - 1) * d), rows.begin() + long(size_t(n) * d));
       break;
     case Pooling::None:
+    case Pooling::Rank:  // never rows_ (the head's rows are one of the above)
       break;
   }
   n_ += n;
@@ -69,10 +79,12 @@ void Pooler::add(std::span<const float> rows, int n) {
 
 std::vector<float> Pooler::result() const {
   if (n_ == 0) throw InvalidArgument("Pooler: no rows to pool");
-  if (pooling_ != Pooling::Mean) return row_;
-  std::vector<float> out(static_cast<size_t>(d_));
-  for (size_t i = 0; i < out.size(); ++i) out[i] = float(sum_[i] / double(n_));
-  return out;
+  std::vector<float> out = row_;
+  if (rows_ == Pooling::Mean) {
+    out.resize(static_cast<size_t>(d_));
+    for (size_t i = 0; i < out.size(); ++i) out[i] = float(sum_[i] / double(n_));
+  }
+  return head_ ? head_->apply(out) : out;
 }
 
 void l2_normalize(std::span<float> v) {

@@ -118,6 +118,9 @@ SubmitStatus Scheduler::submit(Request r) {
                           " is an embedding model; it cannot generate text");
   if (r.pooling != Pooling::None && !r.media.empty())
     throw InvalidArgument("request " + r.id + ": an embedding takes no images");
+  if (r.pooling == Pooling::Rank && !engine_.rank_head())
+    throw InvalidArgument("request " + r.id +
+                          ": rank pooling needs a model with a classification head");
   int32_t media_end = 0;
   for (const vision::MediaSpan& m : r.media) {
     if (m.pos < media_end || m.n <= 0 || m.row0 < 0 || int64_t(m.pos) + m.n > n || !m.image ||

@@ -26,11 +26,12 @@ void Scheduler::attach(Sequence& s) {
     keys.extras.push_back({m.pos, h.finish()});
   }
   // An embedding computes every position (its pooling reads their hidden
-  // states), so it reuses no cached prefix, and its KV is never published.
-  keys.publish = !s.embeds();
+  // states), so it reuses no cached prefix, and its KV is never published;
+  // but a causal reranker reads only its last row (Sequence::reuses_prefix).
+  keys.publish = s.reuses_prefix();
   s.seq = engine_.new_sequence(keys);
   const kv::KvStats before = engine_.cache_stats();
-  s.in_kv = s.embeds() ? 0 : engine_.attach_prefix(s.seq, s.tokens);
+  s.in_kv = s.reuses_prefix() ? engine_.attach_prefix(s.seq, s.tokens) : 0;
   if (s.embeds()) s.pooler->reset();
   const kv::KvStats after = engine_.cache_stats();
   if (!s.started) {
@@ -73,7 +74,7 @@ void Scheduler::start_sequences(std::vector<Request>& admitted) {
       r.params.validate();
       s = std::make_unique<Sequence>(std::move(r), engine_.tokenizer(), n_vocab_, next_order_++);
       if (s->req.pooling != Pooling::None)
-        s->pooler.emplace(s->req.pooling, engine_.config().d_model);
+        s->pooler.emplace(s->req.pooling, engine_.config().d_model, engine_.rank_head());
       attach(*s);
       logger()->debug(
           "[{}] admitted: seq={} prompt={} tokens ({} from the prefix cache), waited {:.1f} ms", id,

@@ -143,9 +143,12 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
   // A short prompt: at most one step's tokens to prefill in all, counting
   // what it has prefilled already (a long prompt's last chunk is not a short
   // request, and a short one that had to be chunked stays first in line
-  // instead of waiting behind the long one for the rest).
+  // instead of waiting behind the long one for the rest). An embedding or
+  // rerank prompt never is: no stream waits on its first token, and the
+  // whole-prompt allowance (up to three steps' room in one step) would
+  // stretch the running streams' gaps for each of a big request's inputs.
   const auto is_short = [quick = opts_.step_tokens](const Sequence& s) {
-    return s.pending() + s.prompt_computed <= quick;
+    return !s.embeds() && s.pending() + s.prompt_computed <= quick;
   };
   std::sort(plan_.begin() + long(n_decode), plan_.end(), [&](const auto& a, const auto& b) {
     if (a.second != b.second) return a.second < b.second;

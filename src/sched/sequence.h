@@ -47,6 +47,10 @@ class Sequence {
   }
 
   bool embeds() const { return pooler.has_value(); }
+  // A generation, or an embedding whose pooling reads only the last row
+  // (Pooler::reuses_prefix): its prompt may start from cached KV and its
+  // blocks are published to the prefix cache.
+  bool reuses_prefix() const { return !embeds() || pooler->reuses_prefix(); }
   // Tokens still to prefill: a generation keeps its last pending token for a
   // decode entry, an embedding prefills to the end.
   bool prefilling() const { return pending() > (embeds() ? 0 : 1); }

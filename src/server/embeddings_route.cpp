@@ -1,32 +1,26 @@
 #include "embeddings_route.h"
 
-#include <boost/asio/experimental/awaitable_operators.hpp>
-#include <charconv>
-#include <cstdlib>
 #include <cstring>
 
 #include "json_fields.h"
-#include "routes.h"
-#include "session.h"
+#include "pooled_job.h"
 #include "tern/engine/engine.h"
 #include "tern/model/pooling.h"
 #include "tern/sched/scheduler.h"
 #include "tern/server/openai_bodies.h"
 #include "tern/tokenizer/tokenizer.h"
-#include "waker.h"
 
 namespace tern::server {
 namespace {
 
 using json = nlohmann::json;
 using namespace fields;
-using namespace net::experimental::awaitable_operators;
 
 constexpr const char* kInputTypes =
     "a string, an array of strings, an array of token ids or an array of arrays of token ids";
 
 std::string item_name(size_t i) {
-  return "input[" + std::to_string(i) + "]";
+  return server::item_name("input", i);
 }
 
 // An array of token ids (`where` names it in errors), each in the vocabulary.
@@ -48,7 +42,8 @@ std::vector<int32_t> token_ids(const json& a, const std::string& where, int n_vo
 
 // The inputs as token ids, each checked against the limits.
 std::vector<std::vector<int32_t>> read_inputs(const json& in, const Tokenizer& tok,
-                                              const EmbeddingLimits& lim) {
+                                              const EmbeddingLimits& lim,
+                                              const EmbeddingsRequest& r) {
   std::vector<std::vector<int32_t>> out;
   auto text = [&](const json& s, const std::string& where) {
     if (s.get_ref<const std::string&>().empty())
@@ -84,24 +79,17 @@ std::vector<std::vector<int32_t>> read_inputs(const json& in, const Tokenizer& t
   for (size_t i = 0; i < out.size(); ++i) {
     const std::string where = in.is_array() && !in[0].is_number() ? item_name(i) : "input";
     if (out[i].empty()) bad_value(where, "it has no tokens to embed.");
+    if (r.truncate_to > 0) cut_tokens(out[i], size_t(r.truncate_to), r.keep_end);
     if (int64_t(out[i].size()) > lim.max_tokens)
       throw ApiError::bad_request(
           "Invalid '" + where + "': it is " + std::to_string(out[i].size()) +
               " tokens long, but this model's maximum context length is " +
               std::to_string(lim.n_ctx) + " tokens (at most " + std::to_string(lim.max_tokens) +
-              " per input). Please reduce the length of the input.",
+              " per input). Please reduce the length of the input, or send \"truncate\": true "
+              "to cut it.",
           where, "context_length_exceeded");
   }
   return out;
-}
-
-// A float as JSON: the shortest decimal that reads back as that float (a
-// double conversion would print 0.1f as 0.10000000149011612).
-json short_float(float f) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof buf, f);
-  *r.ptr = '\0';
-  return std::strtod(buf, nullptr);
 }
 
 }  // namespace
@@ -109,7 +97,10 @@ json short_float(float f) {
 EmbeddingsRequest parse_embeddings_request(const json& body, const Tokenizer& tok,
                                            const EmbeddingLimits& lim, UnknownFields unknown) {
   if (!body.is_object()) wrong_type("body", "a JSON object", body);
-  check_fields(body, "", {"input", "model", "encoding_format", "dimensions", "user"}, unknown);
+  check_fields(body, "",
+               {"input", "model", "encoding_format", "dimensions", "user", "truncate",
+                "truncate_prompt_tokens"},
+               unknown);
   EmbeddingsRequest r;
   get_string(body, "model", r.model);
   std::string user;
@@ -128,9 +119,10 @@ EmbeddingsRequest parse_embeddings_request(const json& body, const Tokenizer& to
                                   ", not " + std::to_string(dims) + ".");
     r.dimensions = int(dims);
   }
+  read_truncation(body, lim.max_tokens, r.truncate_to, r.keep_end);
   const json* in = field(body, "input");
   if (!in) missing("input");
-  r.inputs = read_inputs(*in, tok, lim);
+  r.inputs = read_inputs(*in, tok, lim, r);
   for (const auto& ids : r.inputs) r.prompt_tokens += int64_t(ids.size());
   return r;
 }
@@ -179,149 +171,26 @@ json embeddings_body(const EmbeddingsRequest& r, std::span<const std::vector<flo
           {"usage", {{"prompt_tokens", r.prompt_tokens}, {"total_tokens", r.prompt_tokens}}}};
 }
 
-namespace {
-
-// Runs a request's inputs through the scheduler: at most max_batch of them
-// submitted at a time (more would only wait in its queue, and a 2048-input
-// request must not fill that queue for everyone), the next one as each
-// finishes. All of them share the connection's client name, so admission
-// stays fair between this request and other clients.
-class EmbeddingJob {
- public:
-  EmbeddingJob(ServerContext& ctx, const EmbeddingsRequest& r, const std::string& rid,
-               const std::string& client, Waker& waker)
-      : ctx_(ctx),
-        r_(r),
-        rid_(rid),
-        client_(client),
-        waker_(waker),
-        streams_(r.inputs.size()),
-        pooled_(r.inputs.size()) {}
-
-  // The pooled vectors, in input order; throws ApiError on a refusal or a failure.
-  awaitable<std::vector<std::vector<float>>> run() {
-    const size_t window = size_t(std::max(1, ctx_.scheduler.options().max_batch));
-    for (;;) {
-      const size_t done_before = done_;
-      while (next_ < streams_.size() && in_flight_ < window && submit_next()) {
-      }
-      for (size_t i = first_open_; i < next_; ++i) collect(i);
-      while (first_open_ < next_ && !streams_[first_open_]) ++first_open_;
-      if (done_ == streams_.size()) co_return std::move(pooled_);
-      // Inputs finished and made room: submit the next ones before sleeping
-      // (nothing would wake a wait with none of ours in flight).
-      if (done_ != done_before && next_ < streams_.size()) continue;
-      if (!co_await waker_.wait())
-        throw ApiError(500, "server_error", "The request was cancelled.");
-    }
-  }
-
-  // Cancels every input still running (the client went away, or one failed).
-  void cancel() {
-    for (const auto& s : streams_)
-      if (s && !s->finished()) ctx_.scheduler.cancel(s);
-  }
-
- private:
-  // Submits input next_; false when the queue is full (retried as inputs finish).
-  bool submit_next() {
-    auto stream = std::make_shared<sched::Stream>(waker_.notifier());
-    sched::Request q;
-    q.id = rid_ + "/" + std::to_string(next_);
-    q.prompt = r_.inputs[next_];
-    q.pooling = ctx_.opts.pooling;
-    q.client = client_;
-    q.stream = stream;
-    sched::SubmitStatus st;
-    try {
-      st = ctx_.scheduler.submit(std::move(q));
-    } catch (const sched::PromptTooLongError& e) {
-      throw ApiError::bad_request(e.what(), item_name(next_), "context_length_exceeded");
-    }
-    if (st == sched::SubmitStatus::ShuttingDown)
-      throw ApiError(503, "server_error", "The server is shutting down.", {}, "shutting_down");
-    if (st == sched::SubmitStatus::QueueFull) {
-      if (in_flight_ > 0) return false;  // ours will make room
-      throw ApiError(429, "rate_limit_exceeded",
-                     "The server is busy (its request queue is full); retry shortly.", {},
-                     "queue_full");
-    }
-    streams_[next_++] = std::move(stream);
-    ++in_flight_;
-    return true;
-  }
-
-  void collect(size_t i) {
-    if (!streams_[i]) return;
-    sched::StreamChunk c = streams_[i]->drain();
-    if (!c.finish) return;
-    if (c.finish->reason != sched::FinishReason::Stop || c.finish->embedding.empty())
-      throw ApiError(
-          500, "server_error",
-          "Embedding " + item_name(i) + " failed: " +
-              (c.finish->error.empty() ? sched::to_string(c.finish->reason) : c.finish->error));
-    pooled_[i] = std::move(c.finish->embedding);
-    streams_[i].reset();
-    --in_flight_;
-    ++done_;
-  }
-
-  ServerContext& ctx_;
-  const EmbeddingsRequest& r_;
-  const std::string& rid_;
-  const std::string& client_;
-  Waker& waker_;
-  std::vector<std::shared_ptr<sched::Stream>> streams_;  // null: not submitted, or collected
-  std::vector<std::vector<float>> pooled_;
-  size_t next_ = 0, first_open_ = 0, in_flight_ = 0, done_ = 0;
-};
-
-}  // namespace
-
 awaitable<bool> handle_embeddings(ServerContext& ctx, beast::tcp_stream& stream, const Request& req,
                                   const std::string& rid, const std::string& client) {
-  const std::string what = "POST /v1/embeddings";
-  auto waker = std::make_shared<Waker>(stream.get_executor());
-  std::optional<ApiError> refused;
   EmbeddingsRequest er;
-  try {
-    // Off the reactor thread: the JSON and the tokenizer.
-    er = co_await net::co_spawn(
-        ctx.prep,
-        [&]() -> awaitable<EmbeddingsRequest> {
-          const EmbeddingLimits lim{ctx.scheduler.max_prompt_tokens(), ctx.scheduler.n_ctx(),
-                                    ctx.engine.config().d_model};
-          co_return parse_embeddings_request(parse_json_body(req.body()), ctx.engine.tokenizer(),
-                                             lim, ctx.unknown_fields());
-        },
-        net::use_awaitable);
-  } catch (const std::exception& e) {
-    refused = ApiError::from(e);
-  }
-  std::vector<std::vector<float>> pooled;
-  if (!refused) {
-    ctx.log->info("[{}] {} inputs={} tokens={} pooling={}", rid, what, er.inputs.size(),
-                  er.prompt_tokens, to_string(ctx.opts.pooling));
-    EmbeddingJob job(ctx, er, rid, client, *waker);
-    try {
-      auto outcome = co_await (job.run() || watch_peer(stream.socket()));
-      if (outcome.index() == 1) {  // the client hung up: free the slots now
-        ctx.log->info("[{}] client went away; cancelling", rid);
-        job.cancel();
-        co_return false;
-      }
-      pooled = std::move(std::get<0>(outcome));
-    } catch (const std::exception& e) {
-      job.cancel();
-      refused = ApiError::from(e);
-    }
-  }
-  Response res = refused ? error_response(req, *refused)
-                         : json_response(req, http::status::ok,
-                                         dump(embeddings_body(er, pooled, ctx.model_id)));
-  res.set("X-Request-Id", rid);
-  add_cors_headers(ctx, req, res);
-  co_return co_await write_response(ctx, stream, std::move(res), rid, what);
+  auto parse = [&] {
+    if (ctx.opts.pooling == Pooling::Rank)
+      throw ApiError::bad_request(
+          "This model is a reranker (pooling rank): score documents with POST /v1/rerank, or "
+          "start the server with --pooling mean, cls or last to embed with it.",
+          {}, "model_not_supported");
+    const EmbeddingLimits lim{ctx.scheduler.max_prompt_tokens(), ctx.scheduler.n_ctx(),
+                              ctx.engine.config().d_model};
+    er = parse_embeddings_request(parse_json_body(req.body()), ctx.engine.tokenizer(), lim,
+                                  ctx.unknown_fields());
+    return PooledWork{&er.inputs, ctx.opts.pooling, "input", er.prompt_tokens};
+  };
+  auto body = [&](std::vector<std::vector<float>>& pooled) {
+    return embeddings_body(er, pooled, ctx.model_id);
+  };
+  co_return co_await serve_pooled(ctx, stream, req, rid, client, "POST /v1/embeddings", parse,
+                                  body);
 }
 
 }  // namespace tern::server

@@ -5,13 +5,18 @@
 //
 //   {"input": "text" | ["text", ...] | [id, ...] | [[id, ...], ...],
 //    "model": str, "encoding_format": "float" | "base64", "dimensions": int,
-//    "user": str}
+//    "user": str, "truncate": bool, "truncate_prompt_tokens": int}
 //   -> {"object": "list", "model": ..., "usage": {"prompt_tokens", "total_tokens"},
 //       "data": [{"object": "embedding", "index": i, "embedding": [f, ...] | "base64"}]}
 //
 // Text is tokenized as llama.cpp's server and llama-embedding do (the
 // vocabulary's BOS/EOS added, special tokens parsed); token ids run as given.
 // base64 is the vector's little-endian float32 bytes, as OpenAI sends it.
+//
+// An input longer than the context is refused (400 naming it) unless the
+// request asks to cut it: "truncate": true (Hugging Face TEI's field) keeps
+// its first max tokens; "truncate_prompt_tokens": k (vLLM's) keeps its last
+// k tokens, -1 meaning the most the server takes.
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -36,6 +41,8 @@ struct EmbeddingsRequest {
   int dimensions = 0;  // 0: every dimension
   std::string model;   // as the client named it ("" when absent)
   int64_t prompt_tokens = 0;
+  int truncate_to = 0;    // > 0: inputs cut to this many tokens
+  bool keep_end = false;  // the cut keeps the end (truncate_prompt_tokens), else the start
 };
 
 struct EmbeddingLimits {
@@ -47,7 +54,8 @@ struct EmbeddingLimits {
 // Throws ApiError 400 naming the field (input[i] for an input) on anything
 // it cannot embed: no input, an empty one, wrong types, ids outside the
 // vocabulary, more than kMaxEmbeddingInputs inputs (checked before any is
-// tokenized), an input longer than the context (context_length_exceeded).
+// tokenized), an input longer than the context (context_length_exceeded)
+// unless truncation was asked for.
 EmbeddingsRequest parse_embeddings_request(const nlohmann::json& body, const Tokenizer& tok,
                                            const EmbeddingLimits& lim, UnknownFields unknown);
 

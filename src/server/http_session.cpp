@@ -8,6 +8,7 @@
 #include "api_exchange.h"
 #include "embeddings_route.h"
 #include "kv_events_route.h"
+#include "rerank_route.h"
 #include "routes.h"
 #include "session.h"
 #include "tokenize_route.h"
@@ -188,6 +189,8 @@ awaitable<void> run_http_session(ServerContext& ctx, tcp::socket socket) {
         keep = co_await handle_generation(ctx, stream, std::move(req), rid, conn, std::move(api));
       } else if (is(Route::Embeddings, http::verb::post)) {
         keep = co_await handle_embeddings(ctx, stream, req, rid, conn);
+      } else if (is(Route::Rerank, http::verb::post)) {
+        keep = co_await handle_rerank(ctx, stream, req, rid, conn);
       } else if (is(Route::Tokenize, http::verb::post) || is(Route::Detokenize, http::verb::post)) {
         keep = co_await handle_tokenize(ctx, stream, req, rid);
       } else if (is(Route::Adapters, http::verb::post)) {

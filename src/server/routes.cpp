@@ -50,11 +50,14 @@ json model_object(const ServerContext& ctx) {
           {"object", "model"},
           {"created", ctx.created},
           {"owned_by", "tern"},
-          // Every model tern serves embeds too (POST /v1/embeddings), pooled so;
-          // an encoder (BERT family) only embeds.
+          // Every model tern serves embeds too (POST /v1/embeddings), pooled so,
+          // but a reranker (pooling rank), which ranks (POST /v1/rerank)
+          // instead; the models that only embed (encoders, EmbeddingGemma)
+          // do not complete.
           {"capabilities",
            {{"vision", ctx.media.vision()},
-            {"embeddings", true},
+            {"embeddings", ctx.opts.pooling != Pooling::Rank},
+            {"rerank", ctx.engine.rank_head() != nullptr},
             {"completion", ctx.engine.config().generates()}}},
           {"meta",
            {{"n_ctx", ctx.scheduler.n_ctx()},
@@ -189,6 +192,12 @@ std::span<const RouteSpec> route_table() {
       {R::StoredResponse, "/v1/responses/", true, "GET, DELETE", true},
       {R::Messages, "/v1/messages", false, "POST", true},
       {R::Embeddings, "/v1/embeddings", false, "POST", true},
+      // llama.cpp's four spellings, and Cohere's v2 path.
+      {R::Rerank, "/v1/rerank", false, "POST", true},
+      {R::Rerank, "/v2/rerank", false, "POST", true},
+      {R::Rerank, "/rerank", false, "POST", true},
+      {R::Rerank, "/v1/reranking", false, "POST", true},
+      {R::Rerank, "/reranking", false, "POST", true},
       {R::Tokenize, "/tokenize", false, "POST", true},
       {R::Detokenize, "/detokenize", false, "POST", true},
       {R::Adapters, "/v1/adapters", false, "GET, POST", true},

@@ -51,6 +51,7 @@ enum class Route : uint8_t {
   StoredResponse,  // /v1/responses/{id}
   Messages,
   Embeddings,
+  Rerank,
   Tokenize,
   Detokenize,
   Adapters,

@@ -43,3 +43,11 @@ def test_depth_script_smoke(tmp_path):
     assert [row["depth"] for row in rows] == [0, 96]
     for row in rows:
         assert row["tern"]["pp"] > 0 and row["tern"]["tg"] > 0
+
+
+def test_embed_itl_smoke():
+    # bench/embed_itl.py: a stream's gaps idle and while an embedding request runs
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "embed_itl.py"), "--items", "8",
+                        "--tokens", "24"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "p99 ratio B/A" in r.stdout

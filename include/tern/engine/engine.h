@@ -21,6 +21,7 @@ class Tokenizer;
 class ChatTemplate;
 class TaskPool;
 class Model;
+class RankHead;
 namespace kv {
 class PagedKv;
 class KvEventLog;
@@ -75,6 +76,9 @@ class Engine {
   int n_vocab() const;
   TaskPool& pool();
   const Model& model() const;
+  // The reranker's classification head (model/rank_head.h); null when the
+  // model has none.
+  const RankHead* rank_head() const;
 
   // Sequences own KV. new_sequence() throws kv::KvFullError when max_seqs
   // are live. keys: what besides token ids decides the KV (media hashes).

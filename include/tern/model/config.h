@@ -65,9 +65,10 @@ struct ModelConfig {
   float rope_theta_swa = 10000.0f;
   float attn_scale = 0.0f;     // Q scale before Q.K; 0: 1/sqrt(head_dim)
   float final_softcap = 0.0f;  // logits = c * tanh(logits / c) when > 0
-  // <arch>.pooling_type when it names one a decoder can serve (1 mean,
-  // 2 cls, 3 last); None when the file names none (or rank, which needs a
-  // classifier head): embeddings then use the server's default.
+  // <arch>.pooling_type when it names one tern serves (1 mean, 2 cls,
+  // 3 last, 4 rank; Model::load turns rank without a classification head
+  // into None); None when the file names none: embeddings then use the
+  // server's default.
   Pooling pooling = Pooling::None;
   // Encoders (arch.h): bidirectional attention, post-LayerNorm, no LM head.
   bool encoder = false;

@@ -32,7 +32,9 @@ struct GenArchResult {
 
 // The generator's cases: "llama", "llama3", "qwen2", "qwen3", "gemma3" (small
 // shapes, for the oracle), "smollm2-360m" and "smollm2-1.7b" (real shapes,
-// for benchmarks; listed only when asked for): the logits oracle's.
+// for benchmarks) and "qwen3-reranker" (the rerank oracle's: qwen3 with a
+// classification head), the last three listed only when asked for: the
+// logits oracle's.
 std::vector<std::string> gen_arch_cases(bool with_benchmark_shapes = false);
 // The embedding-model cases (the embeddings oracle's): "bert" and
 // "nomic-bert", encoders with a WordPiece vocabulary of their own, and

@@ -13,6 +13,7 @@
 #include "tern/model/attention_plan.h"
 #include "tern/model/batch.h"
 #include "tern/model/config.h"
+#include "tern/model/rank_head.h"
 
 namespace tern {
 
@@ -72,6 +73,9 @@ class Model {
   const ModelConfig& config() const { return cfg_; }
   const gguf::GgufFile& file() const { return *file_; }
   size_t packed_bytes() const;  // resident bytes of repacked weights
+  // The reranker's classification head (cls.output.weight, ...); null when
+  // the file has none.
+  const RankHead* rank_head() const { return rank_head_ ? &*rank_head_ : nullptr; }
 
   // One forward pass: appends each entry's tokens to its KV (reserving room
   // first, committing after) and writes the requested logits into out
@@ -118,7 +122,8 @@ class Model {
   std::vector<float> dense_2_;     // (dense_out, d_model) rows, or empty
   std::vector<float> dense_3_;     // (d_model, dense_out) rows, or empty
   std::vector<float> rope_freqs_;  // (rope_dims/2) or empty
-  kernels::PackedMatrix head_;     // (n_vocab, d_model); none for an encoder
+  kernels::PackedMatrix head_;     // (n_vocab, d_model); none for a model that only embeds
+  std::optional<RankHead> rank_head_;
   Workspace ws_;
 };
 

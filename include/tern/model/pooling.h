@@ -13,13 +13,16 @@
 
 namespace tern {
 
-// The values of GGUF's <arch>.pooling_type that a decoder can serve
-// (llama.cpp: 0 none, 1 mean, 2 cls, 3 last; 4, rank, needs a classifier
-// head). None: not an embedding (a generation).
-enum class Pooling : uint8_t { None = 0, Mean = 1, Cls = 2, Last = 3 };
+// The values of GGUF's <arch>.pooling_type (llama.cpp: 0 none, 1 mean,
+// 2 cls, 3 last, 4 rank). None: not an embedding (a generation). Rank: a
+// reranker's score, the model's classification head (model/rank_head.h) on
+// the row(s) it pools.
+enum class Pooling : uint8_t { None = 0, Mean = 1, Cls = 2, Last = 3, Rank = 4 };
+
+class RankHead;
 
 const char* to_string(Pooling p);
-// "mean", "cls", "last" (and "none"); nullopt for anything else.
+// "mean", "cls", "last", "rank" (and "none"); nullopt for anything else.
 std::optional<Pooling> parse_pooling(std::string_view name);
 
 // The pooling embeddings use: `flag` (tern serve/embed --pooling) when
@@ -33,17 +36,27 @@ Pooling resolve_pooling(Pooling from_file, std::optional<Pooling> flag);
 
 class Pooler {
  public:
-  Pooler(Pooling p, int d);  // p must not be None
+  // p must not be None; Rank needs the model's head (pooling its rows(), the
+  // result is the head's outputs), which must outlive the Pooler.
+  Pooler(Pooling p, int d, const RankHead* head = nullptr);
   Pooling pooling() const { return pooling_; }
   // The next n positions' rows (n, d), in position order.
   void add(std::span<const float> rows, int n);
   int count() const { return n_; }  // positions seen
-  void reset();                     // forget every row (the sequence is recomputed)
-  // The pooled vector (d); needs count() > 0.
+  // Whether only the last position's row matters and the earlier positions'
+  // KV does not depend on later ones: a causal reranker (Rank whose head
+  // reads the last row). Its prompt may then start from a cached prefix
+  // (only the last row must be computed) and publish its KV: the documents
+  // of one query share the prompt up to the document.
+  bool reuses_prefix() const { return pooling_ == Pooling::Rank && rows_ == Pooling::Last; }
+  void reset();  // forget every row (the sequence is recomputed)
+  // The pooled vector (d), or for Rank the head's outputs (n_out); needs count() > 0.
   std::vector<float> result() const;
 
  private:
   Pooling pooling_;
+  Pooling rows_;  // how rows are pooled: pooling_, or the head's for Rank
+  const RankHead* head_ = nullptr;
   int d_;
   int n_ = 0;
   std::vector<double> sum_;  // Mean: (d) the rows' sum

@@ -54,7 +54,9 @@ struct Request {
   LoraSelection lora{};
   // Not None: an embedding, not a generation. The prompt is prefilled and
   // nothing is sampled; the final hidden states of its positions are pooled
-  // (model/pooling.h) into Finish::embedding. Its KV is private (never
+  // (model/pooling.h) into Finish::embedding (Rank: the model's
+  // classification head's outputs, the first being the relevance score;
+  // the model must have the head). Its KV is private (never
   // reused from or published to the prefix cache) and freed as it finishes.
   Pooling pooling = Pooling::None;
   // Set by admission: the bytes of this request's image rows, reserved in

@@ -93,7 +93,8 @@ struct Finish {
   // an end-of-generation token or anything else.
   std::string stop_string;
   // An embedding request (Request::pooling): its pooled vector (d_model
-  // values, not normalised); empty for a generation or on an error.
+  // values, not normalised; for Rank the head's n_out outputs); empty for a
+  // generation or on an error.
   std::vector<float> embedding;
 
   // A Finish with only its reason (and error) set.

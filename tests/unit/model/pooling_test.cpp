@@ -62,7 +62,8 @@ TEST(Pooling, Names) {
   EXPECT_EQ(parse_pooling("mean"), Pooling::Mean);
   EXPECT_EQ(parse_pooling("cls"), Pooling::Cls);
   EXPECT_EQ(parse_pooling("last"), Pooling::Last);
-  EXPECT_EQ(parse_pooling("rank"), std::nullopt);
+  EXPECT_EQ(parse_pooling("rank"), Pooling::Rank);
+  EXPECT_EQ(parse_pooling("RANK"), std::nullopt);
   EXPECT_EQ(parse_pooling("Mean"), std::nullopt);
   EXPECT_STREQ(to_string(Pooling::Last), "last");
 }

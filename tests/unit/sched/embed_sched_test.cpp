@@ -258,5 +258,20 @@ TEST(EncoderSched, WholeSequencesPastTheStepBudget) {
   sched.stop();
 }
 
+// Rank pooling needs the model's classification head; the tiny model has none.
+TEST(EmbedSched, RankNeedsAHead) {
+  auto engine = Engine::load(testutil::tiny_engine_options(256, 4));
+  ASSERT_EQ(engine->rank_head(), nullptr);
+  Metrics metrics;
+  Scheduler sched(*engine, SchedulerOptions{}, metrics);
+  Collector c;
+  Request r;
+  r.id = "rank";
+  r.prompt = {5, 6, 7};
+  r.pooling = Pooling::Rank;
+  r.stream = c.stream();
+  EXPECT_THROW(sched.submit(std::move(r)), InvalidArgument);
+}
+
 }  // namespace
 }  // namespace tern::sched

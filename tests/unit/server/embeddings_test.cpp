@@ -112,6 +112,30 @@ TEST(Embeddings, LimitsAreCheckedPerInput) {
             kMaxEmbeddingInputs);
 }
 
+// "truncate": true (TEI) keeps an input's start; "truncate_prompt_tokens": k
+// (vLLM) its last k tokens, -1 the most the server takes.
+TEST(Embeddings, TruncationCutsInsteadOfRefusing) {
+  const std::vector<int> long_ids = [] {
+    std::vector<int> v(40);
+    for (int i = 0; i < 40; ++i) v[size_t(i)] = 3 + i;
+    return v;
+  }();
+  EmbeddingsRequest r = parse({{"input", long_ids}, {"truncate", true}});
+  EXPECT_EQ(r.inputs[0], std::vector<int32_t>(long_ids.begin(), long_ids.begin() + 16));
+  EXPECT_EQ(r.prompt_tokens, 16);
+  r = parse({{"input", long_ids}, {"truncate_prompt_tokens", 5}});
+  EXPECT_EQ(r.inputs[0], std::vector<int32_t>(long_ids.end() - 5, long_ids.end()));
+  r = parse({{"input", {"short", std::string(40, 'x')}}, {"truncate_prompt_tokens", -1}});
+  EXPECT_EQ(r.inputs[1].size(), 16u);
+  EXPECT_EQ(r.inputs[0], tok().encode("short", true, true));  // short ones stay whole
+  EXPECT_EQ(refusal({{"input", "a"}, {"truncate_prompt_tokens", 17}}).first,
+            "truncate_prompt_tokens");
+  EXPECT_EQ(refusal({{"input", "a"}, {"truncate_prompt_tokens", 0}}).first,
+            "truncate_prompt_tokens");
+  EXPECT_EQ(refusal({{"input", "a"}, {"truncate", "yes"}}).first, "truncate");
+  EXPECT_EQ(refusal({{"input", long_ids}, {"truncate", false}}).second, "context_length_exceeded");
+}
+
 TEST(Embeddings, Base64IsLittleEndianFloat32) {
   EXPECT_EQ(base64_floats(std::vector<float>{1.0f}), "AACAPw==");  // 00 00 80 3f
   EXPECT_EQ(base64_floats(std::vector<float>{1.0f, -2.0f}), "AACAPwAAAMA=");
