@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Records the peer's rerank scores: tests/fixtures/rerank_golden.json.
+"""Records the peer's rerank scores: tests/fixtures/rerank_golden.json (the
+decoder reranker) and, with --arch bert-reranker, rerank_bert_golden.json
+(a BERT cross-encoder: no template; each document's prompt length is
+recorded from a one-document request's usage instead of its token ids).
 
 It writes the seeded decoder reranker (`tern gen-arch-model --arch
 qwen3-reranker`: Qwen3 shapes, SmolLM2's tokenizer copied in, a random
@@ -48,15 +51,17 @@ def main():
     ap.add_argument("--tern", default=os.path.join(ROOT, "build/tern"))
     ap.add_argument("--peer", default=PEER)
     ap.add_argument("--port", type=int, default=18931)
+    ap.add_argument("--arch", default="qwen3-reranker", choices=["qwen3-reranker", "bert-reranker"])
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
-    model = os.path.join(tmp, "qwen3-reranker.gguf")
-    line = subprocess.run([a.tern, "gen-arch-model", "--arch", "qwen3-reranker", "--seed",
+    model = os.path.join(tmp, a.arch + ".gguf")
+    line = subprocess.run([a.tern, "gen-arch-model", "--arch", a.arch, "--seed",
                            str(SEED), "--out", model], capture_output=True, text=True,
                           check=True).stdout
     sha = line.split("weights sha256 ")[1].split()[0]
     server = subprocess.Popen([os.path.join(a.peer, "llama-server"), "-m", model, "--reranking",
-                               "--port", str(a.port), "-t", "2", "-c", "2048", "-np", "1"],
+                               "--port", str(a.port), "-t", "2", "-c", "2048" if a.arch ==
+                               "qwen3-reranker" else "128", "-np", "1"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         for _ in range(120):
@@ -71,27 +76,36 @@ def main():
         sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(a.peer.rstrip("/"))),
                                         "src", "gguf-py"))
         import gguf  # noqa: E402
-        field = gguf.GGUFReader(model).fields["tokenizer.chat_template.rerank"]
-        template = bytes(field.parts[field.data[0]]).decode()
+        field = gguf.GGUFReader(model).fields.get("tokenizer.chat_template.rerank")
+        template = bytes(field.parts[field.data[0]]).decode() if field else None
         cases = []
         for i, doc in enumerate(DOCUMENTS):
-            prompt = template.replace("{query}", QUERY).replace("{document}", doc)
-            ids = post(a.port, "/tokenize", {"content": prompt, "add_special": False,
-                                             "parse_special": True})["tokens"]
-            cases.append({"document": doc, "tokens": ids, "score": scores[i]})
-            print(f"document {i}: {len(ids)} tokens, score {scores[i]:.6f}", file=sys.stderr)
+            if template:
+                prompt = template.replace("{query}", QUERY).replace("{document}", doc)
+                ids = post(a.port, "/tokenize", {"content": prompt, "add_special": False,
+                                                 "parse_special": True})["tokens"]
+                cases.append({"document": doc, "tokens": ids, "score": scores[i]})
+                n = len(ids)
+            else:  # [BOS] query [EOS] [SEP] doc [EOS]: its length, from the usage
+                n = post(a.port, "/v1/rerank", {"query": QUERY, "documents": [doc]})[
+                    "usage"]["prompt_tokens"]
+                cases.append({"document": doc, "prompt_tokens": n, "score": scores[i]})
+            print(f"document {i}: {n} tokens, score {scores[i]:.6f}", file=sys.stderr)
     finally:
         server.terminate()
         server.wait()
     peer_name = os.path.basename(os.path.dirname(os.path.dirname(a.peer.rstrip("/"))))
     doc = {"how": f"llama-server ({peer_name}, CPU)"
-                  " --reranking -c 2048 -np 1 on `tern gen-arch-model --arch qwen3-reranker "
-                  f"--seed {SEED}` (SmolLM2 tokenizer); scores from POST /v1/rerank, token ids "
-                  "from POST /tokenize (add_special false, parse_special true) of the filled "
-                  "rerank template; scripts/oracle/gen_rerank_golden.py",
-           "arch": "qwen3-reranker", "seed": SEED, "weights_sha256": sha, "query": QUERY,
+                  f" --reranking -np 1 on `tern gen-arch-model --arch {a.arch} "
+                  f"--seed {SEED}`; scores from POST /v1/rerank; "
+                  + ("token ids from POST /tokenize (add_special false, parse_special true) of "
+                     "the filled rerank template (SmolLM2 tokenizer)" if template else
+                     "each prompt's length from a one-document request's usage")
+                  + f"; scripts/oracle/gen_rerank_golden.py --arch {a.arch}",
+           "arch": a.arch, "seed": SEED, "weights_sha256": sha, "query": QUERY,
            "usage_prompt_tokens": res["usage"]["prompt_tokens"], "cases": cases}
-    with open(os.path.join(ROOT, "tests/fixtures/rerank_golden.json"), "w") as f:
+    name = "rerank_golden.json" if a.arch == "qwen3-reranker" else "rerank_bert_golden.json"
+    with open(os.path.join(ROOT, "tests/fixtures", name), "w") as f:
         json.dump(doc, f, separators=(",", ":"), ensure_ascii=False)
         f.write("\n")
 

@@ -137,6 +137,8 @@ std::vector<std::string> gen_arch_cases(bool with_benchmark_shapes) {
     const bool bench = std::string_view(c.name).starts_with("smollm2-");
     if (!c.embedding && ((!bench && !c.rank) || with_benchmark_shapes)) v.push_back(c.name);
   }
+  if (with_benchmark_shapes)
+    for (const std::string& r : encoder_cases(/*rankers=*/true)) v.push_back(r);
   return v;
 }
 
@@ -145,7 +147,7 @@ bool gen_arch_own_vocab(const std::string& arch_case) {
 }
 
 std::vector<std::string> gen_encoder_cases() {
-  std::vector<std::string> v = encoder_cases();
+  std::vector<std::string> v = encoder_cases(/*rankers=*/false);
   for (const GenCase& c : kCases)
     if (c.embedding) v.push_back(c.name);
   return v;

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -19,12 +20,17 @@ struct EncoderCase {
   const char* name;
   bool nomic;  // fused QKV, RoPE, SwiGLU, no biases, no position table
   int n_layers, d_model, n_heads, d_ff, n_ctx;
-  int pooling;  // <arch>.pooling_type: 1 mean, 2 cls
+  int pooling;  // <arch>.pooling_type: 1 mean, 2 cls, 4 rank
 };
 
+// A BERT cross-encoder (bge-reranker / ms-marco MiniLM style) as llama.cpp's
+// converter writes one: pooling_type rank and the sequence-classification
+// head on the [CLS] row: cls.weight + cls.bias (tanh), then cls.output
+// (+ bias) to one logit, the relevance score.
 constexpr EncoderCase kEncoderCases[] = {
     {"bert", false, 2, 128, 4, 256, 128, 2},
     {"nomic-bert", true, 2, 128, 4, 256, 256, 1},
+    {"bert-reranker", false, 2, 128, 4, 256, 128, 4},
 };
 
 const EncoderCase* find_encoder(const std::string& name) {
@@ -89,9 +95,10 @@ bool is_encoder_case(const std::string& name) {
   return find_encoder(name) != nullptr;
 }
 
-std::vector<std::string> encoder_cases() {
+std::vector<std::string> encoder_cases(bool rankers) {
   std::vector<std::string> v;
-  for (const EncoderCase& c : kEncoderCases) v.push_back(c.name);
+  for (const EncoderCase& c : kEncoderCases)
+    if ((c.pooling == 4) == rankers) v.push_back(c.name);
   return v;
 }
 
@@ -177,6 +184,12 @@ GenArchResult generate_encoder_model(const std::string& name, uint64_t seed, DTy
     matrix(b + "ffn_down.weight", d, ff, 1.0f);
     if (!c.nomic) vec(b + "ffn_down.bias", d, 0.0f, 0.2f);
     layer_norm(b + "layer_output_norm", d);
+  }
+  if (c.pooling == 4) {  // rank: the classification head, F32 as in the fixtures' other heads
+    add("cls.weight", {d, d}, rng.fill(size_t(d) * d, 1.0f / std::sqrt(float(d))), DType::F32);
+    vec("cls.bias", d, 0.0f, 0.1f);
+    add("cls.output.weight", {d, 1}, rng.fill(size_t(d), 1.0f / std::sqrt(float(d))), DType::F32);
+    vec("cls.output.bias", 1, 0.0f, 0.1f);
   }
   res.weights_sha256 = gen.sha256();
   return res;

@@ -11,7 +11,9 @@
 namespace tern {
 
 bool is_encoder_case(const std::string& name);
-std::vector<std::string> encoder_cases();
+// The embedding encoders ("bert", "nomic-bert"), or with rankers the
+// cross-encoder rerankers ("bert-reranker").
+std::vector<std::string> encoder_cases(bool rankers);
 GenArchResult generate_encoder_model(const std::string& name, uint64_t seed, DType weight_type);
 
 }  // namespace tern

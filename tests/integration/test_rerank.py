@@ -178,3 +178,31 @@ def test_beside_a_generation_neither_changes(reranker, golden):
     assert out["gen"] == alone
     assert during.status_code == 200
     assert {x["index"]: x["relevance_score"] for x in during.json()["results"]} == solo
+
+
+def test_a_bert_cross_encoder_reranks_as_llama_server(tmp_path):
+    """A BERT cross-encoder (`--arch bert-reranker`: its own WordPiece
+    vocabulary, cls + tanh + cls.output on [CLS]) served end to end: the same
+    usage and scores as llama-server --reranking
+    (tests/fixtures/rerank_bert_golden.json), chat refused."""
+    with open(os.path.join(HERE, "..", "fixtures", "rerank_bert_golden.json")) as f:
+        g = json.load(f)
+    path = tmp_path / "bert-reranker.gguf"
+    line = subprocess.run([str(tern_bin()), "gen-arch-model", "--arch", g["arch"], "--seed",
+                           str(g["seed"]), "--out", str(path)], capture_output=True, text=True,
+                          check=True).stdout
+    assert g["weights_sha256"] in line
+    with TernServer("--max-batch", "4", model=path) as srv:
+        docs = [c["document"] for c in g["cases"]]
+        r = requests.post(srv.url + "/v1/rerank", timeout=120,
+                          json={"query": g["query"], "documents": docs, "top_n": 3})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["usage"]["prompt_tokens"] == g["usage_prompt_tokens"]
+        want = sorted(range(len(docs)), key=lambda i: -g["cases"][i]["score"])[:3]
+        assert [x["index"] for x in body["results"]] == want
+        for x in body["results"]:
+            assert abs(x["relevance_score"] - g["cases"][x["index"]]["score"]) <= 0.02
+        chat = requests.post(srv.url + "/v1/chat/completions", timeout=60, json={
+            "model": "m", "messages": [{"role": "user", "content": "hi"}]})
+        assert chat.status_code == 400, chat.text

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tern/core/task_pool.h"
+#include "tern/engine/engine.h"
 #include "tern/gguf/gguf.h"
 #include "tern/kv/paged_kv.h"
 #include "tern/model/gen_arch.h"
@@ -146,6 +147,50 @@ TEST(RerankOracle, PromptMatchesLlamaServer) {
         c["tokens"].get<std::vector<int32_t>>())
         << c["document"];
   }
+}
+
+// A BERT cross-encoder (`tern gen-arch-model --arch bert-reranker --seed 7`:
+// bidirectional encoder, its own WordPiece vocabulary, cls.weight + tanh then
+// cls.output on the [CLS] row) against llama-server --reranking:
+// tests/fixtures/rerank_bert_golden.json. No template: the prompt is [CLS]
+// query [SEP] [SEP] doc [SEP] as llama.cpp assembles it, whose length the
+// fixture records per document. The score is the head's raw output; the
+// encoder's vectors agree with llama.cpp's to cosine 0.9997
+// (encoder_oracle_test.cpp); on these scores that is up to 0.015 (bound 0.02).
+TEST(RerankOracle, BertCrossEncoderMatchesLlamaServer) {
+  std::ifstream in(test::fixture_path("rerank_bert_golden.json"));
+  const nlohmann::json g = nlohmann::json::parse(in);
+  const GenArchResult gen = generate_arch_model(g["arch"], g["seed"].get<uint64_t>(), nullptr);
+  ASSERT_EQ(gen.weights_sha256, g["weights_sha256"].get<std::string>())
+      << "the generator no longer makes the file llama.cpp ran on";
+  const std::string path = test::temp_path("bert-reranker.gguf");
+  gen.writer.write(path);
+  EngineOptions o;
+  o.model_path = path;
+  o.max_seqs = 2;
+  o.kv_flash_mb = 0;
+  auto e = Engine::load(o);
+  ASSERT_NE(e->rank_head(), nullptr);
+  EXPECT_EQ(e->rank_head()->rows(), Pooling::Cls);
+  const RerankPrompt prompt = RerankPrompt::from_gguf(gguf::GgufFile::open(path), e->tokenizer());
+  double worst = 0;
+  for (const auto& c : g["cases"]) {
+    const std::vector<int32_t> ids = prompt.encode(e->tokenizer(), g["query"].get<std::string>(),
+                                                   c["document"].get<std::string>());
+    EXPECT_EQ(int(ids.size()), c["prompt_tokens"].get<int>()) << c["document"];
+    const SeqId s = e->new_sequence();
+    Batch batch;
+    batch.entries.push_back({s, ids, LogitsMode::Hidden});
+    StepOutput out;
+    e->step(batch, out);
+    Pooler pooler(Pooling::Rank, e->config().d_model, e->rank_head());
+    pooler.add(out.hidden_rows(0, int(ids.size())), int(ids.size()));
+    e->free_sequence(s);
+    const double got = pooler.result()[0], want = c["score"].get<double>();
+    worst = std::max(worst, std::abs(got - want));
+    EXPECT_NEAR(got, want, 0.02) << c["document"];
+  }
+  std::printf("rerank oracle (bert cross-encoder): max |tern - llama.cpp| %.6f\n", worst);
 }
 
 }  // namespace
