@@ -145,6 +145,9 @@ std::unique_ptr<Engine> load_draft_engine(const ModelFlags& flags, const std::st
   auto e = Engine::load(o);
   std::fprintf(stderr, " done\n");
   const std::string target_path = flags.model.empty() ? default_model_path() : flags.model;
+  if (!e->config().generates())
+    throw InvalidArgument("--draft-model " + path + " cannot draft: it is an embedding model (" +
+                          e->config().arch + ")");
   if (const std::string why = vocabulary_mismatch(target.tokenizer(), e->tokenizer()); !why.empty())
     throw InvalidArgument("--draft-model " + path + " cannot draft for " + target_path +
                           ": the vocabularies differ (" + why + ")");

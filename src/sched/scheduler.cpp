@@ -41,6 +41,8 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
     if (const std::string why = vocabulary_mismatch(engine_.tokenizer(), opts_.draft->tokenizer());
         !why.empty())
       throw InvalidArgument("the draft model's vocabulary differs from the model's: " + why);
+    if (!opts_.draft->config().generates())
+      throw InvalidArgument("the draft model only embeds: it cannot guess tokens");
     if (&opts_.draft->pool() != &engine_.pool())
       throw InvalidArgument("the draft model must run on the model's task pool");
     model_drafter_ = std::make_unique<ModelDrafter>(*opts_.draft);
