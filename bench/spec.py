@@ -136,6 +136,8 @@ def main() -> int:
     ap.add_argument("-m", "--model", default=str(REPO / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("--bin", default=str(REPO / "build" / "tern"))
     ap.add_argument("--tern-arg", action="append", default=[], help="extra tern serve flag")
+    ap.add_argument("--on", default="auto", choices=["auto", "ngram", "draft"],
+                    help="the speculating server's --spec (draft: pass --tern-arg=--draft-model=F)")
     ap.add_argument("--peer", action="store_true",
                     help="also llama-server (scripts/build_peer.sh) with each --peer-types")
     ap.add_argument("--peer-types", default="none,ngram-mod,ngram-simple,ngram-map-k")
@@ -144,7 +146,7 @@ def main() -> int:
     loads = {k: v for k, v in workloads(args.seed, args.requests).items()
              if k in args.workloads.split(",")}
     off = measure(args.bin, args.model, "off", loads, levels, args.max_tokens, args.tern_arg)
-    auto = measure(args.bin, args.model, "auto", loads, levels, args.max_tokens, args.tern_arg)
+    auto = measure(args.bin, args.model, args.on, loads, levels, args.max_tokens, args.tern_arg)
     # tok/s: all requests' output tokens over the level's wall time (prefill
     # included); decode: output tokens over their generation time per request
     # (first token to last), summed over requests, as timings report them.
