@@ -227,35 +227,47 @@ def metric(url: str, name: str) -> float:
     return 0.0
 
 
-def conversation(url: str, image_url: str, turns: int, max_tokens: int, log) -> list[dict]:
+def conversation(url: str, image_url: str, turns: int, max_tokens: int, log,
+                 media: dict | None = None, questions: list[str] = QUESTIONS,
+                 kind: str = "image") -> list[dict]:
+    """One conversation: the media part (an image_url of image_url unless
+    given) in turn 1, a question a turn; timings of `kind` (image / audio) logged."""
+    part = media or {"type": "image_url", "image_url": {"url": image_url}}
     messages, out = [], []
     for k in range(turns):
-        content = ([{"type": "image_url", "image_url": {"url": image_url}}] if k == 0 else [])
-        content.append({"type": "text", "text": QUESTIONS[k % len(QUESTIONS)]})
+        content = [part] if k == 0 else []
+        content.append({"type": "text", "text": questions[k % len(questions)]})
         messages.append({"role": "user", "content": content})
         r = chat(url, messages, max_tokens)
         messages.append({"role": "assistant", "content": r["text"]})
         t = r["timings"]
         log(f"    turn {k + 1}: ttft {r['ttft']:.3f} s, latency {r['latency']:.3f} s, "
-            f"prompt_n {t.get('prompt_n')}, cache_n {t.get('cache_n')}, image_n {t.get('image_n')}, "
-            f"image_cache_hits {t.get('image_cache_hits')}, image_encode_ms "
-            f"{t.get('image_encode_ms')}")
+            f"prompt_n {t.get('prompt_n')}, cache_n {t.get('cache_n')}, {kind}_n "
+            f"{t.get(kind + '_n')}, {kind}_cache_hits {t.get(kind + '_cache_hits')}, "
+            f"{kind}_encode_ms {t.get(kind + '_encode_ms')}")
         out.append(r)
     return out
+
+
+def per_server(f: dict, threads: int, configs, fn, log) -> dict:
+    """fn(url) on a fresh tern server for each (name, flags) in configs."""
+    runs = {}
+    for name, flags in configs:
+        log(f"  server: {name} {' '.join(flags)}")
+        srv = start_tern(f["text"], f["mmproj"], threads, 8192, flags)
+        try:
+            runs[name] = fn(srv.url)
+        finally:
+            srv.stop()
+    return runs
 
 
 # --- sections --------------------------------------------------------------------
 
 def sec_multiturn(a, f, res, log):
     img = data_url(png(a.image_px, a.image_px, seed=7))
-    runs = {}
-    for name, flags in [(n, fl) for n, fl in ABLATION if n in a.ablation]:
-        log(f"  server: {name} {' '.join(flags)}")
-        srv = start_tern(f["text"], f["mmproj"], a.threads, 8192, flags)
-        try:
-            runs[name] = conversation(srv.url, img, a.turns, a.max_tokens, log)
-        finally:
-            srv.stop()
+    runs = per_server(f, a.threads, [(n, fl) for n, fl in ABLATION if n in a.ablation],
+                      lambda url: conversation(url, img, a.turns, a.max_tokens, log), log)
     res["multiturn"] = runs
     base = runs.get("none") or next(iter(runs.values()))
     same = all(runs[n][k]["text"] == base[k]["text"] for n in runs for k in range(a.turns))

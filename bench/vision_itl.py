@@ -83,6 +83,30 @@ def gaps(streams: list[Stream], lo: float = 0.0, hi: float = float("inf")) -> li
     return g
 
 
+def gaps_around(url: str, n: int, tokens: int, content: list[dict]):
+    """n streams decoding alone, then n more and, once all decode, one
+    request with `content`: (gaps alone, gaps while that request waits for
+    its first token, its wait in s)."""
+    text_streams(url, n, 16)[0].join()  # warm-up
+    base = text_streams(url, n, tokens)
+    for s in base:
+        s.join()
+    load = text_streams(url, n, tokens * 4)
+    while not all(s.times for s in load):
+        time.sleep(0.01)
+    req = Stream(url, {"messages": [{"role": "user", "content": content}], "max_tokens": 4,
+                       "temperature": 0, "stream": True})
+    req.start()
+    req.join()
+    first = req.times[0] if req.times else time.monotonic()
+    for s in load:
+        s.join()
+    errors = [s.error for s in base + load + [req] if s.error]
+    if errors:
+        raise RuntimeError(f"errors: {errors}")
+    return gaps(base), gaps(load, req.sent, first), first - req.sent
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--streams", type=int, default=8)
@@ -105,32 +129,12 @@ def main():
         extra = ["--threads", str(a.threads)] if a.threads else []
         with TernServer("--mmproj", str(mmproj), "--media-dir", str(media), *extra,
                         model=str(text), startup_timeout=300) as srv:
-            text_streams(srv.url, a.streams, 16)[0].join()  # warm-up
-            # A: text only.
-            base = text_streams(srv.url, a.streams, a.tokens)
-            for s in base:
-                s.join()
-            ga = gaps(base)
-            # B: the same, plus one image request once every stream decodes.
-            load = text_streams(srv.url, a.streams, a.tokens * 4)
-            while not all(s.times for s in load):
-                time.sleep(0.01)
-            img = Stream(srv.url, {"messages": [{"role": "user", "content": [
+            ga, gb, wait = gaps_around(srv.url, a.streams, a.tokens, [
                 {"type": "image_url", "image_url": {"url": pic}},
-                {"type": "text", "text": "Describe the picture."}]}],
-                "max_tokens": 4, "temperature": 0, "stream": True})
-            img.start()
-            img.join()
-            first = img.times[0] if img.times else time.monotonic()
-            for s in load:
-                s.join()
-            errors = [s.error for s in base + load + [img] if s.error]
-            if errors:
-                sys.exit(f"errors: {errors}")
-            gb = gaps(load, img.sent, first)
+                {"type": "text", "text": "Describe the picture."}])
             m = requests.get(srv.url + "/metrics", timeout=10).text
             slices = [ln for ln in m.splitlines() if ln.startswith("tern_vision_encode_slices_total")]
-    print(f"streams={a.streams} tiles={a.tiles} image wait={(first - img.sent) * 1e3:.0f} ms "
+    print(f"streams={a.streams} tiles={a.tiles} image wait={wait * 1e3:.0f} ms "
           f"({slices[0] if slices else 'no slice metric'})")
     print(f"A text only:   n={len(ga)} p50={statistics.median(ga):.1f} ms p99={pct(ga, 99):.1f} ms")
     print(f"B while image: n={len(gb)} p50={statistics.median(gb):.1f} ms p99={pct(gb, 99):.1f} ms")

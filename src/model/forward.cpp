@@ -314,6 +314,8 @@ void Model::forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPo
                               std::to_string(cfg_.n_vocab) + ")");
       }
     }
+    if (e.skip < 0 || (e.skip > 0 && e.commit))
+      throw InvalidArgument("a batch entry skipping written positions must not commit");
     int end = 0;  // embedding runs: sorted, disjoint, inside the entry's tokens
     for (const EmbeddingRun& r : e.embeddings) {
       if (r.offset < end || r.n <= 0 || r.offset + r.n > int(e.tokens.size()) || !r.rows)
@@ -324,14 +326,14 @@ void Model::forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPo
   // Room for every new token (a no-op when the caller reserved already).
   // Throws InvalidArgument past the context, kv::KvFullError or
   // kv::KvIoError; lengths are unchanged then.
-  for (const BatchEntry& e : batch.entries) kv.reserve(e.seq, int(e.tokens.size()));
+  for (const BatchEntry& e : batch.entries) kv.reserve(e.seq, e.skip + int(e.tokens.size()));
   ws_.ensure(cfg_, T);
   std::vector<SeqId>& seqs = ws_.seqs;
   seqs.clear();
   int t = 0;
   for (size_t i = 0; i < batch.entries.size(); ++i) {
     const BatchEntry& e = batch.entries[i];
-    const int base = kv.length(e.seq);
+    const int base = kv.length(e.seq) + e.skip;
     seqs.push_back(e.seq);
     for (size_t j = 0; j < e.tokens.size(); ++j, ++t) {
       ws_.tok_entry[size_t(t)] = int(i);

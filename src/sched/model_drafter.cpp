@@ -77,8 +77,9 @@ void ModelDrafter::retain(std::span<const uint64_t> live) {
 // Each wanting sequence's first entry feeds its context from what the draft
 // KV holds to its end (the last token uncommitted, so it can be fed again
 // next time), or, when that is more than kCatchUpChunk, only the next chunk
-// (committed, no guess this step). Each later pass feeds the last context
-// token and the guesses so far, uncommitted, and takes one more guess.
+// (committed, no guess this step). Each later pass feeds the newest guess
+// alone, uncommitted, after the positions the earlier passes wrote
+// (BatchEntry::skip), and takes one more guess: k guesses cost k tokens.
 void ModelDrafter::propose(std::span<const Want> wants) {
   struct Live {
     const Want* want;
@@ -86,6 +87,7 @@ void ModelDrafter::propose(std::span<const Want> wants) {
     std::vector<int32_t> feed;  // this pass's tokens
     int commit = 0;             // of them, committed after the first pass
     bool guessing = true;
+    int skip = 0;  // uncommitted positions written before the feed (later passes)
   };
   std::vector<Live> live;
   live.reserve(wants.size());
@@ -119,6 +121,7 @@ void ModelDrafter::propose(std::span<const Want> wants) {
         e.tokens = l.feed;
         e.logits = l.guessing ? LogitsMode::Last : LogitsMode::None;
         e.commit = !l.guessing;
+        e.skip = l.skip;
         batch_.entries.push_back(e);
       }
       draft_.step(batch_, out_);
@@ -135,9 +138,10 @@ void ModelDrafter::propose(std::span<const Want> wants) {
         const Pick p = greedy(out_.last(int(i)), n_vocab);
         l.want->out->push_back(p.token);
         if (p.prob < kMinProb || int(l.want->out->size()) >= l.want->k) continue;
-        // Next pass: the last context token, then every guess so far.
-        l.feed.assign(1, l.want->context.back());
-        l.feed.insert(l.feed.end(), l.want->out->begin(), l.want->out->end());
+        // Next pass: the newest guess, after the last context token and the
+        // earlier guesses (written uncommitted by the passes before).
+        l.feed.assign(1, p.token);
+        l.skip = int(l.want->out->size());
         next.push_back(std::move(l));
       }
       live = std::move(next);

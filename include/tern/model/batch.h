@@ -52,6 +52,11 @@ struct BatchEntry {
   // rejected positions are never committed, so never published to the
   // prefix cache, and the next step overwrites them).
   bool commit = true;
+  // Positions written by earlier uncommitted entries of this sequence that
+  // these tokens follow: they go to seq_len + skip .. and attend to those
+  // positions too. Lets a drafter extend its own uncommitted guesses one
+  // token a pass instead of feeding them all again. Needs commit = false.
+  int skip = 0;
 };
 
 struct Batch {

@@ -3,12 +3,14 @@
 // the generated tiny model (tiny_engine.h): always runs.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "../../../src/sched/drafter.h"
 #include "collector.h"
+#include "tern/core/error.h"
 #include "tern/engine/engine.h"
 #include "tern/kv/paged_kv.h"
 #include "tern/sched/scheduler.h"
@@ -52,6 +54,69 @@ std::vector<int32_t> predict(const std::vector<int32_t>& output,
   std::vector<int32_t> out;
   PredictionDrafter::propose(output, prediction, cursor, k, out);
   return out;
+}
+
+// BatchEntry::skip: tokens fed one a pass after the uncommitted positions the
+// passes before wrote give the logits of feeding them all at once (what the
+// draft model relies on to guess k tokens for k tokens of work); nothing is
+// committed, so the next commit starts where the last one ended.
+TEST(SkipEntry, ExtendingUncommittedPositionsEqualsFeedingThemAgain) {
+  const auto engine = Engine::load(testutil::tiny_engine_options(1024, 4));
+  Engine& e = *engine;
+  std::vector<int32_t> prompt;  // past one attention segment (512): the split-K path too
+  for (int i = 0; i < 600; ++i) prompt.push_back(int32_t(3 + (i * 7 + i / 13) % 120));
+  const std::vector<int32_t> tail = {60, 61, 62, 63, 64, 65};
+  const auto head = std::span<const int32_t>(prompt).first(560);
+  const auto rest = std::span<const int32_t>(prompt).subspan(560);
+  StepOutput out;
+  std::vector<std::vector<float>> whole;  // tail fed at once: every row
+  {
+    const SeqId s = e.new_sequence();
+    Batch b;
+    b.entries.push_back({s, std::span<const int32_t>(prompt), LogitsMode::None});
+    e.step(b, out);
+    b.entries[0] = {s, std::span<const int32_t>(tail), LogitsMode::All};
+    b.entries[0].commit = false;
+    e.step(b, out);
+    for (int r = 0; r < int(tail.size()); ++r) {
+      const auto row = out.row(out.first_row[0] + r);
+      whole.emplace_back(row.begin(), row.end());
+    }
+    e.free_sequence(s);
+  }
+  // As the draft model feeds: the context's end and the first new token
+  // uncommitted, the context committed after the step, then one token a pass.
+  const SeqId s = e.new_sequence();
+  Batch b;
+  b.entries.push_back({s, head, LogitsMode::None});
+  e.step(b, out);
+  std::vector<int32_t> first(rest.begin(), rest.end());
+  first.push_back(tail[0]);
+  b.entries[0] = {s, std::span<const int32_t>(first), LogitsMode::Last};
+  b.entries[0].commit = false;
+  e.step(b, out);
+  e.commit(s, rest);
+  auto check = [&](size_t i) {
+    const auto row = out.last(0);
+    ASSERT_EQ(row.size(), whole[i].size());
+    for (size_t v = 0; v < row.size(); ++v)
+      ASSERT_NEAR(row[v], whole[i][v], 1e-4f * (1.0f + std::fabs(whole[i][v]))) << i << " " << v;
+    EXPECT_EQ(e.seq_len(s), int(prompt.size()));
+  };
+  check(0);
+  for (size_t i = 1; i < tail.size(); ++i) {
+    b.entries[0] = {s, std::span<const int32_t>(tail).subspan(i, 1), LogitsMode::Last};
+    b.entries[0].commit = false;
+    b.entries[0].skip = int(i);
+    e.step(b, out);
+    check(i);
+  }
+  // A skipping entry that would commit is refused before anything changes.
+  b.entries[0] = {s, std::span<const int32_t>(tail).first(1), LogitsMode::Last};
+  b.entries[0].skip = 1;
+  EXPECT_THROW(e.step(b, out), InvalidArgument);
+  EXPECT_EQ(e.seq_len(s), int(prompt.size()));
+  e.free_sequence(s);
 }
 
 TEST(PredictionDrafter, FollowsTheOutputThroughThePrediction) {
