@@ -81,6 +81,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="tern serve --threads (0: default)")
     ap.add_argument("--step-tokens", type=int, default=0, help="tern serve --step-tokens")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--tern-arg", action="append", default=[], help="extra tern serve flag")
     a = ap.parse_args()
     load = os.getloadavg()[0]
     if load > 1.5:
@@ -89,7 +90,7 @@ def main() -> int:
     # Speculation off: a drafted step emits several tokens at once, which
     # would read as near-zero gaps.
     extra = ["--spec", "off"] + (["--threads", str(a.threads)] if a.threads else []) + \
-        (["--step-tokens", str(a.step_tokens)] if a.step_tokens else [])
+        (["--step-tokens", str(a.step_tokens)] if a.step_tokens else []) + a.tern_arg
     with TernServer(*extra, startup_timeout=300) as srv:
         warm = Stream(srv.url, 16)
         warm.start()

@@ -180,6 +180,11 @@ void add_serve_command(CLI::App& app) {
                   "long prompt); 0: always the full --step-tokens")
       ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
+  cmd->add_option("--pooled-slack", o->sched.pooled_slack,
+                  "the same bound for embedding and rerank prompts beside decoding streams "
+                  "(the smaller of the two applies to them)")
+      ->check(CLI::Range(1.0, 100.0))
+      ->capture_default_str();
   cmd->add_option("--session-ttl", o->sched.session_ttl_s,
                   "seconds a session's last-turn KV stays pinned in DRAM after the request ends "
                   "(session key: X-Session-Id header, the `user` field, or the WebSocket "

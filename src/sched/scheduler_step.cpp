@@ -162,10 +162,11 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
   // StepBudget::kProbeEvery-th such step is decode-only, to keep the decode
   // cost current; not while a short prompt waits.
   const bool paced = n_decode > 0 && opts_.itl_slack > 0 && costs_->ready();
-  double room_ms = 0;
+  double room_ms = 0, pooled_ms = 0;
   bool probe = false;
   if (paced) {
     room_ms = costs_->room_ms(opts_.itl_slack);
+    pooled_ms = costs_->room_ms(std::min(opts_.itl_slack, opts_.pooled_slack));
     if (media_->pending()) room_ms /= 2;  // the other half goes to the image encodes
     probe = costs_->probe_due() && plan_.size() > n_decode && !is_short(*plan_[n_decode].first);
   }
@@ -173,18 +174,23 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
   // at most kLearnTokens of prompt: the step it learns from is not a long gap.
   if (n_decode > 0 && opts_.itl_slack > 0 && !paced) budget = std::min(budget, kLearnTokens);
   StepRoom room(*costs_, room_ms, kMinPrefillChunk);
+  // Embedding and rerank prompts share a smaller room (pooled_slack): nobody
+  // waits on their first token, so the streams' gaps come first.
+  StepRoom pooled(*costs_, std::min(room_ms, pooled_ms), kMinPrefillChunk);
   const bool whole = !engine_.config().causal;
   size_t kept = n_decode;
   for (size_t i = n_decode; i < plan_.size() && budget > 0 && !probe; ++i) {
     Sequence& s = *plan_[i].first;
     int n = paced ? room.size(budget, s.pending(), s.in_kv, s.last_chunk, is_short(s))
                   : std::min(budget, s.pending());
+    if (paced && s.embeds()) n = std::min(n, pooled.size(n, s.pending(), s.in_kv, s.last_chunk, false));
     if (!s.req.media.empty()) n = MediaFeed::fit_chunk(s, media_ready(s, n));
     // An encoder's sequence attends both ways: all of it in one step (the
     // step's first prefill may exceed the budget for it, so none waits for ever).
     if (whole) n = s.pending() <= budget || kept == n_decode ? s.pending() : 0;
     if (n == 0) continue;  // waits before an image being encoded, or no room left
     if (paced) room.take(n, s.in_kv);
+    if (paced && s.embeds()) pooled.take(n, s.in_kv);
     s.last_chunk = n;
     plan_[kept++] = {&s, n};
     budget -= n;

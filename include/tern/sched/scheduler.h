@@ -94,6 +94,12 @@ struct SchedulerOptions {
   // comes one step after it arrives). 0: off (the whole step_tokens budget
   // every step).
   double itl_slack = 2.0;
+  // The same bound for embedding and rerank prompts beside decodes (the
+  // smaller of the two applies to them): no stream waits on their first
+  // token, so they take less of a step and the streams' p99 stays within 2x
+  // idle (bench/embed_itl.py). Their throughput while streams decode is
+  // what the room left gives; alone they run at the full step_tokens.
+  double pooled_slack = 1.5;
   int64_t kv_tokens = 0;  // admit only while KV tokens in use + new prompt fit; 0: no limit
   // How long a finished request with a session key keeps its KV pinned in
   // DRAM (Request::session); 0: never pin.
