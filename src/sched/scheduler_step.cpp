@@ -183,7 +183,8 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
     Sequence& s = *plan_[i].first;
     int n = paced ? room.size(budget, s.pending(), s.in_kv, s.last_chunk, is_short(s))
                   : std::min(budget, s.pending());
-    if (paced && s.embeds()) n = std::min(n, pooled.size(n, s.pending(), s.in_kv, s.last_chunk, false));
+    if (paced && s.embeds())
+      n = std::min(n, pooled.size(n, s.pending(), s.in_kv, s.last_chunk, false));
     if (!s.req.media.empty()) n = MediaFeed::fit_chunk(s, media_ready(s, n));
     // An encoder's sequence attends both ways: all of it in one step (the
     // step's first prefill may exceed the budget for it, so none waits for ever).
