@@ -13,17 +13,8 @@ const app = {
   nextGen: 1,
   recent: [],         // [time ms, tokens] of recent deltas, for the aggregate rate
   vision: null,       // the server takes images (null: not known yet)
-  audio: null,        // the server takes sound (an audio projector loaded)
 };
 const MAX_IMAGE_BYTES = 20 << 20;  // tern serve's default --max-media-mb
-const MAX_RECORD_SECONDS = 120;    // a microphone recording stops by itself here
-// Containers the server decodes as they are (input_audio.format); other
-// recordings and files are converted here to 16 kHz mono WAV first.
-const AUDIO_FORMATS = {
-  'audio/wav': 'wav', 'audio/x-wav': 'wav', 'audio/wave': 'wav', 'audio/vnd.wave': 'wav',
-  'audio/mpeg': 'mp3', 'audio/mp3': 'mp3', 'audio/flac': 'flac', 'audio/x-flac': 'flac',
-  'audio/ogg': 'ogg', 'audio/opus': 'ogg',
-};
 
 // ---- connection -----------------------------------------------------------
 
@@ -44,7 +35,7 @@ function connect() {
   setStatus('connecting', '');
   const ws = new WebSocket(wsUrl());
   app.ws = ws;
-  ws.onopen = () => { setStatus('online', 'ok'); checkMedia(); };
+  ws.onopen = () => { setStatus('online', 'ok'); checkVision(); };
   ws.onclose = (ev) => {
     if (app.ws !== ws) return;
     setStatus(ev.code === 1001 ? 'server shut down' : 'offline', 'bad');
@@ -59,72 +50,17 @@ function connect() {
   };
 }
 
-// Whether the model takes images and sound (/v1/models says
-// capabilities.vision / capabilities.audio with a --mmproj that has them).
-async function checkMedia() {
+// Whether the model takes images (/v1/models says capabilities.vision with --mmproj).
+async function checkVision() {
   const key = $('#api-key').value.trim();
   try {
     const r = await fetch('/v1/models', { headers: key ? { Authorization: `Bearer ${key}` } : {} });
     const m = (await r.json()).data[0];
-    const caps = (m && m.capabilities) || {};
-    app.vision = !!caps.vision;
-    app.audio = !!caps.audio;
+    app.vision = !!(m && m.capabilities && m.capabilities.vision);
   } catch {
     app.vision = null;
-    app.audio = null;
   }
-  for (const c of app.chats.values()) c.showMedia();
-}
-
-// ---- sound: files and the microphone, as input_audio parts -------------------
-
-function base64Of(bytes) {
-  let s = '';
-  for (let i = 0; i < bytes.length; i += 0x8000) {
-    s += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
-  }
-  return btoa(s);
-}
-
-// 16 kHz mono 16-bit WAV of any audio the browser decodes (a MediaRecorder
-// recording, an .m4a file): what the server's encoders take anyway.
-async function toWav(blob) {
-  const ctx = new AudioContext();
-  let decoded;
-  try {
-    decoded = await ctx.decodeAudioData(await blob.arrayBuffer());
-  } finally {
-    ctx.close();
-  }
-  const rate = 16000;
-  const frames = Math.max(1, Math.ceil(decoded.duration * rate));
-  const off = new OfflineAudioContext(1, frames, rate);
-  const src = off.createBufferSource();
-  src.buffer = decoded;
-  src.connect(off.destination);
-  src.start();
-  const pcm = (await off.startRendering()).getChannelData(0);
-  const out = new DataView(new ArrayBuffer(44 + 2 * pcm.length));
-  const text = (o, t) => { for (let i = 0; i < t.length; i++) out.setUint8(o + i, t.charCodeAt(i)); };
-  text(0, 'RIFF'); out.setUint32(4, 36 + 2 * pcm.length, true); text(8, 'WAVE');
-  text(12, 'fmt '); out.setUint32(16, 16, true); out.setUint16(20, 1, true); out.setUint16(22, 1, true);
-  out.setUint32(24, rate, true); out.setUint32(28, 2 * rate, true); out.setUint16(32, 2, true);
-  out.setUint16(34, 16, true); text(36, 'data'); out.setUint32(40, 2 * pcm.length, true);
-  for (let i = 0; i < pcm.length; i++) {
-    out.setInt16(44 + 2 * i, Math.round(Math.max(-1, Math.min(1, pcm[i])) * 32767), true);
-  }
-  return new Blob([out.buffer], { type: 'audio/wav' });
-}
-
-// A pending sound: {kind: 'audio', name, url (for the player), data, format}.
-async function audioItem(blob, name) {
-  let format = AUDIO_FORMATS[(blob.type || '').split(';')[0]];
-  if (!format) {
-    blob = await toWav(blob);
-    format = 'wav';
-  }
-  const data = base64Of(new Uint8Array(await blob.arrayBuffer()));
-  return { kind: 'audio', name, format, data, url: `data:${blob.type || 'audio/wav'};base64,${data}` };
+  for (const c of app.chats.values()) c.showVision();
 }
 
 function send(obj) {
@@ -160,12 +96,11 @@ function onMessage(msg) {
 // ---- one generation (one assistant reply) -----------------------------------
 
 class Generation {
-  constructor(chat, id, bubble, images, sounds) {
+  constructor(chat, id, bubble, images) {
     this.chat = chat;
     this.id = id;
     this.bubble = bubble;
     this.images = images;  // images in the request (this turn's and earlier turns')
-    this.sounds = sounds;  // audio clips likewise
     this.text = '';
     this.t0 = performance.now();
     this.tFirst = null;
@@ -198,21 +133,19 @@ class Generation {
       prompt: msg.usage ? msg.usage.prompt_tokens : null,
       cached: t.cache_n || 0,
       reason: msg.finish_reason,
-      image: mediaCache(this.images, t, 'image'),
-      audio: mediaCache(this.sounds, t, 'audio'),
+      image: imageCache(this.images, t),
     };
     if (msg.error) {
       stats.reason = 'error: ' + msg.error;
       this.bubble.classList.add('error');
     }
     $('.meta', this.bubble).textContent = formatStats(stats);
-    for (const kind of ['image', 'audio']) {
-      if (!stats[kind] || !stats[kind].reused) continue;
+    if (stats.image && stats.image.reused) {
       const badge = document.createElement('span');
       badge.className = 'cache-badge';
-      badge.dataset.testid = `${kind}-cache`;
-      badge.textContent = `cached ${kind}`;
-      badge.title = stats[kind].how;
+      badge.dataset.testid = 'image-cache';
+      badge.textContent = 'cached image';
+      badge.title = stats.image.how;
       this.bubble.appendChild(badge);
       this.chat.scroll();
     }
@@ -220,21 +153,21 @@ class Generation {
   }
 }
 
-// What the server did for the request's images (kind 'image') or sounds
-// ('audio'), from the done message's timings: <kind>_n counts those whose
-// embedding rows it fetched (one inside a reused KV prefix needs none),
-// <kind>_cache_hits those found in the embedding cache, <kind>_encode_ms the
-// time spent getting rows (the three are left out when no rows were fetched).
-function mediaCache(count, t, kind) {
-  if (!count) return null;
-  const fetched = t[`${kind}_n`] || 0;
-  const viaKv = Math.max(0, count - fetched);
-  const hits = t[`${kind}_cache_hits`] || 0;
+// What the server did for the request's images, from the done message's
+// timings: image_n counts the images whose embedding rows it fetched (an image
+// inside a reused KV prefix needs none), image_cache_hits those found in the
+// embedding cache, image_encode_ms the time spent getting rows (the three are
+// left out when no rows were fetched).
+function imageCache(images, t) {
+  if (!images) return null;
+  const fetched = t.image_n || 0;
+  const viaKv = Math.max(0, images - fetched);
+  const hits = t.image_cache_hits || 0;
   const how = [];
-  if (viaKv) how.push(`${viaKv} ${kind}(s) inside the reused KV prefix`);
-  if (hits) how.push(`${hits} ${kind}(s) from the embedding cache`);
+  if (viaKv) how.push(`${viaKv} image(s) inside the reused KV prefix`);
+  if (hits) how.push(`${hits} image(s) from the embedding cache`);
   const encoded = fetched - hits;
-  if (encoded > 0) how.push(`${encoded} encoded in ${Math.round(t[`${kind}_encode_ms`] || 0)} ms`);
+  if (encoded > 0) how.push(`${encoded} encoded in ${Math.round(t.image_encode_ms || 0)} ms`);
   return { reused: viaKv + hits > 0, how: how.join(', ') };
 }
 
@@ -246,7 +179,6 @@ function formatStats(s) {
   // The prompt's KV reused from the prefix cache (earlier turns, shared system prompts).
   if (s.prompt) parts.push(`prompt ${s.prompt} (${s.cached} cached)`);
   if (s.image) parts.push(`images: ${s.image.how}`);
-  if (s.audio) parts.push(`audio: ${s.audio.how}`);
   if (s.reason) parts.push(s.reason);
   return parts.join(' · ');
 }
@@ -265,7 +197,7 @@ class Chat {
     this.input = $('textarea', this.el);
     this.sendBtn = $('.send', this.el);
     this.stopBtn = $('.stop', this.el);
-    this.pending = [];    // attachments not yet sent: {kind: 'image', name, url} or audioItem()s
+    this.pending = [];    // attached images not yet sent: {name, url}
     this.attachments = $('.attachments', this.el);
     this.fileInput = $('.file', this.el);
     this.attachBtn = $('.attach', this.el);
@@ -289,14 +221,11 @@ class Chat {
     });
     this.input.addEventListener('paste', (e) => {
       const files = [...(e.clipboardData ? e.clipboardData.items : [])]
-        .filter((it) => it.kind === 'file' && /^(image|audio)\//.test(it.type))
+        .filter((it) => it.kind === 'file' && it.type.startsWith('image/'))
         .map((it) => it.getAsFile());
       if (files.length) { e.preventDefault(); this.attachFiles(files); }
     });
-    this.micBtn = $('.mic', this.el);
-    this.recorder = null;
-    this.micBtn.addEventListener('click', () => this.toggleRecording());
-    this.showMedia();
+    this.showVision();
     $('.composer', this.el).addEventListener('submit', (e) => { e.preventDefault(); this.submit(); });
     this.input.addEventListener('keydown', (e) => {
       if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); this.submit(); }
@@ -305,88 +234,37 @@ class Chat {
     $('.close', this.el).addEventListener('click', () => this.close());
     $('#chats').appendChild(this.el);
   }
-  showMedia() {
-    const noImages = app.vision === false, noSound = app.audio === false;
-    this.attachBtn.disabled = noImages && noSound;
-    this.attachBtn.title = noImages && noSound
-      ? 'This server takes no images or sound (start it with --mmproj)'
-      : 'Attach an image or a sound file (or drop one on the chat, or paste it)';
-    this.micBtn.disabled = noSound || !(navigator.mediaDevices && window.MediaRecorder);
-    this.micBtn.title = noSound ? 'This server takes no sound (start it with an audio --mmproj)'
-      : 'Record from the microphone (click again to stop)';
+  showVision() {
+    const off = app.vision === false;
+    this.attachBtn.disabled = off;
+    this.attachBtn.title = off ? 'This server takes no images (start it with --mmproj)'
+      : 'Attach an image (or drop one on the chat, or paste it)';
   }
-  // Reads image files as data: URLs and sound files as input_audio parts (the
-  // original bytes where the server decodes the container: it identifies a
-  // picture by its decoded pixels and a clip by its decoded samples, so the
-  // same file is the same picture or clip).
+  // Reads image files as data: URLs (the original bytes: the server identifies
+  // a picture by its decoded pixels, so the same file is the same picture).
   attachFiles(files) {
     for (const f of files) {
-      const sound = f && f.type.startsWith('audio/');
-      if (!f || !(f.type.startsWith('image/') || sound)) continue;
+      if (!f || !f.type.startsWith('image/')) continue;
       if (f.size > MAX_IMAGE_BYTES) {
         this.showStats({ ttft: null, tokens: 0, reason: `${f.name}: larger than 20 MiB` });
         continue;
       }
-      if (sound) {
-        audioItem(f, f.name || 'sound')
-          .then((item) => { this.pending.push(item); this.showPending(); })
-          .catch((e) => this.showStats({ ttft: null, tokens: 0, reason: `${f.name}: ${e.message}` }));
-        continue;
-      }
       const reader = new FileReader();
       reader.onload = () => {
-        this.pending.push({ kind: 'image', name: f.name || 'pasted image', url: reader.result });
+        this.pending.push({ name: f.name || 'pasted image', url: reader.result });
         this.showPending();
       };
       reader.readAsDataURL(f);
     }
-  }
-  // The microphone: a first click records (MediaRecorder), a second one
-  // stops and attaches the recording as 16 kHz mono WAV.
-  async toggleRecording() {
-    if (this.recorder) {
-      this.recorder.stop();
-      return;
-    }
-    let stream;
-    try {
-      stream = await navigator.mediaDevices.getUserMedia({ audio: true });
-    } catch (e) {
-      this.showStats({ ttft: null, tokens: 0, reason: `microphone: ${e.message}` });
-      return;
-    }
-    const rec = new MediaRecorder(stream);
-    const chunks = [];
-    rec.ondataavailable = (e) => { if (e.data.size) chunks.push(e.data); };
-    const limit = setTimeout(() => rec.state === 'recording' && rec.stop(), MAX_RECORD_SECONDS * 1000);
-    rec.onstop = async () => {
-      clearTimeout(limit);
-      for (const t of stream.getTracks()) t.stop();
-      this.recorder = null;
-      this.micBtn.textContent = 'Mic';
-      this.micBtn.classList.remove('recording');
-      try {
-        const item = await audioItem(new Blob(chunks, { type: rec.mimeType }), 'recording');
-        this.pending.push(item);
-        this.showPending();
-      } catch (e) {
-        this.showStats({ ttft: null, tokens: 0, reason: `recording: ${e.message}` });
-      }
-    };
-    this.recorder = rec;
-    rec.start();
-    this.micBtn.textContent = 'Stop rec';
-    this.micBtn.classList.add('recording');
   }
   showPending() {
     this.attachments.replaceChildren(...this.pending.map((p, i) => {
       const d = document.createElement('span');
       d.className = 'attachment';
       d.dataset.testid = 'attachment';
-      const img = document.createElement(p.kind === 'audio' ? 'audio' : 'img');
+      const img = document.createElement('img');
       img.src = p.url;
-      if (p.kind === 'audio') img.controls = true;
-      else img.alt = p.name;
+      img.alt = p.name;
       const x = document.createElement('button');
       x.type = 'button';
       x.textContent = '×';
@@ -400,35 +278,31 @@ class Chat {
     const text = this.input.value.trim();
     if ((!text && !this.pending.length) || this.current) return;
     this.input.value = '';
-    const media = this.pending;
+    const images = this.pending.map((p) => p.url);
     this.pending = [];
     this.showPending();
-    this.ask(text, media);
+    this.ask(text, images);
   }
-  partsInHistory(type) {
+  imagesInHistory() {
     let n = 0;
     for (const m of this.history) {
-      if (Array.isArray(m.content)) n += m.content.filter((p) => p.type === type).length;
+      if (Array.isArray(m.content)) n += m.content.filter((p) => p.type === 'image_url').length;
     }
     return n;
   }
-  // media: pending attachments ({kind: 'image', url} or audioItem()s).
-  ask(text, media = []) {
+  ask(text, images = []) {
     if (this.current) return false;
-    // With media: OpenAI content parts, the media first, then the text.
-    const part = (m) => (m.kind === 'audio'
-      ? { type: 'input_audio', input_audio: { data: m.data, format: m.format } }
-      : { type: 'image_url', image_url: { url: m.url } });
-    const content = media.length
-      ? [...media.map(part), ...(text ? [{ type: 'text', text }] : [])]
+    // With images: OpenAI content parts, the images first, then the text.
+    const content = images.length
+      ? [...images.map((url) => ({ type: 'image_url', image_url: { url } })),
+         ...(text ? [{ type: 'text', text }] : [])]
       : text;
     this.history.push({ role: 'user', content });
-    this.addBubble('user', text, media);
+    this.addBubble('user', text, images);
     const bubble = this.addBubble('assistant', '');
     bubble.classList.add('pending');
     const id = `c${this.n}-${app.nextGen++}`;
-    const g = new Generation(this, id, bubble, this.partsInHistory('image_url'),
-                             this.partsInHistory('input_audio'));
+    const g = new Generation(this, id, bubble, this.imagesInHistory());
     const ok = send({
       type: 'generate',
       id,
@@ -459,19 +333,17 @@ class Chat {
     this.showStats(stats);
   }
   showStats(s) { $('.stats', this.el).textContent = formatStats(s); }
-  addBubble(role, text, media = []) {
+  addBubble(role, text, images = []) {
     const b = document.createElement('div');
     b.className = `bubble ${role}`;
     b.dataset.role = role;
-    for (const m of media) {
-      const sound = m.kind === 'audio';
-      const el = document.createElement(sound ? 'audio' : 'img');
-      el.className = sound ? 'sound' : 'picture';
-      el.dataset.testid = sound ? 'sound' : 'picture';
-      el.src = m.url;
-      if (sound) el.controls = true;
-      else el.alt = 'attached image';
-      b.appendChild(el);
+    for (const url of images) {
+      const img = document.createElement('img');
+      img.className = 'picture';
+      img.dataset.testid = 'picture';
+      img.src = url;
+      img.alt = 'attached image';
+      b.appendChild(img);
     }
     const body = document.createElement('div');
     body.className = 'body';
