@@ -5,7 +5,9 @@
 Files (made once under --work, reused): SmolLM2-135M-Instruct Q4_1 as the
 text model and a seeded random-weight real-shape audio projector
 (`tern gen-mmproj --type ultravox|qwen2a|voxtral --shape real --n-embd 576`:
-a Whisper-large-v3-shaped encoder, 32 layers of 1280, 128 mel bins). The
+a Whisper-large-v3-shaped encoder, 32 layers of 1280, 128 mel bins; ultravox
+with --stack-factor 4, see make_files). qwen2a and voxtral wrap a clip in
+special tokens SmolLM2 lacks: the default is ultravox. The
 clip is a generated WAV of --seconds seconds (a voiced, formant-like signal
 with pitch glides and pauses, 16 kHz mono 16-bit).
 
@@ -108,10 +110,15 @@ def audio_part(wav: bytes) -> dict:
 
 def make_files(work: Path, kind: str) -> dict:
     work.mkdir(parents=True, exist_ok=True)
+    # Stacking 4 frames, not Ultravox's 8 (or Voxtral's 4 after pooling): a
+    # 30 s chunk's 1500 frames do not divide by 8, and this llama.cpp then
+    # counts 187 rows where its graph makes 188 and aborts
+    # (tests/fixtures/audio/README.md), so the peer could not run the pair.
+    stack = ["--stack-factor", "4"] if kind == "ultravox" else []
     mmproj = work / f"mmproj-{kind}-real-576.gguf"
     if not mmproj.exists():
         subprocess.run([TERN, "gen-mmproj", "--type", kind, "--shape", "real", "--seed", "1",
-                        "--n-embd", "576", "--out", str(mmproj)], check=True)
+                        "--n-embd", "576", *stack, "--out", str(mmproj)], check=True)
     return {"text": str(SMOLLM2), "mmproj": str(mmproj)}
 
 
