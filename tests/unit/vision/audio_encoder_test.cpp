@@ -258,13 +258,15 @@ TEST(AudioMmproj, ImageAndAudioFilesAreToldApart) {
     EXPECT_NE(std::string(e.what()).find("audio encoder only"), std::string::npos) << e.what();
   }
   const std::string dir = ::testing::TempDir();
-  write_audio_mmproj(oracle_spec(AudioProjector::Ultravox), dir + "/a.gguf");
-  write_mmproj(mmproj_preset(ProjectorType::Gemma3, MmprojShape::Tiny), dir + "/v.gguf");
-  EXPECT_TRUE(mmproj_has_audio(dir + "/a.gguf"));
-  EXPECT_FALSE(mmproj_modalities(dir + "/a.gguf").vision);
-  EXPECT_FALSE(mmproj_has_audio(dir + "/v.gguf"));
-  EXPECT_TRUE(mmproj_modalities(dir + "/v.gguf").vision);
-  EXPECT_EQ(AudioEncoder::load(dir + "/a.gguf").config().d_out, 64);
+  write_audio_mmproj(oracle_spec(AudioProjector::Ultravox),
+                     dir + "/tern_audio_encoder_test_a.gguf");
+  write_mmproj(mmproj_preset(ProjectorType::Gemma3, MmprojShape::Tiny),
+               dir + "/tern_audio_encoder_test_v.gguf");
+  EXPECT_TRUE(mmproj_has_audio(dir + "/tern_audio_encoder_test_a.gguf"));
+  EXPECT_FALSE(mmproj_modalities(dir + "/tern_audio_encoder_test_a.gguf").vision);
+  EXPECT_FALSE(mmproj_has_audio(dir + "/tern_audio_encoder_test_v.gguf"));
+  EXPECT_TRUE(mmproj_modalities(dir + "/tern_audio_encoder_test_v.gguf").vision);
+  EXPECT_EQ(AudioEncoder::load(dir + "/tern_audio_encoder_test_a.gguf").config().d_out, 64);
 }
 
 }  // namespace
