@@ -38,8 +38,12 @@ void fft(const double* x, int n, int stride, const std::vector<cd>& tw, int tw_s
   if (n % 2 == 1) {
     for (int k = 0; k < n; ++k) {
       cd sum = 0;
-      for (int j = 0; j < n; ++j)
-        sum += x[size_t(j) * size_t(stride)] * tw[size_t((int64_t(k) * j % n) * tw_step)];
+      int kj = 0;  // k j mod n, stepped instead of divided (the division cost most of the mel)
+      for (int j = 0; j < n; ++j) {
+        sum += x[size_t(j) * size_t(stride)] * tw[size_t(kj) * size_t(tw_step)];
+        kj += k;
+        if (kj >= n) kj -= n;
+      }
       out[k] = sum;
     }
     return;
@@ -103,6 +107,17 @@ std::vector<MelChunk> whisper_log_mel(std::span<const float> samples, const MelC
   for (int k = 0; k < c.n_fft; ++k)
     tw[size_t(k)] = std::polar(1.0, -2.0 * std::numbers::pi * k / c.n_fft);
   const std::vector<float> bank = mel_filter_bank(c);
+  // Each filter's nonzero bins [lo, hi): a triangle covers a few bins, and
+  // skipping exact zeros leaves every sum as it was.
+  std::vector<int> bank_lo(size_t(c.n_mel), 0), bank_hi(size_t(c.n_mel), 0);
+  for (int m = 0; m < c.n_mel; ++m) {
+    const float* w = bank.data() + size_t(m) * size_t(bins);
+    int lo = 0, hi = bins;
+    while (lo < hi && w[lo] == 0.0f) ++lo;
+    while (hi > lo && w[hi - 1] == 0.0f) --hi;
+    bank_lo[size_t(m)] = lo;
+    bank_hi[size_t(m)] = hi;
+  }
 
   const int64_t used = n_chunks * kMelChunkFrames;
   std::vector<float> logmel(size_t(c.n_mel) * size_t(used));
@@ -118,7 +133,8 @@ std::vector<MelChunk> whisper_log_mel(std::span<const float> samples, const MelC
     for (int m = 0; m < c.n_mel; ++m) {
       const float* w = bank.data() + size_t(m) * size_t(bins);
       double sum = 0;
-      for (int k = 0; k < bins; ++k) sum += power[size_t(k)] * double(w[k]);
+      for (int k = bank_lo[size_t(m)]; k < bank_hi[size_t(m)]; ++k)
+        sum += power[size_t(k)] * double(w[k]);
       col[size_t(m)] = std::log10(std::max(sum, kPowerFloor));
     }
   };
