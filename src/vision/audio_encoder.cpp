@@ -59,6 +59,11 @@ struct AudioEncoder::Impl {
   std::string begin, end;
 
   explicit Impl(AudioMmproj m) : mm(std::move(m)), c(mm.config()) {
+    // The blocks quantize (T, D) rows in place: D must fill whole groups
+    // (every Whisper size does: 384 .. 1280).
+    if (c.d_model % kernels::kGroup != 0)
+      throw InvalidArgument("audio encoder: embedding width " + std::to_string(c.d_model) +
+                            " is not a multiple of " + std::to_string(kernels::kGroup));
     const AudioWeights& w = mm.weights();
     conv1 = detail::make_linear(w.conv1_w, w.conv1_b);
     conv2 = detail::make_linear(w.conv2_w, w.conv2_b);

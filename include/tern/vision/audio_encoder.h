@@ -82,7 +82,8 @@ class AudioEncoder {
  public:
   // Opens and validates the file (AudioMmproj::open's errors), repacks the
   // weights. An image-only file is a FormatError saying it has no audio
-  // encoder.
+  // encoder; an embedding width that is not a multiple of 32 (no Whisper
+  // size) is InvalidArgument.
   static AudioEncoder load(const std::string& mmproj_path);
   static AudioEncoder from_mmproj(AudioMmproj mmproj);
   ~AudioEncoder();

@@ -243,6 +243,15 @@ TEST(AudioMmproj, RefusesBrokenFilesByName) {
   expect_format_error(w2.to_bytes(), "stack_factor");
 }
 
+TEST(AudioEncoder, RefusesAWidthOutsideTheInt8Groups) {
+  AudioMmprojSpec s = oracle_spec(AudioProjector::Qwen2a);
+  s.config.d_model = 48;  // loads (the reference runs it), but rows would not fill 32-groups
+  s.config.n_heads = 4;
+  File f;
+  AudioMmproj mm = f.load(s);
+  EXPECT_THROW(AudioEncoder::from_mmproj(std::move(mm)), InvalidArgument);
+}
+
 TEST(AudioMmproj, ImageAndAudioFilesAreToldApart) {
   // An image file is not an audio projector ...
   const std::vector<uint8_t> image =
