@@ -71,8 +71,9 @@ void add_encode_audio_command(CLI::App& app) {
     } else {
       clip = synthetic_clip(o->seconds);
     }
+    TaskPool pool(o->threads);
     t0 = std::chrono::steady_clock::now();
-    const std::vector<vision::MelChunk> mel = vision::whisper_log_mel(clip.samples, c.mel());
+    const std::vector<vision::MelChunk> mel = vision::whisper_log_mel(clip.samples, c.mel(), &pool);
     const double mel_s = seconds_since(t0);
     std::printf("%.2f s clip -> %zu chunk(s) of %d tokens (%s), log-mel %.1f ms\n", clip.seconds(),
                 mel.size(), enc.tokens_per_chunk(),
@@ -82,7 +83,6 @@ void add_encode_audio_command(CLI::App& app) {
     const double gemm = 2.0 * F * 3 * c.n_mel * D + 2.0 * P * 3 * D * D +
                         2.0 * P * c.n_layers * (4 * D * D + 2 * D * c.d_ff) +
                         2.0 * c.n_layers * 2 * P * P * D;
-    TaskPool pool(o->threads);
     std::ofstream out;
     if (!o->out.empty()) {
       out.open(o->out, std::ios::binary);

@@ -187,8 +187,8 @@ struct AudioEncodeJob::State {
   double gflop(int s) const;
   void run(int s, const MelChunk& mel, TaskPool& pool);
   // For detail::advance_stages:
-  void preprocess() {
-    chunks = whisper_log_mel(clip->samples, m.c.mel());
+  void preprocess(TaskPool& pool) {
+    chunks = whisper_log_mel(clip->samples, m.c.mel(), &pool);
     n_chunks = int(chunks.size());
     clip.reset();
   }
@@ -380,7 +380,7 @@ static void check_clip(const AudioClip& clip) {
 Embeddings AudioEncoder::encode(const AudioClip& clip, TaskPool& pool) const {
   check_clip(clip);
   AudioEncodeJob job(std::make_unique<AudioEncodeJob::State>(
-      *impl_, nullptr, whisper_log_mel(clip.samples, impl_->c.mel()), 0));
+      *impl_, nullptr, whisper_log_mel(clip.samples, impl_->c.mel(), &pool), 0));
   job.advance(pool, std::numeric_limits<double>::infinity());
   return job.take();
 }
