@@ -19,6 +19,7 @@ void add_serve_command(CLI::App& app);         // cmd_serve.cpp
 void add_gen_mmproj_command(CLI::App& app);    // cmd_gen_mmproj.cpp
 void add_gen_scripted_command(CLI::App& app);  // cmd_gen_scripted.cpp
 void add_encode_image_command(CLI::App& app);  // cmd_encode_image.cpp
+void add_encode_audio_command(CLI::App& app);  // cmd_encode_audio.cpp
 void add_gen_arch_command(CLI::App& app);      // cmd_gen_arch.cpp
 void add_gen_lora_command(CLI::App& app);      // cmd_gen_arch.cpp
 void add_gen_vlm_text_command(CLI::App& app);  // cmd_gen_vlm_text.cpp

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   tern::cli::add_gen_mmproj_command(app);
   tern::cli::add_gen_scripted_command(app);
   tern::cli::add_encode_image_command(app);
+  tern::cli::add_encode_audio_command(app);
   tern::cli::add_gen_arch_command(app);
   tern::cli::add_gen_lora_command(app);
   tern::cli::add_gen_vlm_text_command(app);

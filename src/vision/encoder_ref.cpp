@@ -5,42 +5,15 @@
 #include "tern/core/error.h"
 #include "tern/vision/encoder.h"
 #include "vit_common.h"
+#include "vit_ref.h"
 
 namespace tern::vision {
 namespace {
 
 using detail::to_floats;
-using Rows = std::vector<float>;
-
-// y (T, n_out) = x (T, n_in) @ W^T + b; W is GGUF [n_in, n_out].
-Rows linear(const Rows& x, int T, Tensor w, Tensor b) {
-  const int n_in = int(w->dims[0]), n_out = int(w->dims[1]);
-  const Rows W = to_floats(w);
-  const Rows B = b ? to_floats(b) : Rows(size_t(n_out), 0.0f);
-  Rows y(size_t(T) * n_out);
-  for (int t = 0; t < T; ++t)
-    for (int o = 0; o < n_out; ++o) {
-      double s = B[size_t(o)];
-      for (int i = 0; i < n_in; ++i) s += double(x[size_t(t) * n_in + i]) * W[size_t(o) * n_in + i];
-      y[size_t(t) * n_out + o] = float(s);
-    }
-  return y;
-}
-
-Rows layer_norm(const Rows& x, int T, int D, Tensor w, Tensor b, float eps) {
-  const Rows W = to_floats(w), B = to_floats(b);
-  Rows y(x.size());
-  for (int t = 0; t < T; ++t) {
-    const float* r = &x[size_t(t) * D];
-    double mean = 0, var = 0;
-    for (int i = 0; i < D; ++i) mean += r[i];
-    mean /= D;
-    for (int i = 0; i < D; ++i) var += (r[i] - mean) * (r[i] - mean);
-    const double inv = 1.0 / std::sqrt(var / D + eps);
-    for (int i = 0; i < D; ++i) y[size_t(t) * D + i] = float((r[i] - mean) * inv * W[i] + B[i]);
-  }
-  return y;
-}
+using detail::ref::layer_norm;
+using detail::ref::linear;
+using detail::ref::Rows;
 
 float activation(float x, VisionFfn f) {
   const double v = x;
@@ -55,31 +28,10 @@ float activation(float x, VisionFfn f) {
   return x;
 }
 
-// Non-causal multi-head attention: q, k, v (T, D) -> (T, D).
-Rows attention(const Rows& q, const Rows& k, const Rows& v, int T, int D, int H) {
-  const int hd = D / H;
-  const double scale = 1.0 / std::sqrt(double(hd));
-  Rows out(size_t(T) * D);
-  std::vector<double> p(static_cast<size_t>(T));
-  for (int h = 0; h < H; ++h)
-    for (int i = 0; i < T; ++i) {
-      double mx = -1e300;
-      for (int j = 0; j < T; ++j) {
-        double s = 0;
-        for (int d = 0; d < hd; ++d)
-          s += double(q[size_t(i) * D + h * hd + d]) * k[size_t(j) * D + h * hd + d];
-        p[size_t(j)] = s * scale;
-        mx = std::max(mx, p[size_t(j)]);
-      }
-      double sum = 0;
-      for (int j = 0; j < T; ++j) sum += (p[size_t(j)] = std::exp(p[size_t(j)] - mx));
-      for (int d = 0; d < hd; ++d) {
-        double o = 0;
-        for (int j = 0; j < T; ++j) o += p[size_t(j)] * v[size_t(j) * D + h * hd + d];
-        out[size_t(i) * D + h * hd + d] = float(o / sum);
-      }
-    }
-  return out;
+// The file's FFN activation, as a plain function for ref::block.
+template <VisionFfn F>
+float act(float x) {
+  return activation(x, F);
 }
 
 }  // namespace
@@ -113,19 +65,11 @@ Embeddings reference_encode_tile(const Mmproj& mm, const PixelTile& tile) {
     }
   if (c.has_pre_ln) x = layer_norm(x, T, D, w.pre_ln_w, w.pre_ln_b, c.ln_eps);
 
-  for (int il = 0; il < c.n_blocks_run(); ++il) {
-    const VisionLayerWeights& L = w.layers[size_t(il)];
-    Rows xn = layer_norm(x, T, D, L.ln1_w, L.ln1_b, c.ln_eps);
-    const Rows a = attention(linear(xn, T, L.q_w, L.q_b), linear(xn, T, L.k_w, L.k_b),
-                             linear(xn, T, L.v_w, L.v_b), T, D, c.n_heads);
-    const Rows o = linear(a, T, L.o_w, L.o_b);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-    xn = layer_norm(x, T, D, L.ln2_w, L.ln2_b, c.ln_eps);
-    Rows f = linear(xn, T, L.up_w, L.up_b);
-    for (float& v : f) v = activation(v, c.ffn);
-    const Rows d = linear(f, T, L.down_w, L.down_b);
-    for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
-  }
+  float (*const act_fn)(float) = c.ffn == VisionFfn::Gelu        ? act<VisionFfn::Gelu>
+                                 : c.ffn == VisionFfn::GeluQuick ? act<VisionFfn::GeluQuick>
+                                                                 : act<VisionFfn::Silu>;
+  for (int il = 0; il < c.n_blocks_run(); ++il)
+    detail::ref::block(x, T, D, c.n_heads, c.ln_eps, w.layers[size_t(il)], act_fn);
   if (c.has_post_ln) x = layer_norm(x, T, D, w.post_ln_w, w.post_ln_b, c.ln_eps);
 
   if (c.projector == ProjectorType::Mlp) {  // drop the class token; mm.2(GELU(mm.0(x)))

@@ -5,16 +5,6 @@
 namespace tern::vision {
 namespace {
 
-[[noreturn]] void fail(const gguf::GgufFile& f, const std::string& what) {
-  throw FormatError(f.path() + ": " + what);
-}
-
-std::string shape_text(const std::vector<int64_t>& dims) {
-  std::string s = "[";
-  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
 const gguf::TensorInfo& need(const gguf::GgufFile& f, const std::string& name, ProjectorType p) {
   const gguf::TensorInfo* t = f.find_tensor(name);
   if (!t)
@@ -70,19 +60,10 @@ void detect_from_tensors(const gguf::GgufFile& f, VisionConfig& c) {
 // Checks every tensor `c` needs and binds its view into `w`.
 void validate_and_bind(const gguf::GgufFile& f, const VisionConfig& c, VisionWeights& w) {
   w.layers.assign(size_t(c.n_layers), VisionLayerWeights{});
-  for (const TensorSpec& s : vision_tensor_specs(c)) {
-    const gguf::TensorInfo& t = need(f, s.name, c.projector);
-    if (t.dims != s.dims)
-      fail(f, "tensor '" + s.name + "' has shape " + shape_text(t.dims) + ", expected " +
-                  shape_text(s.dims));
-    if (!kind_accepts(s.kind, t.type))
-      fail(f, "tensor '" + s.name + "' has type " + std::string(dtype_name(t.type)) +
-                  ", not supported there (" + std::string(kind_rule(s.kind)) + ")");
-    if (s.layer >= 0)
-      w.layers[size_t(s.layer)].*s.member = &t;
-    else
-      w.*s.global = &t;
-  }
+  bind_tensors(f, vision_tensor_specs(c), w,
+               [&](const std::string& name) -> const gguf::TensorInfo& {
+                 return need(f, name, c.projector);
+               });
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "tern/vision/mmproj_writer.h"
 
-#include <cmath>
 #include <random>
 
 #include "tensor_specs.h"
@@ -92,30 +91,6 @@ void write_metadata(gguf::GgufWriter& w, const MmprojSpec& s) {
   if (!c.feature_layers.empty()) w.set_i32_array(v + "feature_layer", c.feature_layers);
 }
 
-// Random values with the statistics of trained weights, roughly: linear
-// weights ~ U(+-sqrt(3/in)) (unit output variance), norm weights near 1,
-// biases and embeddings small.
-std::vector<float> random_values(const TensorSpec& t, const std::vector<int64_t>& dims,
-                                 std::mt19937& rng) {
-  size_t n = 1;
-  for (int64_t d : dims) n *= size_t(d);
-  const bool is_norm =
-      t.name.find("ln") != std::string::npos || t.name.find("norm") != std::string::npos;
-  const bool is_bias = t.name.ends_with(".bias");
-  float lo = -0.02f, hi = 0.02f;
-  if (t.kind == TensorKind::Matrix) {
-    hi = std::sqrt(3.0f / float(dims[0]));
-    lo = -hi;
-  } else if (is_norm && !is_bias) {
-    lo = 0.9f;
-    hi = 1.1f;
-  }
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
 DType storage_type(const MmprojSpec& s, const TensorSpec& t, int64_t row) {
   if (t.kind == TensorKind::Vector) return DType::F32;
   if (t.kind == TensorKind::Embedding) return s.embed_type;
@@ -144,7 +119,8 @@ gguf::GgufWriter build_mmproj(const MmprojSpec& s) {
   for (const TensorSpec& t : vision_tensor_specs(s.config)) {
     std::vector<int64_t> dims = t.dims;
     if (s.edit && !s.edit(t.name, dims)) continue;
-    const std::vector<float> values = random_values(t, dims, rng);
+    const std::vector<float> values =
+        random_tensor_values(t.name, t.kind == TensorKind::Matrix ? dims[0] : 0, dims, rng);
     const DType type = storage_type(s, t, dims[0]);
     w.add_tensor(t.name, type, dims, kernels::quantize_ref(type, values));
   }

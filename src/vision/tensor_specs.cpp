@@ -1,5 +1,9 @@
 #include "tensor_specs.h"
 
+#include <cmath>
+
+#include "tern/gguf/gguf_file.h"
+
 namespace tern::vision {
 namespace {
 
@@ -19,34 +23,8 @@ struct Builder {
 };
 
 void add_block(Builder& b, const VisionConfig& c, int il) {
-  const int64_t D = c.d_model, F = c.d_ff;
-  constexpr auto M = TensorKind::Matrix, V = TensorKind::Vector;
-  b.layer(il, "ln1.weight", {D}, V, &L::ln1_w);
-  b.layer(il, "ln1.bias", {D}, V, &L::ln1_b);
-  const struct {
-    const char* name;
-    Tensor L::*w;
-    Tensor L::*bias;
-  } attn[] = {
-      {"attn_q", &L::q_w, &L::q_b},
-      {"attn_k", &L::k_w, &L::k_b},
-      {"attn_v", &L::v_w, &L::v_b},
-      {"attn_out", &L::o_w, &L::o_b},
-  };
-  for (const auto& a : attn) {
-    b.layer(il, std::string(a.name) + ".weight", {D, D}, M, a.w);
-    b.layer(il, std::string(a.name) + ".bias", {D}, V, a.bias);
-  }
-  b.layer(il, "ln2.weight", {D}, V, &L::ln2_w);
-  b.layer(il, "ln2.bias", {D}, V, &L::ln2_b);
-  // fc1 (D -> F) is "ffn_up" and fc2 (F -> D) "ffn_down", except in legacy
-  // files that named them the other way round.
-  const std::string fc1 = c.ffn_swapped ? "ffn_down" : "ffn_up";
-  const std::string fc2 = c.ffn_swapped ? "ffn_up" : "ffn_down";
-  b.layer(il, fc1 + ".weight", {D, F}, M, &L::up_w);
-  b.layer(il, fc1 + ".bias", {F}, V, &L::up_b);
-  b.layer(il, fc2 + ".weight", {F, D}, M, &L::down_w);
-  b.layer(il, fc2 + ".bias", {D}, V, &L::down_b);
+  for (BlockTensor& t : block_tensors(c.d_model, c.d_ff, c.ffn_swapped, true))
+    b.layer(il, t.suffix, std::move(t.dims), t.kind, t.member);
 }
 
 void add_projector(Builder& b, const VisionConfig& c) {
@@ -71,6 +49,38 @@ void add_projector(Builder& b, const VisionConfig& c) {
 
 }  // namespace
 
+std::vector<BlockTensor> block_tensors(int64_t D, int64_t F, bool ffn_swapped, bool k_bias) {
+  constexpr auto M = TensorKind::Matrix, V = TensorKind::Vector;
+  std::vector<BlockTensor> b;
+  b.push_back({"ln1.weight", {D}, V, &L::ln1_w});
+  b.push_back({"ln1.bias", {D}, V, &L::ln1_b});
+  const struct {
+    const char* name;
+    Tensor L::*w;
+    Tensor L::*bias;
+  } attn[] = {
+      {"attn_q", &L::q_w, &L::q_b},
+      {"attn_k", &L::k_w, &L::k_b},
+      {"attn_v", &L::v_w, &L::v_b},
+      {"attn_out", &L::o_w, &L::o_b},
+  };
+  for (const auto& a : attn) {
+    b.push_back({std::string(a.name) + ".weight", {D, D}, M, a.w});
+    if (k_bias || a.w != &L::k_w) b.push_back({std::string(a.name) + ".bias", {D}, V, a.bias});
+  }
+  b.push_back({"ln2.weight", {D}, V, &L::ln2_w});
+  b.push_back({"ln2.bias", {D}, V, &L::ln2_b});
+  // fc1 (D -> F) is "ffn_up" and fc2 (F -> D) "ffn_down", except in legacy
+  // files that named them the other way round.
+  const std::string fc1 = ffn_swapped ? "ffn_down" : "ffn_up";
+  const std::string fc2 = ffn_swapped ? "ffn_up" : "ffn_down";
+  b.push_back({fc1 + ".weight", {D, F}, M, &L::up_w});
+  b.push_back({fc1 + ".bias", {F}, V, &L::up_b});
+  b.push_back({fc2 + ".weight", {F, D}, M, &L::down_w});
+  b.push_back({fc2 + ".bias", {D}, V, &L::down_b});
+  return b;
+}
+
 std::vector<TensorSpec> vision_tensor_specs(const VisionConfig& c) {
   const int64_t D = c.d_model, P = c.patch_size;
   constexpr auto E = TensorKind::Embedding, V = TensorKind::Vector;
@@ -93,6 +103,44 @@ std::vector<TensorSpec> vision_tensor_specs(const VisionConfig& c) {
   }
   add_projector(b, c);
   return std::move(b.specs);
+}
+
+std::vector<float> random_tensor_values(const std::string& name, int64_t fan_in,
+                                        const std::vector<int64_t>& dims, std::mt19937& rng) {
+  size_t n = 1;
+  for (int64_t d : dims) n *= size_t(d);
+  const bool is_norm =
+      name.find("ln") != std::string::npos || name.find("norm") != std::string::npos;
+  const bool is_bias = name.ends_with(".bias");
+  float lo = -0.02f, hi = 0.02f;
+  if (fan_in > 0) {
+    hi = std::sqrt(3.0f / float(fan_in));
+    lo = -hi;
+  } else if (is_norm && !is_bias) {
+    lo = 0.9f;
+    hi = 1.1f;
+  }
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+std::string shape_text(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+void fail(const gguf::GgufFile& f, const std::string& what) {
+  throw FormatError(f.path() + ": " + what);
+}
+
+int positive(const gguf::GgufFile& f, const std::string& key) {
+  const int64_t v = f.get_int(key);
+  if (v <= 0 || v > (int64_t(1) << 24))
+    fail(f, key + " = " + std::to_string(v) + " is out of range");
+  return int(v);
 }
 
 bool kind_accepts(TensorKind k, DType t) {

@@ -1,5 +1,6 @@
 #include "tern/vision/vision_config.h"
 
+#include "tensor_specs.h"
 #include "tern/core/error.h"
 #include "tern/gguf/gguf_file.h"
 
@@ -15,17 +16,6 @@ constexpr ProjectorName kProjectors[] = {
     {ProjectorType::Gemma3, "gemma3"},
     {ProjectorType::Mlp, "mlp"},
 };
-
-[[noreturn]] void fail(const gguf::GgufFile& f, const std::string& what) {
-  throw FormatError(f.path() + ": " + what);
-}
-
-int positive(const gguf::GgufFile& f, const std::string& key) {
-  const int64_t v = f.get_int(key);
-  if (v <= 0 || v > (int64_t(1) << 24))
-    fail(f, key + " = " + std::to_string(v) + " is out of range");
-  return int(v);
-}
 
 std::array<float, 3> rgb_triple(const gguf::GgufFile& f, const std::string& key, float def) {
   if (!f.has(key)) return {def, def, def};
@@ -83,8 +73,13 @@ VisionConfig read_vision_hparams(const gguf::GgufFile& f) {
   const std::string arch = f.get_string_or("general.architecture", "");
   if (arch != "clip")
     fail(f, "not a clip (mmproj) file: general.architecture is '" + arch + "', expected 'clip'");
-  if (!f.get_bool_or("clip.has_vision_encoder", false))
+  if (!f.get_bool_or("clip.has_vision_encoder", false)) {
+    if (f.get_bool_or("clip.has_audio_encoder", false))
+      fail(f,
+           "clip file has an audio encoder only (clip.has_audio_encoder), no vision encoder: "
+           "it takes audio input, not images");
     fail(f, "clip file has no vision encoder (clip.has_vision_encoder is not true)");
+  }
   std::string proj = f.get_string_or("clip.projector_type", "");
   if (proj.empty()) proj = f.get_string_or("clip.vision.projector_type", "");
   if (proj.empty()) fail(f, "no projector type (clip.projector_type)");

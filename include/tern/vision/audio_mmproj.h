@@ -48,6 +48,11 @@ enum class AudioProjector { Ultravox, Qwen2a, Voxtral };
 
 std::string_view audio_projector_name(AudioProjector p);  // "ultravox", "qwen2a", "voxtral"
 std::optional<AudioProjector> audio_projector_from_name(std::string_view name);
+// The special-token text llama.cpp's mtmd puts before / after a clip's rows
+// ("" where it puts none): qwen2a "<|audio_bos|>" / "<|audio_eos|>", voxtral
+// "[BEGIN_AUDIO]" / "", ultravox "" / "".
+std::string_view audio_begin_text(AudioProjector p);
+std::string_view audio_end_text(AudioProjector p);
 
 struct AudioConfig {
   AudioProjector projector = AudioProjector::Ultravox;
