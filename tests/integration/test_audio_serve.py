@@ -210,6 +210,17 @@ def test_restart_finds_the_clip_in_the_cache_dir(srv, files):
         assert t["audio_n"] == 1 and t["audio_cache_hits"] == 1, t
 
 
+def test_server_equals_tern_run_audio(srv, files):
+    """The same clip and question, greedy: the server's chat equals `tern run
+    --chat --mmproj --audio` with the clip at <__audio__> in the user turn."""
+    r = ok(chat(srv, [user(WAV, text="Name the sound.")], max_tokens=8))
+    run = subprocess.run([str(tern_bin()), "run", "--mmproj", files["mmproj"], "--audio",
+                          files["media"] + "/tone.wav", "--chat", "-p", "<__audio__>Name the sound.",
+                          "-n", "8", "--temp", "0"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == r["choices"][0]["message"]["content"].strip()
+
+
 def test_a_text_only_server_refuses_audio(server):
     r = chat(server, [{"role": "user", "content": [audio_part(WAV)]}])
     assert r.status_code == 400, r.text
