@@ -1,16 +1,19 @@
 // libFuzzer target for multimodal projector (mmproj) files: the GGUF reader,
 // then the clip metadata checks (vision_config.cpp) and the per-projector
 // tensor checks (mmproj.cpp, tensor_specs.cpp) a file passes before the
-// encoder may use it. Seeds: `fuzz_seeds mmproj DIR` (a tiny file of each
-// projector type). Every input must load or be rejected with FormatError; a
-// loaded file must have a config the encoder can run (no zero or negative
-// sizes) and a view of every tensor it needs.
+// encoder may use it, and the same for the audio half (audio_mmproj.cpp).
+// Seeds: `fuzz_seeds mmproj DIR` (a tiny file of each image and audio
+// projector type). Every input must load or be rejected with FormatError,
+// as an image and as an audio projector; a loaded file must have a config
+// the encoder can run (no zero or negative sizes) and a view of every
+// tensor it needs.
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
 #include "fuzz_util.h"
 #include "tern/core/error.h"
+#include "tern/vision/audio_mmproj.h"
 #include "tern/vision/mmproj.h"
 
 namespace {
@@ -41,6 +44,19 @@ void check_weights(const Mmproj& m) {
   check(m.find(w.patch_w->name) == w.patch_w);
 }
 
+void check_audio(const tern::vision::AudioMmproj& m) {
+  const tern::vision::AudioConfig& c = m.config();
+  check(c.d_model > 0 && c.d_ff > 0 && c.n_layers > 0 && c.n_heads > 0 && c.n_mel > 0);
+  check(c.d_model % c.n_heads == 0 && c.d_out > 0 && c.stack_factor > 0);
+  check(c.n_pos_table >= c.n_positions() && c.tokens_per_chunk() > 0);
+  const auto& w = m.weights();
+  check(w.conv1_w && w.conv1_b && w.conv2_w && w.conv2_b && w.pos_embd);
+  check(w.layers.size() == size_t(c.n_layers));
+  for (const auto& l : w.layers) check(l.ln1_w && l.q_w && l.k_w && l.v_w && l.o_w && l.up_w);
+  check(c.projector == tern::vision::AudioProjector::Qwen2a ? w.fc_w != nullptr
+                                                            : w.mlp1_w && w.mlp2_w);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -53,6 +69,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const Mmproj m = Mmproj::from_memory(std::span<const uint8_t>(data, size), "fuzz.mmproj");
     check_config(m.config());
     check_weights(m);
+  } catch (const tern::FormatError&) {
+    // Rejected cleanly.
+  }
+  try {
+    const auto m =
+        tern::vision::AudioMmproj::from_memory(std::span<const uint8_t>(data, size), "fuzz.mmproj");
+    check_audio(m);
   } catch (const tern::FormatError&) {
     // Rejected cleanly.
   }

@@ -1,5 +1,6 @@
 // Seeds for the file-format targets: mmproj and LoRA GGUF files, prefix-cache
 // snapshots and embedding-cache entries, each written by tern's own writer.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "tern/kernels/dequant.h"
 #include "tern/kv/kv_persist.h"
 #include "tern/kv/paged_kv.h"
+#include "tern/vision/audio_mmproj_writer.h"
 #include "tern/vision/mmproj_writer.h"
 
 namespace tern::fuzz {
@@ -54,6 +56,21 @@ void mmproj_seeds(const std::string& dir) {
     const auto bytes =
         vision::build_mmproj(vision::mmproj_preset(t, vision::MmprojShape::Tiny)).to_bytes();
     save_seed(dir, std::string(vision::projector_name(t)) + ".gguf", bytes);
+  }
+  // Audio projectors, narrower than the test files to keep the seeds small
+  // (the 1500-row position table is most of their bytes).
+  using vision::AudioProjector;
+  for (AudioProjector t :
+       {AudioProjector::Ultravox, AudioProjector::Qwen2a, AudioProjector::Voxtral}) {
+    vision::AudioMmprojSpec s = vision::audio_mmproj_preset(t, vision::MmprojShape::Tiny);
+    s.config.d_model = 32;
+    s.config.d_ff = 32;
+    s.config.n_layers = 1;
+    s.config.n_heads = 2;
+    s.config.d_out = 32;
+    s.config.d_proj_hidden = std::min(s.config.d_proj_hidden, 32);
+    save_seed(dir, "audio_" + std::string(vision::audio_projector_name(t)) + ".gguf",
+              vision::build_audio_mmproj(s).to_bytes());
   }
 }
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <memory>
 
 #include "commands.h"
 #include "tern/core/task_pool.h"
@@ -39,6 +40,7 @@ void add_encode_audio_command(CLI::App& app) {
   struct Opts {
     std::string mmproj, audio, out;
     double seconds = 29;
+    double slice_ms = 0;
     int threads = 0, reps = 3;
   };
   auto o = std::make_shared<Opts>();
@@ -50,6 +52,8 @@ void add_encode_audio_command(CLI::App& app) {
       ->check(CLI::Range(0.01, 3600.0));
   cmd->add_option("-t,--threads", o->threads, "threads (0: one per core)");
   cmd->add_option("-r,--reps", o->reps, "repetitions of each chunk's encode (best is reported)");
+  cmd->add_option("--slice-ms", o->slice_ms,
+                  "also run the resumable job with this budget per slice; report its slices");
   cmd->add_option("--out", o->out, "write the embeddings, f32 (tokens, n_embd) per chunk in order");
   cmd->callback([o] {
     auto t0 = std::chrono::steady_clock::now();
@@ -67,8 +71,9 @@ void add_encode_audio_command(CLI::App& app) {
     } else {
       clip = synthetic_clip(o->seconds);
     }
+    TaskPool pool(o->threads);
     t0 = std::chrono::steady_clock::now();
-    const std::vector<vision::MelChunk> mel = vision::whisper_log_mel(clip.samples, c.mel());
+    const std::vector<vision::MelChunk> mel = vision::whisper_log_mel(clip.samples, c.mel(), &pool);
     const double mel_s = seconds_since(t0);
     std::printf("%.2f s clip -> %zu chunk(s) of %d tokens (%s), log-mel %.1f ms\n", clip.seconds(),
                 mel.size(), enc.tokens_per_chunk(),
@@ -78,7 +83,6 @@ void add_encode_audio_command(CLI::App& app) {
     const double gemm = 2.0 * F * 3 * c.n_mel * D + 2.0 * P * 3 * D * D +
                         2.0 * P * c.n_layers * (4 * D * D + 2 * D * c.d_ff) +
                         2.0 * c.n_layers * 2 * P * P * D;
-    TaskPool pool(o->threads);
     std::ofstream out;
     if (!o->out.empty()) {
       out.open(o->out, std::ios::binary);
@@ -101,6 +105,22 @@ void add_encode_audio_command(CLI::App& app) {
     }
     std::printf("%s: load %.2f s, %zu chunk(s), encode %.3f s on %d threads\n", o->mmproj.c_str(),
                 load_s, mel.size(), total, pool.size());
+    if (o->slice_ms > 0) {  // the resumable job, as the server runs it between steps
+      vision::AudioEncodeJob job =
+          enc.start_encode(std::make_shared<const vision::AudioClip>(std::move(clip)));
+      double longest = 0, sum = 0;
+      bool done = false;
+      while (!done) {
+        t0 = std::chrono::steady_clock::now();
+        done = job.advance(pool, o->slice_ms);
+        const double ms = seconds_since(t0) * 1e3;
+        longest = std::max(longest, ms);
+        sum += ms;
+      }
+      std::printf(
+          "job: %d stages in %d slices of <= %.0f ms budget: longest %.1f ms, total %.3f s\n",
+          job.stages_total(), job.slices(), o->slice_ms, longest, sum / 1e3);
+    }
   });
 }
 

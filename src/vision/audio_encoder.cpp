@@ -8,6 +8,7 @@
 #include "tern/vision/audio_encoder.h"
 
 #include <algorithm>
+#include <cassert>
 #include <limits>
 
 #include "staged_job.h"
@@ -58,6 +59,11 @@ struct AudioEncoder::Impl {
   std::string begin, end;
 
   explicit Impl(AudioMmproj m) : mm(std::move(m)), c(mm.config()) {
+    // The blocks quantize (T, D) rows in place: D must fill whole groups
+    // (every Whisper size does: 384 .. 1280).
+    if (c.d_model % kernels::kGroup != 0)
+      throw InvalidArgument("audio encoder: embedding width " + std::to_string(c.d_model) +
+                            " is not a multiple of " + std::to_string(kernels::kGroup));
     const AudioWeights& w = mm.weights();
     conv1 = detail::make_linear(w.conv1_w, w.conv1_b);
     conv2 = detail::make_linear(w.conv2_w, w.conv2_b);
@@ -87,30 +93,36 @@ struct AudioEncoder::Impl {
     });
   }
 
-  // x (T, D) after the post LN -> out rows appended (the projector head).
-  void project(Floats& x, int T, Embeddings& out, TaskPool& pool) const;
+  // The projector head's input rows from x (T, D) after the post LN, in
+  // place: stacked s rows into one of D s (zero-padded), and for ultravox
+  // RMS-normed. Returns the number of rows (tokens).
+  int stack_rows(Floats& x, int T) const;
+  // Its output: st (n, W) rows -> out (n, d_out); row-local.
+  void project_rows(const float* st, int n, float* out, TaskPool& pool) const;
+  // GFLOP of one output row.
+  double project_gflop_per_row() const {
+    return 2e-9 * (double(p1.w.n_in) * p1.w.n_out +
+                   (c.projector == AudioProjector::Qwen2a ? 0.0 : double(p2.w.n_in) * c.d_out));
+  }
 };
 
-void AudioEncoder::Impl::project(Floats& x, int T, Embeddings& out, TaskPool& pool) const {
-  const int D = c.d_model;
-  const size_t at = out.data.size();
-  if (c.projector == AudioProjector::Qwen2a) {
-    out.data.resize(at + size_t(T) * c.d_out);
-    detail::linear(p1, x.data(), T, out.data.data() + at, pool);
-    out.n_tokens += T;
-    return;
-  }
-  // Stack s rows into one of D s (zero-padded at the end).
-  const int s = c.stack_factor, n = (T + s - 1) / s, W = D * s;
+int AudioEncoder::Impl::stack_rows(Floats& x, int T) const {
+  if (c.projector == AudioProjector::Qwen2a) return T;
+  const int s = c.stack_factor, n = (T + s - 1) / s, W = c.d_model * s;
   x.resize(size_t(n) * W, 0.0f);
-  std::fill(x.begin() + ptrdiff_t(T) * D, x.end(), 0.0f);
-  Floats h(size_t(n) * p1.w.n_out);
-  if (c.projector == AudioProjector::Voxtral) {
-    detail::linear(p1, x.data(), n, h.data(), pool);
-    gelu(h.data(), n, p1.w.n_out, pool);
-  } else {  // ultravox: RMSNorm, SwiGLU (second half gated), RMSNorm
+  std::fill(x.begin() + ptrdiff_t(T) * c.d_model, x.end(), 0.0f);
+  if (c.projector == AudioProjector::Ultravox)
     for (int t = 0; t < n; ++t) detail::rms_norm(&x[size_t(t) * W], norm_pre.data(), W, 1e-6f);
-    detail::linear(p1, x.data(), n, h.data(), pool);
+  return n;
+}
+
+void AudioEncoder::Impl::project_rows(const float* st, int n, float* out, TaskPool& pool) const {
+  if (c.projector == AudioProjector::Qwen2a) return detail::linear(p1, st, n, out, pool);
+  Floats h(size_t(n) * p1.w.n_out);
+  detail::linear(p1, st, n, h.data(), pool);
+  if (c.projector == AudioProjector::Voxtral) {
+    gelu(h.data(), n, p1.w.n_out, pool);
+  } else {  // ultravox: SwiGLU with the second half gated, then RMSNorm
     const int H = c.d_proj_hidden;
     Floats g(size_t(n) * H);
     pool.parallel_for(n, 16, [&](int64_t b, int64_t e, int) {
@@ -122,9 +134,7 @@ void AudioEncoder::Impl::project(Floats& x, int T, Embeddings& out, TaskPool& po
     });
     h.swap(g);
   }
-  out.data.resize(at + size_t(n) * c.d_out);
-  detail::linear(p2, h.data(), n, out.data.data() + at, pool);
-  out.n_tokens += n;
+  detail::linear(p2, h.data(), n, out, pool);
 }
 
 // The stages of one chunk, in order (F = 3000 mel frames, P = 1500
@@ -132,7 +142,8 @@ void AudioEncoder::Impl::project(Floats& x, int T, Embeddings& out, TaskPool& po
 // heads):
 //   nb1 x conv1 + GELU, nb x {conv2 + GELU + positions},
 //   per layer: nb x {LN1, Q K V}, H x attention head, nb x {O, +x, LN2, up, GELU, down, +x},
-//   1 x {average pool, post LN, projector}.
+//   1 x {average pool, post LN, stacking}, np x projector on rbp token rows
+//   (rbp chosen so one such stage costs about a row-wise block stage).
 struct AudioEncodeJob::State {
   using Impl = AudioEncoder::Impl;
   const Impl& m;
@@ -141,8 +152,10 @@ struct AudioEncodeJob::State {
   int rb1 = 0, rb = 0;  // rows per stage: frames, positions
   int nb1 = 0, nb = 0;
   int per_chunk = 0;
-  int n_chunks = 0;  // known after the mel step
-  int next = 0;      // stages done over all chunks
+  int n_tok = 0, rbp = 0, np = 0;  // tokens per chunk, projector rows per stage, stages
+  size_t out_at = 0;               // the current chunk's first value in out.data
+  int n_chunks = 0;                // known after the mel step
+  int next = 0;                    // stages done over all chunks
   Embeddings out;
   bool taken = false;
   Floats h1;                 // (F, D) conv1's output
@@ -160,7 +173,12 @@ struct AudioEncodeJob::State {
     rb = row_block <= 0 ? P : std::min(row_block, P);
     nb1 = (F + rb1 - 1) / rb1;
     nb = (P + rb - 1) / rb;
-    per_chunk = nb1 + nb + int(m.layers.size()) * (2 * nb + m.c.n_heads) + 1;
+    n_tok = m.c.tokens_per_chunk();
+    const double block_gflop = 2e-9 * rb * m.c.d_model * (m.c.d_model + 2.0 * m.c.d_ff);
+    rbp =
+        row_block <= 0 ? n_tok : std::clamp(int(block_gflop / m.project_gflop_per_row()), 1, n_tok);
+    np = (n_tok + rbp - 1) / rbp;
+    per_chunk = nb1 + nb + int(m.layers.size()) * (2 * nb + m.c.n_heads) + 1 + np;
     out.n_embd = m.c.d_out;
   }
   bool preprocessing() const { return clip != nullptr; }
@@ -169,8 +187,8 @@ struct AudioEncodeJob::State {
   double gflop(int s) const;
   void run(int s, const MelChunk& mel, TaskPool& pool);
   // For detail::advance_stages:
-  void preprocess() {
-    chunks = whisper_log_mel(clip->samples, m.c.mel());
+  void preprocess(TaskPool& pool) {
+    chunks = whisper_log_mel(clip->samples, m.c.mel(), &pool);
     n_chunks = int(chunks.size());
     clip.reset();
   }
@@ -187,9 +205,8 @@ double AudioEncodeJob::State::gflop(int s) const {
   const double D = c.d_model, Ff = c.d_ff, P = c.n_positions();
   if (s < nb1) return 2.0 * rb1 * 3 * c.n_mel * D * 1e-9;
   if (s < nb1 + nb) return 2.0 * rb * 3 * D * D * 1e-9;
-  if (s == per_chunk - 1)
-    return 2.0 * P * (m.p1.w.n_in * m.p1.w.n_out + m.p2.w.n_in * c.d_out) * 1e-9 /
-           (c.projector == AudioProjector::Ultravox ? c.stack_factor : 2 * c.stack_factor);
+  if (s >= per_chunk - np) return rbp * m.project_gflop_per_row();
+  if (s == per_chunk - np - 1) return 0;
   const int r = (s - nb1 - nb) % (2 * nb + c.n_heads);
   if (r < nb) return 2.0 * rb * 3 * D * D * 1e-9;
   if (r < nb + c.n_heads) return 4.0 * P * P * c.head_dim() * 1e-9;
@@ -223,7 +240,13 @@ void AudioEncodeJob::State::run(int s, const MelChunk& mel, TaskPool& pool) {
     for (size_t i = 0; i < size_t(n) * D; ++i) xr[i] += m.pos[size_t(r0) * D + i];
     return;
   }
-  if (s == per_chunk - 1) return finish_chunk(pool);
+  if (s == per_chunk - np - 1) return finish_chunk(pool);
+  if (s >= per_chunk - np) {  // projector rows [r0, r0 + n) of the chunk's tokens
+    const int r0 = (s - (per_chunk - np)) * rbp, n = std::min(n_tok, r0 + rbp) - r0;
+    const size_t W = x.size() / size_t(n_tok);
+    m.project_rows(&x[size_t(r0) * W], n, &out.data[out_at + size_t(r0) * c.d_out], pool);
+    return;
+  }
   const int per_layer = 2 * nb + c.n_heads;
   const Block& L = m.layers[size_t((s - nb1 - nb) / per_layer)];
   const int r = (s - nb1 - nb) % per_layer;
@@ -244,8 +267,8 @@ void AudioEncodeJob::State::run(int s, const MelChunk& mel, TaskPool& pool) {
   }
 }
 
-// Average pool (qwen2a, voxtral), post LN, projector; the chunk's rows are
-// appended to out.
+// Average pool (qwen2a, voxtral), post LN, stacking: x becomes the projector's
+// input rows; out gets room for the chunk's rows.
 void AudioEncodeJob::State::finish_chunk(TaskPool& pool) {
   const AudioConfig& c = m.c;
   const int D = c.d_model;
@@ -258,7 +281,11 @@ void AudioEncodeJob::State::finish_chunk(TaskPool& pool) {
     x.resize(size_t(T) * D);
   }
   if (c.has_post_ln) detail::layer_norm(m.post_ln, c.ln_eps, x.data(), x.data(), T, pool);
-  m.project(x, T, out, pool);
+  const int n = m.stack_rows(x, T);
+  assert(n == n_tok);
+  out_at = out.data.size();
+  out.data.resize(out_at + size_t(n) * c.d_out);
+  out.n_tokens += n;
 }
 
 AudioEncodeJob::AudioEncodeJob(std::unique_ptr<State> st) : st_(std::move(st)) {}
@@ -353,7 +380,7 @@ static void check_clip(const AudioClip& clip) {
 Embeddings AudioEncoder::encode(const AudioClip& clip, TaskPool& pool) const {
   check_clip(clip);
   AudioEncodeJob job(std::make_unique<AudioEncodeJob::State>(
-      *impl_, nullptr, whisper_log_mel(clip.samples, impl_->c.mel()), 0));
+      *impl_, nullptr, whisper_log_mel(clip.samples, impl_->c.mel(), &pool), 0));
   job.advance(pool, std::numeric_limits<double>::infinity());
   return job.take();
 }

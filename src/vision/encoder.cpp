@@ -145,7 +145,7 @@ struct EncodeJob::State {
   double gflop(int s) const;  // of tile stage s
   void run(int s, const PixelTile& tile, TaskPool& pool);
   // For detail::advance_stages:
-  void preprocess() {
+  void preprocess(TaskPool&) {
     tiles = vision::preprocess(m.c, *image).tiles;
     image.reset();
   }

@@ -17,7 +17,7 @@ struct JobPacing {
   double ms_per_gflop = 0;
 };
 
-// S: bool done() const; bool preprocessing() const; void preprocess();
+// S: bool done() const; bool preprocessing() const; void preprocess(TaskPool&);
 //    double next_gflop() const; void run_next(TaskPool&) (one stage).
 template <class S>
 void advance_stages(S& st, JobPacing& p, TaskPool& pool, double budget_ms) {
@@ -29,7 +29,7 @@ void advance_stages(S& st, JobPacing& p, TaskPool& pool, double budget_ms) {
   int ran = 0;
   while (!st.done()) {
     if (st.preprocessing()) {  // first: the input's preprocessing
-      st.preprocess();
+      st.preprocess(pool);
       ++ran;
       continue;
     }

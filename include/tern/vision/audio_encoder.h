@@ -44,7 +44,8 @@ class AudioEncoder;
 // log-mel chunks, then per chunk the stages -- the two convolutions (a block
 // of row_block positions at a time), each layer's row-wise parts (LN1 + QKV;
 // O + residual + LN2 + FFN + residual) a row block at a time, the attention
-// one head at a time -- then the pooling, post LN and projector. The rows
+// one head at a time -- then the pooling, post LN and stacking, and the
+// projector a block of token rows at a time. The rows
 // equal AudioEncoder::encode's bit for bit. The encoder must outlive the job.
 // One thread at a time.
 class AudioEncodeJob {
@@ -81,7 +82,8 @@ class AudioEncoder {
  public:
   // Opens and validates the file (AudioMmproj::open's errors), repacks the
   // weights. An image-only file is a FormatError saying it has no audio
-  // encoder.
+  // encoder; an embedding width that is not a multiple of 32 (no Whisper
+  // size) is InvalidArgument.
   static AudioEncoder load(const std::string& mmproj_path);
   static AudioEncoder from_mmproj(AudioMmproj mmproj);
   ~AudioEncoder();
@@ -106,7 +108,7 @@ class AudioEncoder {
 
   // The same as a resumable job; row_block positions per row-wise stage
   // (0: all of them).
-  static constexpr int kJobRowBlock = 256;
+  static constexpr int kJobRowBlock = 128;
   AudioEncodeJob start_encode(std::shared_ptr<const AudioClip> clip,
                               int row_block = kJobRowBlock) const;
 

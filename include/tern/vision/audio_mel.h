@@ -21,6 +21,10 @@
 #include <span>
 #include <vector>
 
+namespace tern {
+class TaskPool;
+}
+
 namespace tern::vision {
 
 struct MelConfig {
@@ -41,8 +45,10 @@ struct MelChunk {
 inline constexpr int kMelChunkFrames = 3000;
 
 // The chunks of a clip; throws InvalidArgument for an empty clip or a bad
-// config.
-std::vector<MelChunk> whisper_log_mel(std::span<const float> samples, const MelConfig& c);
+// config. With a pool, the frames are computed on its workers (the same
+// values: frames are independent).
+std::vector<MelChunk> whisper_log_mel(std::span<const float> samples, const MelConfig& c,
+                                      TaskPool* pool = nullptr);
 
 // The filter bank alone: (n_mel, n_fft/2 + 1), row-major.
 std::vector<float> mel_filter_bank(const MelConfig& c);

@@ -21,7 +21,11 @@
 //                                                        (tokens_per_chunk, d_out)
 //
 // Voxtral: llama.cpp average-pools before stacking (as above); this follows
-// llama.cpp, whose embeddings the tests compare with.
+// llama.cpp, whose embeddings the tests compare with. A stack factor that
+// does not divide the rows (Ultravox's 8 and Voxtral's 4 do not) gives
+// ceil(rows / s) tokens, the last one zero-padded, as llama.cpp's graph
+// computes; llama.cpp b11434 itself then aborts on its own token count
+// (rows / s, rounded down): tests/fixtures/audio/README.md.
 //
 // Keys (llama.cpp's): clip.has_audio_encoder, clip.projector_type (or
 // clip.audio.projector_type in files with both encoders; Qwen2.5-Omni's

@@ -243,6 +243,31 @@ TEST(AudioMmproj, RefusesBrokenFilesByName) {
   expect_format_error(w2.to_bytes(), "stack_factor");
 }
 
+// The log-mel frames on a pool's workers: the same values as on one thread.
+TEST(AudioEncoder, LogMelOnAPoolIsBitIdentical) {
+  TaskPool pool(3);
+  for (const std::string name : {"click", "long"}) {
+    const std::vector<float> s = oracle_audio::make(name);
+    const std::vector<MelChunk> one = whisper_log_mel(s, MelConfig{});
+    const std::vector<MelChunk> many = whisper_log_mel(s, MelConfig{}, &pool);
+    ASSERT_EQ(one.size(), many.size()) << name;
+    for (size_t i = 0; i < one.size(); ++i)
+      EXPECT_EQ(
+          std::memcmp(one[i].data.data(), many[i].data.data(), one[i].data.size() * sizeof(float)),
+          0)
+          << name << " chunk " << i;
+  }
+}
+
+TEST(AudioEncoder, RefusesAWidthOutsideTheInt8Groups) {
+  AudioMmprojSpec s = oracle_spec(AudioProjector::Qwen2a);
+  s.config.d_model = 48;  // loads (the reference runs it), but rows would not fill 32-groups
+  s.config.n_heads = 4;
+  File f;
+  AudioMmproj mm = f.load(s);
+  EXPECT_THROW(AudioEncoder::from_mmproj(std::move(mm)), InvalidArgument);
+}
+
 TEST(AudioMmproj, ImageAndAudioFilesAreToldApart) {
   // An image file is not an audio projector ...
   const std::vector<uint8_t> image =
