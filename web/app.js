@@ -13,6 +13,7 @@ const app = {
   nextGen: 1,
   recent: [],         // [time ms, tokens] of recent deltas, for the aggregate rate
   vision: null,       // the server takes images (null: not known yet)
+  audio: null,        // the server takes audio (null: not known yet)
 };
 const MAX_IMAGE_BYTES = 20 << 20;  // tern serve's default --max-media-mb
 
@@ -57,10 +58,47 @@ async function checkVision() {
     const r = await fetch('/v1/models', { headers: key ? { Authorization: `Bearer ${key}` } : {} });
     const m = (await r.json()).data[0];
     app.vision = !!(m && m.capabilities && m.capabilities.vision);
+    app.audio = !!(m && m.capabilities && m.capabilities.audio);
   } catch {
     app.vision = null;
+    app.audio = null;
   }
   for (const c of app.chats.values()) c.showVision();
+}
+
+// Any audio the browser decodes (an attached file, a MediaRecorder
+// recording in whatever container the browser records) as 16 kHz mono
+// 16-bit WAV in base64: a format tern always decodes.
+async function toWav16k(blob) {
+  const ctx = new AudioContext();
+  let decoded;
+  try {
+    decoded = await ctx.decodeAudioData(await blob.arrayBuffer());
+  } finally {
+    ctx.close();
+  }
+  const n = Math.max(1, Math.ceil(decoded.duration * 16000));
+  const off = new OfflineAudioContext(1, n, 16000);  // resampled and mixed down to mono
+  const src = off.createBufferSource();
+  src.buffer = decoded;
+  src.connect(off.destination);
+  src.start();
+  const pcm = (await off.startRendering()).getChannelData(0);
+  const v = new DataView(new ArrayBuffer(44 + pcm.length * 2));
+  const tag = (at, t) => { for (let i = 0; i < 4; i++) v.setUint8(at + i, t.charCodeAt(i)); };
+  tag(0, 'RIFF'); v.setUint32(4, 36 + pcm.length * 2, true); tag(8, 'WAVE');
+  tag(12, 'fmt '); v.setUint32(16, 16, true); v.setUint16(20, 1, true); v.setUint16(22, 1, true);
+  v.setUint32(24, 16000, true); v.setUint32(28, 32000, true); v.setUint16(32, 2, true);
+  v.setUint16(34, 16, true); tag(36, 'data'); v.setUint32(40, pcm.length * 2, true);
+  for (let i = 0; i < pcm.length; i++) {
+    v.setInt16(44 + 2 * i, Math.round(Math.max(-1, Math.min(1, pcm[i])) * 32767), true);
+  }
+  const bytes = new Uint8Array(v.buffer);
+  let bin = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(bin);
 }
 
 function send(obj) {
@@ -96,11 +134,12 @@ function onMessage(msg) {
 // ---- one generation (one assistant reply) -----------------------------------
 
 class Generation {
-  constructor(chat, id, bubble, images) {
+  constructor(chat, id, bubble, images, clips = 0) {
     this.chat = chat;
     this.id = id;
     this.bubble = bubble;
     this.images = images;  // images in the request (this turn's and earlier turns')
+    this.clips = clips;    // audio clips, the same way
     this.text = '';
     this.t0 = performance.now();
     this.tFirst = null;
@@ -134,18 +173,20 @@ class Generation {
       cached: t.cache_n || 0,
       reason: msg.finish_reason,
       image: imageCache(this.images, t),
+      audio: imageCache(this.clips, t, 'audio', 'clip(s)'),
     };
     if (msg.error) {
       stats.reason = 'error: ' + msg.error;
       this.bubble.classList.add('error');
     }
     $('.meta', this.bubble).textContent = formatStats(stats);
-    if (stats.image && stats.image.reused) {
+    for (const kind of ['image', 'audio']) {
+      if (!stats[kind] || !stats[kind].reused) continue;
       const badge = document.createElement('span');
       badge.className = 'cache-badge';
-      badge.dataset.testid = 'image-cache';
-      badge.textContent = 'cached image';
-      badge.title = stats.image.how;
+      badge.dataset.testid = `${kind}-cache`;
+      badge.textContent = `cached ${kind}`;
+      badge.title = stats[kind].how;
       this.bubble.appendChild(badge);
       this.chat.scroll();
     }
@@ -158,16 +199,18 @@ class Generation {
 // inside a reused KV prefix needs none), image_cache_hits those found in the
 // embedding cache, image_encode_ms the time spent getting rows (the three are
 // left out when no rows were fetched).
-function imageCache(images, t) {
+// The same for audio clips: kind 'audio' reads audio_n, audio_cache_hits and
+// audio_encode_ms.
+function imageCache(images, t, kind = 'image', noun = 'image(s)') {
   if (!images) return null;
-  const fetched = t.image_n || 0;
+  const fetched = t[`${kind}_n`] || 0;
   const viaKv = Math.max(0, images - fetched);
-  const hits = t.image_cache_hits || 0;
+  const hits = t[`${kind}_cache_hits`] || 0;
   const how = [];
-  if (viaKv) how.push(`${viaKv} image(s) inside the reused KV prefix`);
-  if (hits) how.push(`${hits} image(s) from the embedding cache`);
+  if (viaKv) how.push(`${viaKv} ${noun} inside the reused KV prefix`);
+  if (hits) how.push(`${hits} ${noun} from the embedding cache`);
   const encoded = fetched - hits;
-  if (encoded > 0) how.push(`${encoded} encoded in ${Math.round(t.image_encode_ms || 0)} ms`);
+  if (encoded > 0) how.push(`${encoded} encoded in ${Math.round(t[`${kind}_encode_ms`] || 0)} ms`);
   return { reused: viaKv + hits > 0, how: how.join(', ') };
 }
 
@@ -179,6 +222,7 @@ function formatStats(s) {
   // The prompt's KV reused from the prefix cache (earlier turns, shared system prompts).
   if (s.prompt) parts.push(`prompt ${s.prompt} (${s.cached} cached)`);
   if (s.image) parts.push(`images: ${s.image.how}`);
+  if (s.audio) parts.push(`audio: ${s.audio.how}`);
   if (s.reason) parts.push(s.reason);
   return parts.join(' · ');
 }
@@ -197,11 +241,21 @@ class Chat {
     this.input = $('textarea', this.el);
     this.sendBtn = $('.send', this.el);
     this.stopBtn = $('.stop', this.el);
-    this.pending = [];    // attached images not yet sent: {name, url}
+    this.pending = [];    // attached media not yet sent: {name, url, audio (base64 WAV, clips only)}
     this.attachments = $('.attachments', this.el);
     this.fileInput = $('.file', this.el);
     this.attachBtn = $('.attach', this.el);
     this.attachBtn.addEventListener('click', () => this.fileInput.click());
+    this.audioInput = $('.audio-file', this.el);
+    this.audioBtn = $('.attach-audio', this.el);
+    this.micBtn = $('.mic', this.el);
+    this.recorder = null;
+    this.audioBtn.addEventListener('click', () => this.audioInput.click());
+    this.audioInput.addEventListener('change', () => {
+      for (const f of this.audioInput.files) this.addAudio(f, f.name || 'audio');
+      this.audioInput.value = '';
+    });
+    this.micBtn.addEventListener('click', () => this.toggleMic());
     this.fileInput.addEventListener('change', () => {
       this.attachFiles(this.fileInput.files);
       this.fileInput.value = '';
@@ -239,6 +293,50 @@ class Chat {
     this.attachBtn.disabled = off;
     this.attachBtn.title = off ? 'This server takes no images (start it with --mmproj)'
       : 'Attach an image (or drop one on the chat, or paste it)';
+    const noAudio = app.audio === false;
+    this.audioBtn.disabled = noAudio;
+    this.micBtn.disabled = noAudio;
+    this.audioBtn.title = noAudio
+      ? 'This server takes no audio (start it with --mmproj naming an audio projector)'
+      : 'Attach an audio file';
+    this.micBtn.title = noAudio ? this.audioBtn.title : 'Record from the microphone (click again to stop)';
+  }
+  // A clip (a file or a recording) converted to WAV, waiting to be sent.
+  async addAudio(blob, name) {
+    try {
+      const data = await toWav16k(blob);
+      this.pending.push({ name, url: `data:audio/wav;base64,${data}`, audio: data });
+      this.showPending();
+    } catch (e) {
+      this.showStats({ ttft: null, tokens: 0, reason: `${name}: cannot decode (${e.message || e})` });
+    }
+  }
+  async toggleMic() {
+    if (this.recorder) {
+      this.recorder.stop();
+      return;
+    }
+    let stream;
+    try {
+      stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+    } catch (e) {
+      this.showStats({ ttft: null, tokens: 0, reason: `microphone: ${e.message || e}` });
+      return;
+    }
+    const chunks = [];
+    const rec = new MediaRecorder(stream);
+    rec.ondataavailable = (e) => { if (e.data.size) chunks.push(e.data); };
+    rec.onstop = () => {
+      for (const t of stream.getTracks()) t.stop();
+      this.recorder = null;
+      this.micBtn.textContent = 'Mic';
+      this.micBtn.classList.remove('recording');
+      this.addAudio(new Blob(chunks, { type: rec.mimeType }), 'recording');
+    };
+    rec.start();
+    this.recorder = rec;
+    this.micBtn.textContent = 'Stop';
+    this.micBtn.classList.add('recording');
   }
   // Reads image files as data: URLs (the original bytes: the server identifies
   // a picture by its decoded pixels, so the same file is the same picture).
@@ -262,9 +360,16 @@ class Chat {
       const d = document.createElement('span');
       d.className = 'attachment';
       d.dataset.testid = 'attachment';
-      const img = document.createElement('img');
+      let img;
+      if (p.audio) {
+        img = document.createElement('audio');
+        img.controls = true;
+        img.title = p.name;
+      } else {
+        img = document.createElement('img');
+        img.alt = p.name;
+      }
       img.src = p.url;
-      img.alt = p.name;
       const x = document.createElement('button');
       x.type = 'button';
       x.textContent = '×';
@@ -278,31 +383,35 @@ class Chat {
     const text = this.input.value.trim();
     if ((!text && !this.pending.length) || this.current) return;
     this.input.value = '';
-    const images = this.pending.map((p) => p.url);
+    const images = this.pending.filter((p) => !p.audio).map((p) => p.url);
+    const audio = this.pending.filter((p) => p.audio).map((p) => p.audio);
     this.pending = [];
     this.showPending();
-    this.ask(text, images);
+    this.ask(text, images, audio);
   }
-  imagesInHistory() {
+  imagesInHistory(type = 'image_url') {
     let n = 0;
     for (const m of this.history) {
-      if (Array.isArray(m.content)) n += m.content.filter((p) => p.type === 'image_url').length;
+      if (Array.isArray(m.content)) n += m.content.filter((p) => p.type === type).length;
     }
     return n;
   }
-  ask(text, images = []) {
+  ask(text, images = [], audio = []) {
     if (this.current) return false;
-    // With images: OpenAI content parts, the images first, then the text.
-    const content = images.length
+    // With media: OpenAI content parts, the images first, then the clips
+    // (input_audio, WAV), then the text.
+    const content = images.length || audio.length
       ? [...images.map((url) => ({ type: 'image_url', image_url: { url } })),
+         ...audio.map((data) => ({ type: 'input_audio', input_audio: { data, format: 'wav' } })),
          ...(text ? [{ type: 'text', text }] : [])]
       : text;
     this.history.push({ role: 'user', content });
-    this.addBubble('user', text, images);
+    this.addBubble('user', text, images, audio);
     const bubble = this.addBubble('assistant', '');
     bubble.classList.add('pending');
     const id = `c${this.n}-${app.nextGen++}`;
-    const g = new Generation(this, id, bubble, this.imagesInHistory());
+    const g = new Generation(this, id, bubble, this.imagesInHistory(),
+                             this.imagesInHistory('input_audio'));
     const ok = send({
       type: 'generate',
       id,
@@ -333,10 +442,18 @@ class Chat {
     this.showStats(stats);
   }
   showStats(s) { $('.stats', this.el).textContent = formatStats(s); }
-  addBubble(role, text, images = []) {
+  addBubble(role, text, images = [], audio = []) {
     const b = document.createElement('div');
     b.className = `bubble ${role}`;
     b.dataset.role = role;
+    for (const data of audio) {
+      const a = document.createElement('audio');
+      a.className = 'clip';
+      a.dataset.testid = 'clip';
+      a.controls = true;
+      a.src = `data:audio/wav;base64,${data}`;
+      b.appendChild(a);
+    }
     for (const url of images) {
       const img = document.createElement('img');
       img.className = 'picture';

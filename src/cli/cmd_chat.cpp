@@ -38,8 +38,8 @@ void add_chat_command(CLI::App& app) {
     const SamplingParams sp = o->sampling.params();
     auto engine = load_engine(o->model, 1);
     const Tokenizer& tok = engine->tokenizer();
-    std::unique_ptr<VisionSide> vision;
-    if (!o->mmproj.empty()) vision = std::make_unique<VisionSide>(o->mmproj, *engine);
+    std::unique_ptr<MediaSide> vision;
+    if (!o->mmproj.empty()) vision = std::make_unique<MediaSide>(o->mmproj, *engine);
     // Images of the conversation, in order: each user turn that added some
     // carries one marker per image at the start of its text.
     std::vector<std::shared_ptr<const vision::Image>> images, pending;

@@ -23,6 +23,7 @@ void add_run_command(CLI::App& app) {
     float lora_scale = 1.0f;
     std::string mmproj;
     std::vector<std::string> images;
+    std::vector<std::string> audio;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("run", "generate text from a prompt");
@@ -33,9 +34,13 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--lora", o->lora, "LoRA adapter GGUF (llama.cpp's adapter format)");
   cmd->add_option("--lora-scale", o->lora_scale, "scale of the adapter's term")
       ->check(CLI::Range(-16.0, 16.0));
-  cmd->add_option("--mmproj", o->mmproj, "vision projector GGUF (llama.cpp mmproj) for --image");
+  cmd->add_option("--mmproj", o->mmproj,
+                  "projector GGUF (llama.cpp mmproj: vision and/or audio) for --image / --audio");
   cmd->add_option("--image", o->images,
                   "image file (PNG, JPEG, BMP, GIF); repeatable; placed at each <__media__> in "
+                  "the prompt, else before it");
+  cmd->add_option("--audio", o->audio,
+                  "audio file (WAV, MP3, FLAC, Ogg); repeatable; placed at each <__audio__> in "
                   "the prompt, else before it");
   o->model.add(*cmd);
   o->sampling.add(*cmd);
@@ -47,6 +52,8 @@ void add_run_command(CLI::App& app) {
     const Tokenizer& tok = engine->tokenizer();
     if (!o->images.empty() && o->mmproj.empty())
       throw InvalidArgument("--image needs --mmproj (the model's vision projector)");
+    if (!o->audio.empty() && o->mmproj.empty())
+      throw InvalidArgument("--audio needs --mmproj (the model's audio projector)");
     std::vector<TextSegment> text;
     if (o->chat) {
       std::vector<ChatMessage> msgs;
@@ -59,12 +66,14 @@ void add_run_command(CLI::App& app) {
       text = {{o->prompt, /*parse_special=*/!o->mmproj.empty()}};
     }
     MediaPrompt prompt;
-    std::unique_ptr<VisionSide> vision;
+    std::unique_ptr<MediaSide> vision;
     if (!o->mmproj.empty()) {
-      vision = std::make_unique<VisionSide>(o->mmproj, *engine);
+      vision = std::make_unique<MediaSide>(o->mmproj, *engine);
       std::vector<std::shared_ptr<const vision::Image>> images;
       for (const std::string& path : o->images) images.push_back(load_image_file(path));
-      prompt = vision->build(text, /*add_bos=*/true, images);
+      std::vector<std::shared_ptr<const vision::AudioClip>> audio;
+      for (const std::string& path : o->audio) audio.push_back(load_audio_file(path));
+      prompt = vision->build(text, /*add_bos=*/true, images, audio);
     } else {
       prompt.tokens = o->chat ? tok.encode(text, /*add_bos=*/true)
                               : tok.encode(o->prompt, /*add_bos=*/true, /*parse_special=*/false);

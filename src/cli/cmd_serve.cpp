@@ -54,8 +54,9 @@ namespace {
 // Images and video in chat messages (server/media_parts.h).
 void add_media_flags(CLI::App& cmd, server::MediaOptions& m, size_t& media_mb, size_t& cache_mb) {
   cmd.add_option("--mmproj", m.mmproj,
-                 "vision projector GGUF (llama.cpp mmproj) for the model: chat messages may then "
-                 "carry image_url / video parts");
+                 "projector GGUF (llama.cpp mmproj) for the model: with a vision projector, "
+                 "chat messages may carry image_url / video parts; with an audio encoder "
+                 "(ultravox, qwen2a, voxtral), input_audio / audio_url parts");
   cmd.add_option("--media-dir", m.media_dir,
                  "allow local image / video paths and file:// URLs under this directory "
                  "(default: none are allowed)");
@@ -70,15 +71,20 @@ void add_media_flags(CLI::App& cmd, server::MediaOptions& m, size_t& media_mb, s
                  "largest decoded image or video frame, in pixels (400 beyond)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 32))
       ->capture_default_str();
+  cmd.add_option("--max-audio-seconds", m.max_audio_seconds,
+                 "longest audio clip accepted, in seconds (400 beyond, decided from the file's "
+                 "headers before decoding)")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
   cmd.add_option("--max-media-mb", media_mb, "largest encoded image or video, in MiB (400 beyond)")
       ->check(CLI::Range(size_t(1), size_t(1) << 12))
       ->capture_default_str();
-  cmd.add_option("--mm-cache-mb", cache_mb, "MiB of image embeddings cached in memory")
+  cmd.add_option("--mm-cache-mb", cache_mb, "MiB of image and audio embeddings cached in memory")
       ->check(CLI::Range(size_t(0), size_t(1) << 20))
       ->capture_default_str();
   cmd.add_option("--mm-cache-dir", m.cache_dir,
-                 "also keep image embeddings in this directory (found again after eviction and "
-                 "restarts)");
+                 "also keep image and audio embeddings in this directory (found again after "
+                 "eviction and restarts)");
 }
 
 void apply_media_flags(server::MediaOptions& m, size_t media_mb, size_t cache_mb) {

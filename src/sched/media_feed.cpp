@@ -9,6 +9,14 @@
 #include "tern/core/memory_budget.h"
 
 namespace tern::sched {
+namespace {
+
+const char* kind(const vision::MediaSpan& m) {
+  return m.audio ? "audio clip" : "image";
+}
+
+}  // namespace
+
 size_t MediaFeed::bytes(const Request& r) const {
   std::vector<std::pair<Sha256Digest, int64_t>> rows;  // (picture, rows it needs)
   for (const vision::MediaSpan& m : r.media) {
@@ -64,16 +72,17 @@ bool MediaFeed::span_ready(Sequence& s, size_t i) {
   }
   if (rows[i]) return true;
   if (!waits[i]) {
+    MediaCounts& t = s.media.counts(m);
     if ((waits[i] = find(m))) {  // another prompt's encode of the same picture
-      s.media.fetched += 1;
-      s.media.cache_hits += 1;
+      t.fetched += 1;
+      t.cache_hits += 1;
       metrics_.vision_encodes_shared += 1;
     } else if ((rows[i] = m.source->cached(m.hash))) {
-      s.media.fetched += 1;
-      s.media.cache_hits += 1;
+      t.fetched += 1;
+      t.cache_hits += 1;
       return true;
     } else if ((waits[i] = start(m, s.order))) {
-      s.media.fetched += 1;
+      t.fetched += 1;
     } else {
       return true;  // rows() fetches it now
     }
@@ -81,7 +90,7 @@ bool MediaFeed::span_ready(Sequence& s, size_t i) {
   const MediaEncode& w = *waits[i];
   if (!w.finished()) return false;
   if (!w.error.empty()) throw InvalidArgument(w.error);
-  if (w.starter == s.order) s.media.fetch_ms += w.busy_ms;
+  if (w.starter == s.order) s.media.counts(m).fetch_ms += w.busy_ms;
   for (size_t j = 0; j < rows.size(); ++j) {  // every span of this picture
     if (waits[j].get() != &w) continue;
     rows[j] = w.rows;
@@ -110,20 +119,22 @@ const vision::Embeddings& MediaFeed::rows(Sequence& s, size_t i) {
   }
   if (!rows[i]) {
     const auto t0 = Clock::now();
-    vision::EmbeddingSource::Fetched f = m.source->fetch(m.hash, *m.image);
-    s.media.fetch_ms += ms_between(t0, Clock::now());
-    s.media.fetched += 1;
-    s.media.cache_hits += f.cached ? 1 : 0;
+    vision::EmbeddingSource::Fetched f = m.source->fetch_span(m);
+    MediaCounts& t = s.media.counts(m);
+    t.fetch_ms += ms_between(t0, Clock::now());
+    t.fetched += 1;
+    t.cache_hits += f.cached ? 1 : 0;
     rows[i] = std::move(f.rows);
-    if (!rows[i]) throw InvalidArgument("the image's embedding rows are missing");
+    if (!rows[i])
+      throw InvalidArgument(std::string("the ") + kind(m) + "'s embedding rows are missing");
   }
   const vision::Embeddings& e = *rows[i];
   if (e.n_embd != d_model_)
-    throw InvalidArgument("image embeddings are " + std::to_string(e.n_embd) +
+    throw InvalidArgument(std::string(kind(m)) + " embeddings are " + std::to_string(e.n_embd) +
                           " wide but the text model's embedding width is " +
                           std::to_string(d_model_));
   if (int64_t(m.row0) + m.n > e.n_tokens || e.data.size() < size_t(e.n_tokens) * size_t(d_model_))
-    throw InvalidArgument("the image has " + std::to_string(e.n_tokens) +
+    throw InvalidArgument(std::string("the ") + kind(m) + " has " + std::to_string(e.n_tokens) +
                           " embedding rows, fewer than its place in the prompt needs");
   return e;
 }
@@ -159,12 +170,13 @@ std::shared_ptr<MediaEncode> MediaFeed::find(const vision::MediaSpan& m) const {
 }
 
 std::shared_ptr<MediaEncode> MediaFeed::start(const vision::MediaSpan& m, uint64_t starter) {
-  std::unique_ptr<vision::EncodeJob> job = m.source->start_encode(m.image);
+  std::unique_ptr<vision::MediaJob> job = m.source->start_job(m);
   if (!job) return nullptr;
   if (ms_per_gflop_ > 0) job->set_ms_per_gflop(ms_per_gflop_);
   auto w = std::make_shared<MediaEncode>();
   w->source = m.source.get();
   w->hash = m.hash;
+  w->kind = m.audio ? "audio" : "image";
   w->starter = starter;
   w->job = std::move(job);
   encodes_.push_back(w);
@@ -178,7 +190,7 @@ void MediaFeed::drop_unwaited() {
       ++it;
       continue;
     }
-    logger()->info("image encode dropped after {} of {} stages: nobody waits for it",
+    logger()->info("{} encode dropped after {} of {} stages: nobody waits for it", (*it)->kind,
                    (*it)->job->stages_done(), (*it)->job->stages_total());
     metrics_.vision_encodes_dropped += 1;
     it = encodes_.erase(it);
@@ -208,8 +220,8 @@ void MediaFeed::advance(TaskPool& pool, double budget_ms) {
         w.error = e.what();
       }
     }
-    if (!w.error.empty()) logger()->error("image encode failed: {}", w.error);
-    logger()->debug("image encoded in {} slices, {:.1f} ms", w.job->slices(), w.busy_ms);
+    if (!w.error.empty()) logger()->error("{} encode failed: {}", w.kind, w.error);
+    logger()->debug("{} encoded in {} slices, {:.1f} ms", w.kind, w.job->slices(), w.busy_ms);
     w.job.reset();
     encodes_.pop_front();
     left = budget_ms - ms_between(t0, Clock::now());

@@ -2,18 +2,15 @@
 // Media in prompts: where their embedding rows come from and which of them a
 // step feeds. Private to the scheduler; engine thread only.
 //
-// A media span (an image's tile today; audio is meant to join as one more
-// kind of span) is a run of prompt positions whose inputs are embedding rows
-// instead of token embeddings. Before a prefill chunk reaches a span, the
-// feed finds its rows: kept from another span of the same picture, a
-// finished encode the sequence waited for, the source's cache, or an encode
-// another prompt started. Otherwise it starts an encode and the prompt waits
-// before the span (the text before it may still prefill). Encodes are
-// resumable jobs (vision::EncodeJob) advanced by time slices between steps,
-// keyed by (source, content hash), so a second prompt with the same picture
-// waits on the same encode. Sequences hold their waits (shared_ptr); an
-// encode nobody waits for any more is dropped, so cancelling one of two
-// waiters keeps it and cancelling the last ends it. A finished encode's rows
+// A media span (an image's tile, or an audio clip's rows) is a run of prompt positions whose inputs
+// are embedding rows instead of token embeddings. Before a prefill chunk reaches a span, the feed
+// finds its rows: kept from another span of the same picture, a finished encode the sequence waited
+// for, the source's cache, or an encode another prompt started. Otherwise it starts an encode and
+// the prompt waits before the span (the text before it may still prefill). Encodes are resumable
+// jobs (vision::MediaJob: an image's or a clip's) advanced by time slices between steps, keyed by
+// (source, content hash), so a second prompt with the same picture waits on the same encode.
+// Sequences hold their waits (shared_ptr); an encode nobody waits for any more is dropped, so
+// cancelling one of two waiters keeps it and cancelling the last ends it. A finished encode's rows
 // go to the source's store (the embedding cache). A source that cannot
 // encode in slices is fetched from at once, blocking, when the step needs
 // the rows.
@@ -48,17 +45,28 @@ struct MediaEncode {
   vision::EmbeddingSource* source = nullptr;
   Sha256Digest hash{};
   uint64_t starter = 0;  // admission order of the sequence that started it (its timings)
-  std::unique_ptr<vision::EncodeJob> job;          // null once finished
+  std::unique_ptr<vision::MediaJob> job;           // null once finished
   std::shared_ptr<const vision::Embeddings> rows;  // when done
   std::string error;                               // when it failed
+  const char* kind = "image";                      // "image" or "audio", for the log
   double busy_ms = 0;                              // the job's slices, summed
 
   bool finished() const { return job == nullptr; }
 };
 
+// Media whose rows were fetched for a request: from a cache (or an encode
+// another request started), and the time spent encoding (the slices of the
+// encodes it started, or a blocking fetch).
+struct MediaCounts {
+  int fetched = 0;
+  int cache_hits = 0;
+  double fetch_ms = 0;
+};
+
 // One sequence's media state, kept on its Sequence and changed only by the
-// MediaFeed. Indexed like the request's spans.
-struct SeqMedia {
+// MediaFeed. Indexed like the request's spans. Its own counts are the
+// pictures'; the audio clips' are in `audio`.
+struct SeqMedia : MediaCounts {
   explicit SeqMedia(size_t n_spans) : rows(n_spans), waits(n_spans) {}
 
   // rows[i]: span i's rows while its prefill needs them (spans of one
@@ -67,12 +75,8 @@ struct SeqMedia {
   // waits[i]: the encode span i waits for (its prefill pauses before the
   // span), shared with other waiters.
   std::vector<std::shared_ptr<MediaEncode>> waits;
-  // Pictures whose rows were fetched for this request: from a cache (or an
-  // encode another request started), and the time spent encoding (the
-  // slices of the encodes it started, or a blocking fetch).
-  int fetched = 0;
-  int cache_hits = 0;
-  double fetch_ms = 0;
+  MediaCounts audio;
+  MediaCounts& counts(const vision::MediaSpan& m) { return m.audio ? audio : *this; }
 };
 
 class MediaFeed {

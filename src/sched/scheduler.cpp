@@ -119,17 +119,17 @@ SubmitStatus Scheduler::submit(Request r) {
     throw InvalidArgument("request " + r.id + ": " + engine_.config().arch +
                           " is an embedding model; it cannot generate text");
   if (r.pooling != Pooling::None && !r.media.empty())
-    throw InvalidArgument("request " + r.id + ": an embedding takes no images");
+    throw InvalidArgument("request " + r.id + ": an embedding takes no images or audio");
   if (r.pooling == Pooling::Rank && !engine_.rank_head())
     throw InvalidArgument("request " + r.id +
                           ": rank pooling needs a model with a classification head");
   int32_t media_end = 0;
   for (const vision::MediaSpan& m : r.media) {
-    if (m.pos < media_end || m.n <= 0 || m.row0 < 0 || int64_t(m.pos) + m.n > n || !m.image ||
-        !m.source)
+    if (m.pos < media_end || m.n <= 0 || m.row0 < 0 || int64_t(m.pos) + m.n > n ||
+        (!m.image && !m.audio) || !m.source)
       throw InvalidArgument("request " + r.id +
-                            ": image spans must lie inside the prompt, in order, without "
-                            "overlapping, each with its image and a source of rows");
+                            ": media spans must lie inside the prompt, in order, without "
+                            "overlapping, each with its image or audio clip and a source of rows");
     media_end = m.pos + m.n;
   }
   if (const MemoryBudget* mb = engine_.memory_budget(); mb && !r.media.empty()) {

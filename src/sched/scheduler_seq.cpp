@@ -260,6 +260,9 @@ void Scheduler::finish(Sequence& s, FinishReason reason, std::string error, std:
   f.timings.image_n = s.media.fetched;
   f.timings.image_cache_hits = s.media.cache_hits;
   f.timings.image_encode_ms = s.media.fetch_ms;
+  f.timings.audio_n = s.media.audio.fetched;
+  f.timings.audio_cache_hits = s.media.audio.cache_hits;
+  f.timings.audio_encode_ms = s.media.audio.fetch_ms;
   f.timings.predicted_n = s.n_generated;
   f.timings.draft_n = s.draft_n;
   f.timings.draft_accepted_n = s.draft_accepted;

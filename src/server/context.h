@@ -13,7 +13,7 @@
 
 #include "media_prefetch.h"
 #include "tern/core/log.h"
-#include "tern/engine/vision_side.h"
+#include "tern/engine/media_side.h"
 #include "tern/server/media_parts.h"
 #include "tern/server/metrics_text.h"
 #include "tern/server/openai_request.h"
@@ -44,11 +44,14 @@ struct ServerContext {
         files(StaticFiles::find_root(opts.web_root)),
         media(opts.media) {
     if (!opts.media.mmproj.empty()) {
-      vision = std::make_unique<VisionSide>(opts.media.mmproj, e, &media.cache());
-      media.set_vision(true);
-      // Video frames need no more than preprocessing's largest resize target.
-      const vision::VisionConfig& c = vision->encoder().config();
-      media.set_frame_side(std::max(c.image_size, c.preproc_image_size));
+      vision = std::make_unique<MediaSide>(opts.media.mmproj, e, &media.cache());
+      media.set_vision(vision->has_vision());
+      media.set_audio(vision->has_audio());
+      if (vision->has_vision()) {
+        // Video frames need no more than preprocessing's largest resize target.
+        const vision::VisionConfig& c = vision->encoder().config();
+        media.set_frame_side(std::max(c.image_size, c.preproc_image_size));
+      }
     }
   }
 
@@ -60,10 +63,10 @@ struct ServerContext {
   MediaService media;  // media policy, embedding cache, media metrics (thread-safe)
   // Remote media fetches in flight, in all and per client address (reactor).
   FetchGate fetches{opts.media.max_fetches, opts.media.max_fetches_per_client};
-  // The vision projector (--mmproj), its rows cached in media.cache(); null
-  // on a text-only server. Immutable after start; its source runs on the
+  // The vision projector and/or audio encoder (--mmproj), their rows cached
+  // in media.cache(); null on a text-only server. Immutable after start; its source runs on the
   // engine thread.
-  std::unique_ptr<VisionSide> vision;
+  std::unique_ptr<MediaSide> vision;
   std::string model_id;  // what /v1/models lists
   // Chat output is split into reasoning and answer (--reasoning-format);
   // think_open is the "<think>" token when the vocabulary has one (-1 if not).

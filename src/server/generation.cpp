@@ -5,7 +5,7 @@
 
 #include "json_fields.h"
 #include "tern/engine/engine.h"
-#include "tern/engine/vision_side.h"
+#include "tern/engine/media_side.h"
 #include "tern/sched/scheduler.h"
 #include "tern/tokenizer/chat_template.h"
 #include "tern/tokenizer/tokenizer.h"
@@ -39,14 +39,18 @@ std::vector<int32_t> prompt_tokens(ServerContext& ctx, const GenerationRequest& 
     }
     return tok.encode(g.prompt, /*add_bos=*/true, /*parse_special=*/true);
   }
-  if (!g.images.empty() && !ctx.vision)
+  if (!g.images.empty() && !(ctx.vision && ctx.vision->has_vision()))
     throw ApiError::bad_request(
         "Invalid 'messages': this server has no vision projector (--mmproj)", "messages",
         "invalid_value");
+  if (!g.audio.empty() && !(ctx.vision && ctx.vision->has_audio()))
+    throw ApiError::bad_request(
+        "Invalid 'messages': this server has no audio encoder (--mmproj with an audio projector)",
+        "messages", "invalid_value");
   const std::vector<TextSegment> text = chat_segments(ctx.engine.chat_template(), g);
-  if (!g.images.empty()) {
+  if (!g.images.empty() || !g.audio.empty()) {
     try {
-      MediaPrompt p = ctx.vision->build(text, /*add_bos=*/true, g.images);
+      MediaPrompt p = ctx.vision->build(text, /*add_bos=*/true, g.images, g.audio);
       media = std::move(p.media);
       return std::move(p.tokens);
     } catch (const InvalidArgument& e) {

@@ -144,8 +144,14 @@ void check_range(const char* key, double v, double lo, double hi) {
 
 bool is_media_part(std::string_view text) {
   if (text.empty()) return false;
-  for (; !text.empty(); text.remove_prefix(kMediaMarker.size()))
-    if (!text.starts_with(kMediaMarker)) return false;
+  while (!text.empty()) {
+    if (text.starts_with(kMediaMarker))
+      text.remove_prefix(kMediaMarker.size());
+    else if (text.starts_with(kAudioMarker))
+      text.remove_prefix(kAudioMarker.size());
+    else
+      return false;
+  }
   return true;
 }
 

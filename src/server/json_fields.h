@@ -36,8 +36,9 @@ bool get_int(const json& o, const char* key, int64_t& out);    // 3.0 counts as 
 bool get_bool(const json& o, const char* key, bool& out);
 bool get_string(const json& o, const char* key, std::string& out);
 
-// A content part that media_parts.h's with_media_markers made of an image or a
-// video: one or more media markers (engine/media_prompt.h) and nothing else.
+// A content part that media_parts.h's with_media_markers made of an image, a
+// video or an audio clip: one or more media markers (engine/media_prompt.h's
+// kMediaMarker, kAudioMarker) and nothing else.
 // A client's text part holding only markers counts too: tern places media at
 // every marker in the text, so such a part stands where a picture goes.
 bool is_media_part(std::string_view text);

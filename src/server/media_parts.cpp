@@ -93,8 +93,9 @@ MediaItem video_frames_item(const json& part, const std::string& where) {
 
 ApiError media_error(const vision::MediaError& e, const MediaItem& it) {
   const bool image = it.kind == MediaItem::Kind::Image;
+  const bool audio = it.kind == MediaItem::Kind::Audio;
   const std::string& param = it.source_param;
-  const std::string what = image ? "image" : "video";
+  const std::string what = image ? "image" : audio ? "audio" : "video";
   const std::string msg = "Invalid " + what + " in '" + it.param + "': " + e.what();
   switch (e.kind()) {
     case MediaErrorKind::Forbidden:
@@ -110,13 +111,18 @@ ApiError media_error(const vision::MediaError& e, const MediaItem& it) {
     case MediaErrorKind::Invalid:
       break;
   }
-  return ApiError::bad_request(msg, param, image ? "invalid_image" : "invalid_video");
+  return ApiError::bad_request(msg, param,
+                               image   ? "invalid_image"
+                               : audio ? "invalid_audio"
+                                       : "invalid_video");
 }
 
 ApiError too_many_media(const MediaItem& it, int max_items) {
-  return ApiError::bad_request("Too many images and video frames in one request (at most " +
-                                   std::to_string(max_items) + ").",
-                               it.param, "too_many_media");
+  return ApiError::bad_request(
+      "Too many images, video frames and audio clips in one request "
+      "(at most " +
+          std::to_string(max_items) + ").",
+      it.param, "too_many_media");
 }
 
 void sample(std::string& out, const std::string& name, double v) {
@@ -152,15 +158,20 @@ MessageMedia parse_message_media(const json& body) {
         it = video_url_item(part, where);
       else if (type == "video")
         it = video_frames_item(part, where);
+      else if (type == "input_audio")
+        it = input_audio_item(part, where);
+      else if (type == "audio_url")
+        it = audio_url_item(part, where);
       else {
         if (type == "text" && part.contains("text") && part["text"].is_string())
           out.messages[i].push_back({part["text"].get<std::string>(), -1});
         continue;
       }
       it.param = where;
-      it.source_param = where + (type == "image_url"   ? ".image_url.url"
-                                 : type == "video_url" ? ".video_url.url"
-                                                       : ".frames");
+      if (it.source_param.empty())  // the audio items name theirs
+        it.source_param = where + (type == "image_url"   ? ".image_url.url"
+                                   : type == "video_url" ? ".video_url.url"
+                                                         : ".frames");
       out.messages[i].push_back({"", int(out.items.size())});
       out.items.push_back(std::move(it));
     }
@@ -179,8 +190,28 @@ std::string take_frames(MediaItem& it, std::vector<std::shared_ptr<const vision:
   return markers;
 }
 
+std::string take_media(MediaItem& it, ImageList& images, AudioList& audio) {
+  if (it.kind != MediaItem::Kind::Audio) return take_frames(it, images);
+  struct Charged {
+    vision::AudioClip clip;
+    MemoryCharge charge;
+  };
+  auto c = std::make_shared<Charged>(Charged{std::move(it.audio), std::move(it.pixels)});
+  audio.push_back(std::shared_ptr<const vision::AudioClip>(c, &c->clip));
+  return std::string(kAudioMarker);
+}
+
 json with_media_markers(const json& body, MessageMedia& m,
                         std::vector<std::shared_ptr<const vision::Image>>& images) {
+  AudioList audio;
+  json out = with_media_markers(body, m, images, audio);
+  if (!audio.empty())
+    throw ApiError::bad_request("This request's audio has no place here.", "messages",
+                                "invalid_value");
+  return out;
+}
+
+json with_media_markers(const json& body, MessageMedia& m, ImageList& images, AudioList& audio) {
   json out = body;
   json& msgs = out["messages"];
   size_t next = 0;
@@ -190,8 +221,10 @@ json with_media_markers(const json& body, MessageMedia& m,
     for (json& part : *c) {
       std::string type;
       if (!part.is_object() || !get_string(part, "type", type)) continue;
-      if (type != "image_url" && type != "video_url" && type != "video") continue;
-      part = json{{"type", "text"}, {"text", take_frames(m.items.at(next++), images)}};
+      if (type != "image_url" && type != "video_url" && type != "video" && type != "input_audio" &&
+          type != "audio_url")
+        continue;
+      part = json{{"type", "text"}, {"text", take_media(m.items.at(next++), images, audio)}};
     }
   }
   return out;
@@ -202,10 +235,12 @@ GenerationRequest parse_chat_with_media(MediaService& media, const json& body,
                                         UnknownFields unknown) {
   MessageMedia m = media.check_chat_request(body);
   if (!m.any()) return parse_chat_request(body, extra_keys, unknown);
-  std::vector<std::shared_ptr<const vision::Image>> images;
+  ImageList images;
+  AudioList audio;
   GenerationRequest g =
-      parse_chat_request(with_media_markers(body, m, images), extra_keys, unknown);
+      parse_chat_request(with_media_markers(body, m, images, audio), extra_keys, unknown);
   g.images = std::move(images);
+  g.audio = std::move(audio);
   return g;
 }
 
@@ -258,6 +293,10 @@ MemoryCharge MediaService::charge_pixels(size_t bytes, const MediaItem& it) {
 // One item's frames; `loaded` frames of the request came before it.
 void MediaService::load_item(MediaItem& it, size_t loaded) {
   const size_t max_items = size_t(opts_.max_items);
+  if (it.kind == MediaItem::Kind::Audio) {
+    if (loaded >= max_items) throw too_many_media(it, opts_.max_items);
+    return load_audio(it);
+  }
   if (it.kind == MediaItem::Kind::VideoUrl) {
     vision::VideoOptions vo;
     vo.fps = it.fps > 0 ? it.fps : opts_.default_fps;
@@ -298,6 +337,11 @@ void MediaService::load(MessageMedia& m) {
       counters_.refused.fetch_add(1, std::memory_order_relaxed);
       throw media_error(e, it);
     }
+    if (it.kind == MediaItem::Kind::Audio) {
+      total += 1;
+      counters_.audio.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
     total += it.frames.size();
     if (total > size_t(opts_.max_items)) throw too_many_media(it, opts_.max_items);
     for (const vision::Image& img : it.frames) it.hashes.push_back(vision::pixel_hash(img));
@@ -310,11 +354,13 @@ void MediaService::load(MessageMedia& m) {
   counters_.load_us.fetch_add(uint64_t(us.count()), std::memory_order_relaxed);
 }
 
-std::shared_ptr<const vision::Image> MediaService::reload(const std::string& url,
-                                                          const Sha256Digest& hash,
-                                                          const std::string& param) {
+MediaItem MediaService::reload_item(MediaItem::Kind kind, const std::string& url,
+                                    const Sha256Digest& hash, const std::string& param) {
+  const bool audio = kind == MediaItem::Kind::Audio;
+  const std::string what = audio ? "An audio clip" : "A picture";
   MessageMedia m;
   MediaItem& it = m.items.emplace_back();
+  it.kind = kind;
   it.param = it.source_param = param;
   it.urls = {url};
   require_fetched(m);  // a remote source is fetched again on the reactor first
@@ -323,14 +369,23 @@ std::shared_ptr<const vision::Image> MediaService::reload(const std::string& url
   } catch (const ApiError& e) {
     if (e.status() == 503) throw;
     throw ApiError::bad_request(
-        "A picture of the stored conversation could not be loaded again: " + std::string(e.what()),
+        what + " of the stored conversation could not be loaded again: " + std::string(e.what()),
         param, "invalid_value");
   }
   if (it.hashes.at(0) != hash)
-    throw ApiError::bad_request(
-        "A picture of the stored conversation is not the same picture any more (its source now "
-        "decodes to other pixels).",
-        param, "invalid_value");
+    throw ApiError::bad_request(what + " of the stored conversation is not the same " +
+                                    (audio ? "sound any more (its source now decodes to other "
+                                             "samples)."
+                                           : "picture any more (its source now decodes to other "
+                                             "pixels)."),
+                                param, "invalid_value");
+  return std::move(it);
+}
+
+std::shared_ptr<const vision::Image> MediaService::reload(const std::string& url,
+                                                          const Sha256Digest& hash,
+                                                          const std::string& param) {
+  MediaItem it = reload_item(MediaItem::Kind::Image, url, hash, param);
   MemoryCharge share = it.pixels.split(it.frames[0].rgb.size());
   return charged_image(std::move(it.frames[0]), std::move(share));
 }
@@ -365,13 +420,21 @@ void MediaService::check(MessageMedia& m) {
   if (!m.any()) return;
   require_fetched(m);
   load(m);
-  if (!vision_) {
+  for (const MediaItem& it : m.items) {
+    const bool audio = it.kind == MediaItem::Kind::Audio;
+    if (audio ? audio_ : vision_) continue;
     counters_.requests_refused_no_vision.fetch_add(1, std::memory_order_relaxed);
+    if (audio)
+      throw ApiError::bad_request(
+          "This model has no audio encoder; start tern with --mmproj naming an audio projector "
+          "(Ultravox, Qwen2-Audio / Qwen2.5-Omni, Voxtral) to send audio (in '" +
+              it.param + "').",
+          it.param, "model_not_multimodal");
     throw ApiError::bad_request(
         "This model has no vision projector; start tern with --mmproj to send images or video "
         "(in '" +
-            m.items[0].param + "').",
-        m.items[0].param, "model_not_multimodal");
+            it.param + "').",
+        it.param, "model_not_multimodal");
   }
 }
 
@@ -381,6 +444,7 @@ std::string MediaService::render_metrics() const {
   sample(out, "tern_media_items_total{kind=\"image\"}", double(counters_.images));
   sample(out, "tern_media_items_total{kind=\"video\"}", double(counters_.videos));
   sample(out, "tern_media_items_total{kind=\"frame\"}", double(counters_.frames));
+  sample(out, "tern_media_items_total{kind=\"audio\"}", double(counters_.audio));
   header(out, "tern_media_refused_total", "counter",
          "Media parts refused (bad, forbidden, too large).");
   sample(out, "tern_media_refused_total", double(counters_.refused));

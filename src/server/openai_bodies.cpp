@@ -83,6 +83,11 @@ json timings_json(const sched::Timings& t) {
     j["image_cache_hits"] = t.image_cache_hits;
     j["image_encode_ms"] = t.image_encode_ms;
   }
+  if (t.audio_n > 0) {
+    j["audio_n"] = t.audio_n;
+    j["audio_cache_hits"] = t.audio_cache_hits;
+    j["audio_encode_ms"] = t.audio_encode_ms;
+  }
   return j;
 }
 

@@ -504,21 +504,32 @@ class ResponsesExchange final : public ApiExchange {
     auto lookup = [this](const std::string& id) {
       auto history = ctx_.responses.get(id);
       if (history)
-        for (Message& m : *history)
+        for (Message& m : *history) {
           if (m.images.empty())
             for (const ImageSource& src : m.image_sources)
               m.images.push_back(ctx_.media.reload(*src.url, src.hash, "previous_response_id"));
+          if (m.audio.empty())
+            for (const ImageSource& src : m.audio_sources)
+              m.audio.push_back(
+                  ctx_.media.reload_audio(*src.url, src.hash, "previous_response_id"));
+        }
       return history;
     };
     ImageList images;
-    std::vector<ImageSource> sources;
-    const json marked = responses_with_media_markers(ctx_.media, body, images, &sources);
+    AudioList audio;
+    std::vector<ImageSource> sources, audio_sources;
+    const json marked =
+        responses_with_media_markers(ctx_.media, body, images, &sources, audio, &audio_sources);
     req_ = parse_responses_request(marked, lookup, ctx_.unknown_fields());
-    // The conversation keeps its pictures, so a continuation shows them again.
+    // The conversation keeps its media, so a continuation shows them again.
     attach_images(req_.conversation, std::move(images), std::move(sources));
+    attach_audio(req_.conversation, std::move(audio), std::move(audio_sources));
     req_.g.images.clear();
-    for (const Message& m : req_.conversation)
+    req_.g.audio.clear();
+    for (const Message& m : req_.conversation) {
       req_.g.images.insert(req_.g.images.end(), m.images.begin(), m.images.end());
+      req_.g.audio.insert(req_.g.audio.end(), m.audio.begin(), m.audio.end());
+    }
     meta_.echo = req_.echo;
     return req_.g;
   }
@@ -545,7 +556,10 @@ class ResponsesExchange final : public ApiExchange {
   void store(const std::string& text, std::span<const ToolCallOut> calls, const json& response) {
     if (!req_.store) return;
     std::vector<Message> history = req_.conversation;
-    for (Message& m : history) m.images.clear();
+    for (Message& m : history) {
+      m.images.clear();
+      m.audio.clear();
+    }
     history.push_back({"assistant", text});
     for (const ToolCallOut& c : calls)
       history.back().tool_calls.push_back({c.id, c.name, c.arguments});

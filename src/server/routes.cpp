@@ -56,6 +56,7 @@ json model_object(const ServerContext& ctx) {
           // do not complete.
           {"capabilities",
            {{"vision", ctx.media.vision()},
+            {"audio", ctx.media.audio()},
             {"embeddings", ctx.opts.pooling != Pooling::Rank},
             {"rerank", ctx.engine.rank_head() != nullptr},
             {"completion", ctx.engine.config().generates()}}},

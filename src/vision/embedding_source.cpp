@@ -1,5 +1,7 @@
 #include "tern/vision/embedding_source.h"
 
+#include "tern/core/error.h"
+
 namespace tern::vision {
 namespace {
 
@@ -9,6 +11,17 @@ namespace {
 constexpr int kSliceRowBlock = 64;
 
 }  // namespace
+
+EmbeddingSource::Fetched EmbeddingSource::fetch_span(const MediaSpan& m) {
+  if (!m.image) throw InvalidArgument("this model's projector encodes images, not audio");
+  return fetch(m.hash, *m.image);
+}
+
+std::unique_ptr<MediaJob> EmbeddingSource::start_job(const MediaSpan& m) {
+  if (!m.image) return nullptr;
+  std::unique_ptr<EncodeJob> job = start_encode(m.image);
+  return job ? job_of(std::move(*job)) : nullptr;
+}
 
 std::shared_ptr<const Embeddings> EncoderSource::rows_for(const Sha256Digest& /*hash*/,
                                                           const Image& image) {

@@ -23,13 +23,15 @@ export function check(cond, what) {
 }
 
 // Runs fn(page) on a fresh profile; then checks no foreign request and no page error.
-export async function withPage(base, fn) {
+// extraArgs: more Chromium flags (e.g. a fake microphone).
+export async function withPage(base, fn, extraArgs = []) {
   const profile = mkdtempSync(join(tmpdir(), 'tern-e2e-'));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
     headless: true,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-           '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+           '--disable-background-networking', '--disable-component-update', '--disable-sync',
+           ...extraArgs],
   });
   const foreign = [];
   const pageErrors = [];

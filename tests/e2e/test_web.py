@@ -57,3 +57,24 @@ def test_demo_page_sends_an_image_and_marks_the_cached_one(tmp_path):
         print(r.stdout)
         assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n--- server log ---\n{srv.log()[-3000:]}"
         assert srv.stop() == 0
+
+
+@pytest.mark.skipif(why_skip() is not None, reason=why_skip() or "")
+def test_demo_page_sends_audio_and_records_the_microphone(tmp_path):
+    """web_audio_test.mjs against SmolLM2 with a seeded tiny Ultravox audio
+    projector of its width (tern gen-mmproj --type ultravox)."""
+    from audio_clips import tone, wav_bytes
+
+    mmproj, clip = tmp_path / "ultravox.gguf", tmp_path / "tone.wav"
+    clip.write_bytes(wav_bytes(tone(1.0)))
+    r = subprocess.run([str(tern_bin()), "gen-mmproj", "--type", "ultravox", "--shape", "tiny",
+                        "--seed", "3", "--n-embd", "576", "--out", str(mmproj)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    with TernServer("--mmproj", str(mmproj)) as srv:
+        env = {**os.environ, "TERN_URL": srv.url, "TERN_AUDIO": str(clip)}
+        r = subprocess.run(["node", str(REPO / "tests" / "e2e" / "web_audio_test.mjs")], cwd=REPO,
+                           env=env, capture_output=True, text=True, timeout=600)
+        print(r.stdout)
+        assert r.returncode == 0, f"{r.stdout}\n{r.stderr}\n--- server log ---\n{srv.log()[-3000:]}"
+        assert srv.stop() == 0

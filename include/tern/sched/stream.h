@@ -70,6 +70,10 @@ struct Timings {
   int image_n = 0;
   int image_cache_hits = 0;
   double image_encode_ms = 0;
+  // The same for audio clips.
+  int audio_n = 0;
+  int audio_cache_hits = 0;
+  double audio_encode_ms = 0;
   int predicted_n = 0;  // tokens generated
   // Speculative decoding: tokens guessed (prompt lookup) and checked in a
   // verify pass, and how many of them the model agreed with.

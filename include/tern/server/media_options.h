@@ -12,8 +12,8 @@ class MemoryBudget;
 namespace tern::server {
 
 struct MediaOptions {
-  std::string mmproj;         // --mmproj: the vision projector ("" : a text-only server)
-  std::string media_dir;      // --media-dir ("" : local paths refused)
+  std::string mmproj;     // --mmproj: the vision projector and/or audio encoder ("" : text only)
+  std::string media_dir;  // --media-dir ("" : local paths refused)
   bool allow_remote = false;  // --allow-remote-media
   // --allow-media-hosts: names and addresses exempt from the filter that
   // keeps remote fetches off loopback, private and link-local addresses.
@@ -30,7 +30,8 @@ struct MediaOptions {
   int max_fetches_per_client = 4;  // ... for one client address (the rest wait)
   double default_fps = 1.0;        // video sampling when the request gives none
   int default_max_frames = 32;
-  int max_items = 64;  // images + video frames per request
+  int max_items = 64;              // images + video frames per request
+  double max_audio_seconds = 300;  // --max-audio-seconds: the longest clip accepted
 };
 
 }  // namespace tern::server

@@ -4,16 +4,21 @@
 //   {"type": "image_url", "image_url": {"url": ..., "detail": "auto"|"low"|"high"}}
 //   {"type": "video_url", "video_url": {"url": ..., "fps": 1, "max_frames": 32}}  (vLLM's shape)
 //   {"type": "video", "frames": ["<image url>", ...]}
+//   {"type": "input_audio", "input_audio": {"data": base64, "format":
+//   "wav"|"mp3"|"flac"|"ogg"|"opus"}}
+//   {"type": "audio_url", "audio_url": {"url": ...}}
 // parsed into a sequence of text and media items per message (shapes checked,
 // errors name the param, e.g. messages[1].content[2].image_url.url), then
 // loaded under the server's MediaPolicy (data: URLs, files under --media-dir,
 // remote URLs with --allow-remote-media) into decoded frames with their pixel
-// hashes. Errors are ApiErrors: a path outside the media directory or a
-// disabled source is 403, everything else 400.
+// hashes, or decoded clips (16 kHz mono, at most --max-audio-seconds, the
+// limit checked from the headers before decoding) with their pcm_hash.
+// Errors are ApiErrors: a path outside the media directory or a disabled
+// source is 403, everything else 400.
 //
 // MediaService is the server's media state: the policy (with the remote
 // fetcher), the embedding cache (--mm-cache-mb, --mm-cache-dir), whether the
-// model has a vision projector, and counters for /metrics.
+// model has a vision projector and an audio encoder, and counters for /metrics.
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -33,7 +38,7 @@ namespace tern::server {
 
 // One media part of one message.
 struct MediaItem {
-  enum class Kind : uint8_t { Image, VideoUrl, VideoFrames };
+  enum class Kind : uint8_t { Image, VideoUrl, VideoFrames, Audio };
   Kind kind = Kind::Image;
   std::string param;  // the part, in its API's terms: "messages[1].content[2]"
   // The field holding its source, in errors about the source:
@@ -47,8 +52,10 @@ struct MediaItem {
   std::vector<vision::Image> frames;  // an image: one
   std::vector<Sha256Digest> hashes;   // pixel_hash of each frame
   std::vector<double> timestamps_s;   // VideoUrl: each frame's time in the clip
-  // The frames' decoded bytes, charged to the memory budget (MmPixels) as
-  // they were decoded; with_media_markers hands each frame its share.
+  vision::AudioClip audio;            // Audio: the clip (hashes[0] its pcm_hash)
+  // The frames' decoded bytes (or the clip's samples), charged to the memory
+  // budget (MmPixels) as they were decoded; with_media_markers hands each
+  // frame its share.
   MemoryCharge pixels;
 };
 
@@ -73,6 +80,12 @@ MessageMedia parse_message_media(const nlohmann::json& body);
 // reference to it goes. m must be the body's loaded MessageMedia.
 nlohmann::json with_media_markers(const nlohmann::json& body, MessageMedia& m,
                                   std::vector<std::shared_ptr<const vision::Image>>& images);
+// The same with audio parts too: each clip becomes one audio marker
+// (kAudioMarker) and moves to `audio`, in marker order. (The form above
+// refuses a body with audio.)
+nlohmann::json with_media_markers(const nlohmann::json& body, MessageMedia& m,
+                                  std::vector<std::shared_ptr<const vision::Image>>& images,
+                                  std::vector<std::shared_ptr<const vision::AudioClip>>& audio);
 
 // Moves the item's frames to `images` (each holding its share of the
 // pixels' charge) and returns the text that stands for them in the prompt:
@@ -83,10 +96,23 @@ std::string take_frames(MediaItem& it, std::vector<std::shared_ptr<const vision:
 // it lives.
 std::shared_ptr<const vision::Image> charged_image(vision::Image&& img, MemoryCharge&& charge);
 
+using ImageList = std::vector<std::shared_ptr<const vision::Image>>;
+using AudioList = std::vector<std::shared_ptr<const vision::AudioClip>>;
+
+// Any item: an audio item's clip moves to `audio` (text: one kAudioMarker),
+// anything else's frames to `images` (take_frames).
+std::string take_media(MediaItem& it, ImageList& images, AudioList& audio);
+
+// The audio parts (media_audio.cpp): shapes only, as parse_message_media's.
+// `where` names the part ("messages[1].content[0]").
+MediaItem input_audio_item(const nlohmann::json& part, const std::string& where);
+MediaItem audio_url_item(const nlohmann::json& part, const std::string& where);
+
 struct MediaCounters {
   std::atomic<uint64_t> images{0}, videos{0}, frames{0};  // loaded successfully
   std::atomic<uint64_t> refused{0};                       // media that failed to load
   std::atomic<uint64_t> load_us{0};                       // time spent fetching + decoding
+  std::atomic<uint64_t> audio{0};                         // clips loaded successfully
   std::atomic<uint64_t> requests_refused_no_vision{0};
   std::atomic<uint64_t> refused_memory{0};  // 503: decoded pixels did not fit the budget
 };
@@ -101,6 +127,8 @@ class MediaService {
   const MediaCounters& counters() const { return counters_; }
   bool vision() const { return vision_; }  // a projector is loaded (--mmproj)
   void set_vision(bool on) { vision_ = on; }
+  bool audio() const { return audio_; }  // an audio encoder is loaded (--mmproj)
+  void set_audio(bool on) { audio_ = on; }
   // The longest side a video frame is scaled to as it is decoded: what the
   // projector's preprocessing needs (its longest resize target).
   void set_frame_side(int side) { frame_side_ = side; }
@@ -117,6 +145,10 @@ class MediaService {
   // (param `param`) when it cannot be loaded or its pixels are not `hash`'s.
   std::shared_ptr<const vision::Image> reload(const std::string& url, const Sha256Digest& hash,
                                               const std::string& param);
+  // The same for an audio clip (hash: its pcm_hash).
+  std::shared_ptr<const vision::AudioClip> reload_audio(const std::string& url,
+                                                        const Sha256Digest& hash,
+                                                        const std::string& param);
 
   // Every API's media: loads the items (parsed by the API, each naming its
   // part), once their remote sources have been fetched (else NeedsRemoteMedia,
@@ -142,9 +174,14 @@ class MediaService {
   vision::EmbeddingCache cache_;
   MemoryCharge charge_pixels(size_t bytes, const MediaItem& it);
   void load_item(MediaItem& it, size_t loaded);
+  void load_audio(MediaItem& it);  // media_audio.cpp
+  // One medium of a stored conversation, loaded again (see reload).
+  MediaItem reload_item(MediaItem::Kind kind, const std::string& url, const Sha256Digest& hash,
+                        const std::string& param);
 
   MediaCounters counters_;
   bool vision_ = false;
+  bool audio_ = false;
   int frame_side_ = kDefaultFrameSide;
 
  public:
@@ -155,7 +192,8 @@ class MediaService {
 class MediaService;
 // A chat request whose messages may carry media: checked and loaded by
 // `media` (ApiErrors as check_chat_request), then parsed with each frame as a
-// media marker in its message's text and the frames in GenerationRequest::images.
+// media marker in its message's text and the frames in GenerationRequest::images
+// (each clip as an audio marker, the clips in GenerationRequest::audio).
 GenerationRequest parse_chat_with_media(MediaService& media, const nlohmann::json& body,
                                         const std::vector<std::string>& extra_keys,
                                         UnknownFields unknown);

@@ -12,6 +12,7 @@
 #include "tern/sampling/params.h"
 #include "tern/sampling/tool_calls.h"
 #include "tern/server/api_error.h"
+#include "tern/vision/audio.h"
 #include "tern/vision/image.h"
 
 namespace tern::server {
@@ -44,6 +45,9 @@ struct Message {
   // The same pictures as sources (a stored conversation keeps only these;
   // images is filled again when a request continues it).
   std::vector<ImageSource> image_sources{};
+  // The same for the audio markers' clips (a source's hash is the pcm_hash).
+  std::vector<std::shared_ptr<const vision::AudioClip>> audio{};
+  std::vector<ImageSource> audio_sources{};
 };
 
 // tool_choice: auto (the model decides; calls are parsed from its text), none
@@ -91,6 +95,8 @@ struct GenerationRequest {
   // Chat with media (--mmproj): the images and video frames, in the order of
   // the media markers in the messages' text (media_parts.h).
   std::vector<std::shared_ptr<const vision::Image>> images;
+  // ... and the audio clips, in the order of the audio markers (kAudioMarker).
+  std::vector<std::shared_ptr<const vision::AudioClip>> audio;
 };
 
 // Longest session key accepted (X-Session-Id, `user`).

@@ -1,15 +1,17 @@
 #pragma once
-// Where an image's embedding rows come from, and how a prompt refers to them.
+// Where a medium's embedding rows come from (an image's, an audio clip's),
+// and how a prompt refers to them.
 //
-// A prompt with images is token ids plus MediaSpans: each span is a run of
-// prompt positions whose input is a run of the image's embedding rows (the
+// A prompt with media is token ids plus MediaSpans: each span is a run of
+// prompt positions whose input is a run of the medium's embedding rows (the
 // token ids there are placeholders). The scheduler asks the span's
 // EmbeddingSource for the rows on the engine thread before the first step
 // that needs them (a cache hit, or an encode it advances in slices between
 // steps while that prompt waits before the image), keeps them with the sequence until its prefill
 // has passed every span of that image, then lets them go. The KV prefix chain keys the span's
 // positions by `hash` (pixel_hash), so two different images never share KV and the same image in
-// the same prompt finds its cached KV.
+// the same prompt finds its cached KV. An audio clip's spans are keyed by its
+// pcm_hash the same way.
 //
 // EncoderSource encodes on every call; an embedding cache keyed by the hash
 // can sit in front of it (or of any source) behind the same interface.
@@ -17,15 +19,19 @@
 #include <memory>
 
 #include "tern/core/sha256.h"
+#include "tern/vision/audio.h"
 #include "tern/vision/embedding_cache.h"
 #include "tern/vision/encoder.h"
 #include "tern/vision/image.h"
+#include "tern/vision/media_job.h"
 
 namespace tern {
 class TaskPool;
 }
 
 namespace tern::vision {
+
+struct MediaSpan;
 
 class EmbeddingSource {
  public:
@@ -59,6 +65,13 @@ class EmbeddingSource {
   virtual std::shared_ptr<const Embeddings> store(const Sha256Digest& /*hash*/, Embeddings rows) {
     return std::make_shared<const Embeddings>(std::move(rows));
   }
+
+  // What the scheduler calls, for any medium: the span's (its image, or its
+  // audio clip). By default the image ways above; an audio source overrides
+  // them. fetch_span throws InvalidArgument for a medium the source does not
+  // encode; start_job answers nullptr where start_encode would.
+  virtual Fetched fetch_span(const MediaSpan& m);
+  virtual std::unique_ptr<MediaJob> start_job(const MediaSpan& m);
 };
 
 // Runs the encoder on the caller's thread (its kernels on `pool`). The
@@ -101,11 +114,13 @@ struct MediaSpan {
   int32_t pos = 0;
   int32_t n = 0;
   int32_t row0 = 0;
-  Sha256Digest hash{};  // pixel_hash(*image)
+  Sha256Digest hash{};  // pixel_hash(*image), or pcm_hash(*audio)
   // The span's positions attend to each other both ways (gemma3, as
   // llama.cpp decodes its images); a prefill chunk never ends inside it.
   bool bidirectional = false;
-  std::shared_ptr<const Image> image;       // what the source encodes
+  // What the source encodes: an image, or else an audio clip.
+  std::shared_ptr<const Image> image;
+  std::shared_ptr<const AudioClip> audio;
   std::shared_ptr<EmbeddingSource> source;  // where the rows come from
 };
 
