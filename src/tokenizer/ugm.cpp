@@ -52,7 +52,7 @@ bool matchable(const Vocab& v, int32_t id) {
 
 // Step 1 for one position: the bytes to append and how many input bytes they stand for.
 std::pair<std::string_view, size_t> normalize_prefix(const Vocab& v, std::string_view in) {
-  const size_t longest = std::min(in.size(), size_t(v.max_token_len));
+  const size_t longest = std::min(in.size(), size_t(v.ugm_max_user_len));
   for (size_t n = longest; n > 0; --n) {
     const int32_t id = v.find(in.substr(0, n));
     if (id >= 0 && (v.attr[id] & kAttrUserDefined)) return {in.substr(0, n), n};
@@ -146,6 +146,9 @@ void ugm_prepare(Vocab& v) {
   for (int32_t id = 0; id < v.n_tokens(); ++id)
     if (v.attr[id] & kAttrNormal) lo = std::min(lo, v.score[id]);
   v.ugm_unknown_score = lo - kUnknownPenalty;
+  for (int32_t id = 0; id < v.n_tokens(); ++id)
+    if (v.attr[id] & kAttrUserDefined)
+      v.ugm_max_user_len = std::max(v.ugm_max_user_len, int(v.text[id].size()));
 }
 
 }  // namespace tern::detail

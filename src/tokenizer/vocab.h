@@ -63,13 +63,15 @@ struct Vocab {
   bool lowercase = false;
   bool strip_accents = false;
   int max_token_len = 0;
-  // Unigram ("t5"): the normaliser's rules and space handling, and the score
-  // of a character no token covers (ugm_prepare).
+  // Unigram ("t5"): the normaliser's rules and space handling, the score of
+  // a character no token covers and the longest user-defined spelling
+  // (ugm_prepare).
   Charsmap charsmap;
   bool remove_extra_whitespaces = false;
   bool treat_whitespace_as_suffix = false;  // llama.cpp reads no key for it: always false
   bool escape_whitespaces = true;
   float ugm_unknown_score = 0.0f;
+  int ugm_max_user_len = 0;  // the longest user-defined token's spelling (bytes)
 
   int32_t n_tokens() const { return static_cast<int32_t>(text.size()); }
   bool valid(int32_t id) const { return id >= 0 && id < n_tokens(); }
