@@ -37,6 +37,7 @@ constexpr EncoderCase kEncoderCases[] = {
     {"bert", false, false, 2, 128, 4, 256, 128, 2},
     {"nomic-bert", true, false, 2, 128, 4, 256, 256, 1},
     {"bert-reranker", false, false, 2, 128, 4, 256, 128, 4},
+    {"xlmr", false, true, 2, 128, 4, 256, 512, 2},  // bge-m3 style: cls pooling
     {"xlmr-reranker", false, true, 2, 128, 4, 256, 128, 4},
 };
 
