@@ -1,6 +1,6 @@
 #pragma once
 // Private to model/: the encoder (BERT-family) cases of generate_arch_model,
-// which carry their own WordPiece vocabulary (gen_encoder.cpp).
+// which carry their own WordPiece or unigram vocabulary (gen_encoder.cpp).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -11,7 +11,7 @@
 namespace tern {
 
 bool is_encoder_case(const std::string& name);
-// The embedding encoders ("bert", "nomic-bert"), or with rankers the
+// The embedding encoders ("bert", "nomic-bert", "xlmr"), or with rankers the
 // cross-encoder rerankers ("bert-reranker", "xlmr-reranker").
 std::vector<std::string> encoder_cases(bool rankers);
 // A unigram ("t5") vocabulary as llama.cpp's converter writes XLM-R's, with
