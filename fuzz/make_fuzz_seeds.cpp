@@ -1,7 +1,7 @@
 // Writes a seed corpus for one of the fuzz targets (fuzz_gguf has its own,
 // fuzz_gguf_seeds). Usage: fuzz_seeds <target> <output-dir>, where target is
 // image, video, audio, mmproj, lora, kv_snapshot, embedding_cache, json_schema or
-// chat_template or jinja.
+// chat_template, jinja or ugm.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
       {"json_schema", tern::fuzz::json_schema_seeds},
       {"chat_template", tern::fuzz::chat_template_seeds},
       {"jinja", tern::fuzz::jinja_seeds},
+      {"ugm", tern::fuzz::ugm_seeds},
   };
   const auto it = argc == 3 ? writers.find(argv[1]) : writers.end();
   if (it == writers.end()) {

@@ -24,5 +24,6 @@ void embedding_cache_seeds(const std::string& dir);  // seeds_files.cpp
 void json_schema_seeds(const std::string& dir);      // seeds_text.cpp
 void chat_template_seeds(const std::string& dir);    // seeds_text.cpp
 void jinja_seeds(const std::string& dir);            // seeds_text.cpp
+void ugm_seeds(const std::string& dir);              // seeds_text.cpp
 
 }  // namespace tern::fuzz

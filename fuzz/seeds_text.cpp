@@ -2,8 +2,11 @@
 // conversations for each chat-template family (fuzz_chat_template.cpp gives
 // the input layout).
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "seeds.h"
+#include "tern/tokenizer/charsmap.h"
 
 namespace tern::fuzz {
 
@@ -84,6 +87,25 @@ void jinja_seeds(const std::string& dir) {
   };
   int i = 0;
   for (const char* s : seeds) save_seed(dir, "jinja" + std::to_string(i++) + ".txt", s);
+}
+
+void ugm_seeds(const std::string& dir) {
+  // Charsmaps Charsmap::build writes (a key extending another, multi-byte
+  // keys, a replacement with spaces), each followed by a text.
+  const std::vector<std::vector<std::pair<std::string, std::string>>> maps = {
+      {{"\xEF\xBC\xA1", "a"}, {"\xEF\xAC\x81", "ab"}},
+      {{"a", "b"}, {"ab", "a  b"}, {"\t", " "}},
+      {{"\xEF\xBD\xB6", "\xE3\x82\xAB"}, {"\xEF\xBD\xB6\xEF\xBE\x9E", "\xE3\x82\xAC"}},
+  };
+  const char* texts[] = {
+      "\xEF\xBC\xA1"
+      "b  ab<u>\xEF\xAC\x81",
+      " a\tab  [X]<s>\xF0\x9F\xA6\x8A", "\xEF\xBD\xB6\xEF\xBE\x9E\xEF\xBD\xB6 \xFF\xC3"};
+  for (size_t i = 0; i < maps.size(); ++i) {
+    const std::string blob = Charsmap::build(maps[i]);
+    std::string seed{char(blob.size() & 0xFF), char(blob.size() >> 8)};
+    save_seed(dir, "ugm" + std::to_string(i) + ".bin", seed + blob + texts[i]);
+  }
 }
 
 }  // namespace tern::fuzz

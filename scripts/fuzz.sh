@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL=(gguf mmproj lora image video audio json_schema chat_template jinja kv_snapshot embedding_cache)
+ALL=(gguf mmproj lora image video audio json_schema chat_template jinja ugm kv_snapshot embedding_cache)
 SECONDS_EACH=${FUZZ_SECONDS:-15}
 if [ $# -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then
   SECONDS_EACH=$1

@@ -2,7 +2,8 @@
 """Records the peer's embeddings from the generated encoders: tests/fixtures/encoder_golden.json.
 
 For each encoder case of `tern gen-arch-model` (bert, nomic-bert: seeded
-weights, a WordPiece vocabulary of a few hundred tokens) it writes the file,
+weights, a WordPiece vocabulary of a few hundred tokens; xlmr: XLM-R as
+arch bert with a unigram vocabulary and its charsmap) it writes the file,
 then runs llama.cpp's llama-embedding on it for each (pooling, prompt) with
 --embd-normalize 2 and --verbose-prompt, and keeps the prompt's token ids
 (WordPiece as llama.cpp runs it: [CLS] ... [SEP]) and the vector.
@@ -24,7 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gen_embed_golden import PEER, ROOT, run  # noqa: E402
 
 SEED = 7
-CASES = {"bert": ["cls", "mean"], "nomic-bert": ["mean", "cls"], "gemma-embedding": ["mean", "last"]}
+CASES = {"bert": ["cls", "mean"], "nomic-bert": ["mean", "cls"], "gemma-embedding": ["mean", "last"],
+         "xlmr": ["cls", "mean"]}
 PROMPTS = [
     "Hello world",
     "The quick brown fox jumps over the lazy dog.",

@@ -2,7 +2,11 @@
 """Records the peer's rerank scores: tests/fixtures/rerank_golden.json (the
 decoder reranker) and, with --arch bert-reranker, rerank_bert_golden.json
 (a BERT cross-encoder: no template; each document's prompt length is
-recorded from a one-document request's usage instead of its token ids).
+recorded from a one-document request's usage instead of its token ids), or
+with --arch xlmr-reranker, rerank_xlmr_golden.json (an XLM-R cross-encoder,
+its unigram vocabulary: the same, plus the query's and each document's token
+ids from POST /tokenize without special tokens, as format_prompt_rerank
+tokenizes them).
 
 It writes the seeded decoder reranker (`tern gen-arch-model --arch
 qwen3-reranker`: Qwen3 shapes, SmolLM2's tokenizer copied in, a random
@@ -46,12 +50,21 @@ def post(port, path, body):
         return json.loads(r.read())
 
 
+def wait_healthy(port):
+    for _ in range(120):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+            return
+        except OSError:
+            time.sleep(0.5)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tern", default=os.path.join(ROOT, "build/tern"))
     ap.add_argument("--peer", default=PEER)
     ap.add_argument("--port", type=int, default=18931)
-    ap.add_argument("--arch", default="qwen3-reranker", choices=["qwen3-reranker", "bert-reranker"])
+    ap.add_argument("--arch", default="qwen3-reranker", choices=["qwen3-reranker", "bert-reranker", "xlmr-reranker"])
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
     model = os.path.join(tmp, a.arch + ".gguf")
@@ -64,12 +77,7 @@ def main():
                                "qwen3-reranker" else "128", "-np", "1"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{a.port}/health", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
+        wait_healthy(a.port)
         res = post(a.port, "/v1/rerank", {"query": QUERY, "documents": DOCUMENTS})
         scores = {r["index"]: r["relevance_score"] for r in res["results"]}
         # The template as the file carries it (gguf-py from the peer's sources).
@@ -79,6 +87,8 @@ def main():
         field = gguf.GGUFReader(model).fields.get("tokenizer.chat_template.rerank")
         template = bytes(field.parts[field.data[0]]).decode() if field else None
         cases = []
+        plain = {"add_special": False, "parse_special": False}
+        query_ids = post(a.port, "/tokenize", {"content": QUERY, **plain})["tokens"]
         for i, doc in enumerate(DOCUMENTS):
             if template:
                 prompt = template.replace("{query}", QUERY).replace("{document}", doc)
@@ -90,6 +100,9 @@ def main():
                 n = post(a.port, "/v1/rerank", {"query": QUERY, "documents": [doc]})[
                     "usage"]["prompt_tokens"]
                 cases.append({"document": doc, "prompt_tokens": n, "score": scores[i]})
+                if a.arch == "xlmr-reranker":
+                    cases[-1]["document_tokens"] = post(a.port, "/tokenize",
+                                                        {"content": doc, **plain})["tokens"]
             print(f"document {i}: {n} tokens, score {scores[i]:.6f}", file=sys.stderr)
     finally:
         server.terminate()
@@ -104,7 +117,10 @@ def main():
                   + f"; scripts/oracle/gen_rerank_golden.py --arch {a.arch}",
            "arch": a.arch, "seed": SEED, "weights_sha256": sha, "query": QUERY,
            "usage_prompt_tokens": res["usage"]["prompt_tokens"], "cases": cases}
-    name = "rerank_golden.json" if a.arch == "qwen3-reranker" else "rerank_bert_golden.json"
+    if a.arch == "xlmr-reranker":
+        doc["query_tokens"] = query_ids
+    name = {"qwen3-reranker": "rerank_golden.json", "bert-reranker": "rerank_bert_golden.json",
+            "xlmr-reranker": "rerank_xlmr_golden.json"}[a.arch]
     with open(os.path.join(ROOT, "tests/fixtures", name), "w") as f:
         json.dump(doc, f, separators=(",", ":"), ensure_ascii=False)
         f.write("\n")

@@ -1,4 +1,5 @@
-// The encoder cases of the architecture generator ("bert", "nomic-bert"):
+// The encoder cases of the architecture generator ("bert", "nomic-bert",
+// the "bert-reranker" and "xlmr-reranker" cross-encoders):
 // llama.cpp's tensor names and metadata for its BERT-family converter, a
 // WordPiece vocabulary of its own (a few hundred tokens, stored as the
 // converter stores BERT's: "▁" before word-initial pieces, "##" dropped from
@@ -8,6 +9,7 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@ namespace {
 struct EncoderCase {
   const char* name;
   bool nomic;  // fused QKV, RoPE, SwiGLU, no biases, no position table
+  bool xlmr;   // XLM-RoBERTa: the unigram vocabulary (gen_ugm_vocab.cpp), one token type
   int n_layers, d_model, n_heads, d_ff, n_ctx;
   int pooling;  // <arch>.pooling_type: 1 mean, 2 cls, 4 rank
 };
@@ -26,11 +29,16 @@ struct EncoderCase {
 // A BERT cross-encoder (bge-reranker / ms-marco MiniLM style) as llama.cpp's
 // converter writes one: pooling_type rank and the sequence-classification
 // head on the [CLS] row: cls.weight + cls.bias (tanh), then cls.output
-// (+ bias) to one logit, the relevance score.
+// (+ bias) to one logit, the relevance score. An XLM-R cross-encoder
+// (bge-reranker-v2-m3 style) is stored the same way, as arch "bert": the
+// converter drops the position table's first pad_token_id + 1 rows (so
+// positions count from 0, as BERT's) and writes a single token type.
 constexpr EncoderCase kEncoderCases[] = {
-    {"bert", false, 2, 128, 4, 256, 128, 2},
-    {"nomic-bert", true, 2, 128, 4, 256, 256, 1},
-    {"bert-reranker", false, 2, 128, 4, 256, 128, 4},
+    {"bert", false, false, 2, 128, 4, 256, 128, 2},
+    {"nomic-bert", true, false, 2, 128, 4, 256, 256, 1},
+    {"bert-reranker", false, false, 2, 128, 4, 256, 128, 4},
+    {"xlmr", false, true, 2, 128, 4, 256, 512, 2},  // bge-m3 style: cls pooling
+    {"xlmr-reranker", false, true, 2, 128, 4, 256, 128, 4},
 };
 
 const EncoderCase* find_encoder(const std::string& name) {
@@ -64,7 +72,7 @@ struct GenVocab {
   int32_t pad, unk, cls, sep, mask;
 };
 
-GenVocab make_vocab() {
+GenVocab make_wpm_vocab() {
   GenVocab v;
   auto add = [&](std::string t, int32_t type) {
     v.tokens.push_back(std::move(t));
@@ -89,6 +97,67 @@ GenVocab make_vocab() {
   return v;
 }
 
+// tokenizer.ggml.* as the converter writes BERT's WordPiece vocabulary;
+// returns the vocabulary's size.
+// tokenizer.ggml.<name>_token_id for each (name, id), then add_<flag> = true
+// for each flag.
+void write_specials(gguf::GgufWriter& w, std::initializer_list<std::pair<const char*, int32_t>> ids,
+                    std::initializer_list<const char*> add_flags) {
+  for (const auto& [name, id] : ids)
+    w.set_u32(std::string("tokenizer.ggml.") + name + "_token_id", uint32_t(id));
+  for (const char* flag : add_flags) w.set_bool(std::string("tokenizer.ggml.add_") + flag, true);
+}
+
+// The vocabulary itself: its model, tokens, their types, the number of
+// token types (segments) the encoder has.
+void write_tokens(gguf::GgufWriter& w, const char* model, const std::vector<std::string>& tokens,
+                  const std::vector<int32_t>& types, uint32_t n_segments) {
+  const std::string k = "tokenizer.ggml.";
+  w.set_string(k + "model", model);
+  w.set_string(k + "pre", "default");
+  w.set_string_array(k + "tokens", tokens);
+  w.set_i32_array(k + "token_type", types);
+  w.set_u32(k + "token_type_count", n_segments);
+}
+
+int write_wpm_vocab(gguf::GgufWriter& w) {
+  const GenVocab vocab = make_wpm_vocab();
+  write_tokens(w, "bert", vocab.tokens, vocab.types, 2);
+  write_specials(w,
+                 {{"bos", vocab.cls},
+                  {"cls", vocab.cls},
+                  {"seperator", vocab.sep},
+                  {"unknown", vocab.unk},
+                  {"padding", vocab.pad},
+                  {"mask", vocab.mask}},
+                 {"bos_token", "sep_token"});
+  w.set_bool("tokenizer.ggml.normalizer.lowercase", true);
+  return int(vocab.tokens.size());
+}
+
+// ... and XLM-R's unigram one (its tokenizer.json's post-processor
+// "<s> $A </s>" / "<s> $A </s> </s> $B </s>" gives add_bos, add_eos and
+// add_sep, with </s> as the separator).
+int write_ugm_vocab(gguf::GgufWriter& w) {
+  const GenUgmVocab vocab = make_ugm_vocab();
+  write_tokens(w, "t5", vocab.tokens, vocab.types, 1);
+  const std::string k = "tokenizer.ggml.";
+  w.set_f32_array(k + "scores", vocab.scores);
+  w.set_bool(k + "remove_extra_whitespaces", true);
+  w.set_array(k + "precompiled_charsmap",
+              std::vector<uint8_t>(vocab.charsmap.begin(), vocab.charsmap.end()));
+  write_specials(w,
+                 {{"bos", vocab.bos},
+                  {"eos", vocab.eos},
+                  {"unknown", vocab.unk},
+                  {"seperator", vocab.eos},
+                  {"padding", vocab.pad},
+                  {"cls", vocab.bos},
+                  {"mask", vocab.mask}},
+                 {"space_prefix", "bos_token", "eos_token", "sep_token"});
+  return int(vocab.tokens.size());
+}
+
 }  // namespace
 
 bool is_encoder_case(const std::string& name) {
@@ -111,8 +180,7 @@ GenArchResult generate_encoder_model(const std::string& name, uint64_t seed, DTy
   const std::string arch = c.nomic ? "nomic-bert" : "bert";
   const std::string a = arch + ".";
   const int d = c.d_model, ff = c.d_ff;
-  const GenVocab vocab = make_vocab();
-  const int n_vocab = int(vocab.tokens.size());
+  const int n_types = c.xlmr ? 1 : 2;
 
   w.set_string("general.architecture", arch);
   w.set_string("general.name", std::string("tern-gen-") + c.name);
@@ -121,26 +189,11 @@ GenArchResult generate_encoder_model(const std::string& name, uint64_t seed, DTy
   w.set_u32(a + "embedding_length", uint32_t(d));
   w.set_u32(a + "feed_forward_length", uint32_t(ff));
   w.set_u32(a + "attention.head_count", uint32_t(c.n_heads));
-  w.set_f32(a + "attention.layer_norm_epsilon", 1e-12f);
+  w.set_f32(a + "attention.layer_norm_epsilon", c.xlmr ? 1e-5f : 1e-12f);
   w.set_bool(a + "attention.causal", false);
   w.set_u32(a + "pooling_type", uint32_t(c.pooling));
   if (c.nomic) w.set_f32(a + "rope.freq_base", 1000.0f);
-
-  const std::string k = "tokenizer.ggml.";
-  w.set_string(k + "model", "bert");
-  w.set_string(k + "pre", "default");
-  w.set_string_array(k + "tokens", vocab.tokens);
-  w.set_i32_array(k + "token_type", vocab.types);
-  w.set_u32(k + "token_type_count", 2);
-  w.set_u32(k + "bos_token_id", uint32_t(vocab.cls));
-  w.set_u32(k + "cls_token_id", uint32_t(vocab.cls));
-  w.set_u32(k + "seperator_token_id", uint32_t(vocab.sep));
-  w.set_u32(k + "unknown_token_id", uint32_t(vocab.unk));
-  w.set_u32(k + "padding_token_id", uint32_t(vocab.pad));
-  w.set_u32(k + "mask_token_id", uint32_t(vocab.mask));
-  w.set_bool(k + "add_bos_token", true);
-  w.set_bool(k + "add_sep_token", true);
-  w.set_bool(k + "normalizer.lowercase", true);
+  const int n_vocab = c.xlmr ? write_ugm_vocab(w) : write_wpm_vocab(w);
 
   auto add = [&](const std::string& tname, std::vector<int64_t> dims, std::vector<float> v,
                  DType type) { gen.add(tname, std::move(dims), v, type); };
@@ -158,7 +211,7 @@ GenArchResult generate_encoder_model(const std::string& name, uint64_t seed, DTy
   };
 
   add("token_embd.weight", {d, n_vocab}, rng.fill(size_t(d) * n_vocab, 0.5f), DType::Q8_0);
-  add("token_types.weight", {d, 2}, rng.fill(size_t(d) * 2, 0.1f), DType::F32);
+  add("token_types.weight", {d, n_types}, rng.fill(size_t(d) * n_types, 0.1f), DType::F32);
   if (!c.nomic)
     add("position_embd.weight", {d, c.n_ctx}, rng.fill(size_t(d) * c.n_ctx, 0.2f), DType::F32);
   layer_norm("token_embd_norm", d);

@@ -12,7 +12,7 @@ RerankPrompt RerankPrompt::from_gguf(const gguf::GgufFile& f, const Tokenizer& t
   RerankPrompt p;
   p.template_ = f.get_string_or("tokenizer.chat_template.rerank", "");
   p.add_bos_ = tok.add_bos_default();
-  p.add_eos_ = f.get_bool_or("tokenizer.ggml.add_eos_token", false);
+  p.add_eos_ = tok.add_eos_default();  // the file's key, else the model's default (t5: true)
   // llama.cpp's defaults: WordPiece (BERT) vocabularies and these
   // RoBERTa-style pre-tokenizers add SEP between the two texts.
   const std::string_view pre = tok.pre_tokenizer();

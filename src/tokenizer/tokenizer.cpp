@@ -1,5 +1,6 @@
 // Tokenizer: special-token partitioning, dispatch to BPE / SentencePiece,
 // pieces and detokenization (see tokenizer.h).
+// Dispatch to BPE, SentencePiece, WordPiece or unigram.
 #include "tern/tokenizer/tokenizer.h"
 
 #include <algorithm>
@@ -149,6 +150,8 @@ std::vector<int32_t> encode_text(const Vocab& v, std::string_view text, bool add
       detail::bpe_encode(v, raw, out);
     } else if (wpm) {
       detail::wpm_encode(v, raw, out);
+    } else if (v.type == Vocab::Type::kUgm) {
+      detail::ugm_encode(v, raw, out);  // normalises and adds its own space prefix
     } else {
       std::string prefixed = (v.add_space_prefix && prev_special) ? " " : "";
       prefixed.append(raw);
@@ -227,6 +230,9 @@ int32_t Tokenizer::unk() const {
 }
 bool Tokenizer::add_bos_default() const {
   return vocab_->add_bos;
+}
+bool Tokenizer::add_eos_default() const {
+  return vocab_->add_eos;
 }
 
 bool Tokenizer::is_eog(int32_t id) const {

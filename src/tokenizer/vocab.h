@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tern/tokenizer/charsmap.h"
 #include "tern/tokenizer/pre_tokenizer.h"
 #include "tern/tokenizer/tokenizer.h"
 
@@ -33,10 +34,10 @@ template <typename V>
 using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
 struct Vocab {
-  enum class Type { kBpe, kSpm, kWpm };
+  enum class Type { kBpe, kSpm, kWpm, kUgm };
 
   Type type = Type::kBpe;
-  std::string model;     // "gpt2" / "llama" / "bert"
+  std::string model;     // "gpt2" / "llama" / "bert" / "t5"
   std::string pre_name;  // tokenizer.ggml.pre as given ("" for llama)
   PreTokenizerConfig pre;
 
@@ -62,6 +63,15 @@ struct Vocab {
   bool lowercase = false;
   bool strip_accents = false;
   int max_token_len = 0;
+  // Unigram ("t5"): the normaliser's rules and space handling, the score of
+  // a character no token covers and the longest user-defined spelling
+  // (ugm_prepare).
+  Charsmap charsmap;
+  bool remove_extra_whitespaces = false;
+  bool treat_whitespace_as_suffix = false;  // llama.cpp reads no key for it: always false
+  bool escape_whitespaces = true;
+  float ugm_unknown_score = 0.0f;
+  int ugm_max_user_len = 0;  // the longest user-defined token's spelling (bytes)
 
   int32_t n_tokens() const { return static_cast<int32_t>(text.size()); }
   bool valid(int32_t id) const { return id >= 0 && id < n_tokens(); }
@@ -87,5 +97,10 @@ void spm_encode(const Vocab& vocab, std::string_view text, std::vector<int32_t>&
 // WordPiece (wpm.cpp): appends the tokens of one text fragment (BERT's
 // normalisation and word splitting, then greedy longest-match per word).
 void wpm_encode(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out);
+
+// Unigram (ugm.cpp): appends the tokens of one text fragment (normalised
+// here); ugm_prepare fills the vocabulary's derived scores once.
+void ugm_encode(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out);
+void ugm_prepare(Vocab& vocab);
 
 }  // namespace tern::detail

@@ -258,11 +258,24 @@ std::shared_ptr<const Vocab> build_vocab(const VocabSpec& spec, std::string_view
     // stripped when lowercasing unless the file says otherwise.
     v->lowercase = spec.lowercase.value_or(false);
     v->strip_accents = spec.strip_accents.value_or(v->lowercase);
+  } else if (spec.model == "t5") {
+    // llama.cpp's UGM defaults (T5's ids), normally overridden below.
+    v->type = Vocab::Type::kUgm;
+    v->pre.clean_spaces = false;
+    v->add_bos = false;
+    v->add_eos = true;
+    v->eos = 1;
+    v->unk = 2;
+    v->pad = 0;
+    v->remove_extra_whitespaces = spec.remove_extra_whitespaces.value_or(false);
+    if (!spec.precompiled_charsmap.empty())
+      v->charsmap =
+          Charsmap::parse(spec.precompiled_charsmap, where + "tokenizer.ggml.precompiled_charsmap");
   } else if (spec.model.empty()) {
     throw FormatError(where + "no tokenizer (tokenizer.ggml.model is missing)");
   } else {
     throw FormatError(where + "unsupported tokenizer model tokenizer.ggml.model = '" + spec.model +
-                      "' (tern supports 'gpt2', 'llama' and 'bert')");
+                      "' (tern supports 'gpt2', 'llama', 'bert' and 't5')");
   }
   if (spec.add_space_prefix) v->add_space_prefix = *spec.add_space_prefix;
 
@@ -290,6 +303,7 @@ std::shared_ptr<const Vocab> build_vocab(const VocabSpec& spec, std::string_view
   for (const std::string& t : v->text) v->max_token_len = std::max(v->max_token_len, int(t.size()));
 
   detect_special_tokens(*v);
+  if (v->type == Vocab::Type::kUgm) ugm_prepare(*v);
 
   for (int32_t id = 0; id < v->n_tokens(); ++id) {
     if (v->attr[id] & (kAttrControl | kAttrUserDefined | kAttrUnknown))
@@ -356,6 +370,16 @@ Tokenizer Tokenizer::from_gguf(const gguf::GgufFile& f) {
   spec.add_space_prefix = read_bool(f, k + "add_space_prefix");
   spec.sep = read_id(f, k + "seperator_token_id");
   spec.lowercase = read_bool(f, k + "normalizer.lowercase");
+  spec.remove_extra_whitespaces = read_bool(f, k + "remove_extra_whitespaces");
+  if (spec.model == "t5" && f.has(k + "precompiled_charsmap")) {
+    const gguf::MetaValue& m = f.value(k + "precompiled_charsmap");
+    if (m.type != gguf::ValueType::ARRAY ||
+        (m.elem_type != gguf::ValueType::U8 && m.elem_type != gguf::ValueType::I8))
+      throw FormatError(f.path() +
+                        ": tokenizer.ggml.precompiled_charsmap is not an array of bytes");
+    spec.precompiled_charsmap.assign(reinterpret_cast<const char*>(m.payload.data()),
+                                     m.payload.size());
+  }
   spec.strip_accents = read_bool(f, k + "normalizer.strip_accents");
   return from_spec(spec, f.path());
 }

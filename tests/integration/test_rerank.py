@@ -180,14 +180,16 @@ def test_beside_a_generation_neither_changes(reranker, golden):
     assert {x["index"]: x["relevance_score"] for x in during.json()["results"]} == solo
 
 
-def test_a_bert_cross_encoder_reranks_as_llama_server(tmp_path):
+@pytest.mark.parametrize("fixture", ["rerank_bert_golden.json", "rerank_xlmr_golden.json"])
+def test_a_cross_encoder_reranks_as_llama_server(tmp_path, fixture):
     """A BERT cross-encoder (`--arch bert-reranker`: its own WordPiece
-    vocabulary, cls + tanh + cls.output on [CLS]) served end to end: the same
-    usage and scores as llama-server --reranking
-    (tests/fixtures/rerank_bert_golden.json), chat refused."""
-    with open(os.path.join(HERE, "..", "fixtures", "rerank_bert_golden.json")) as f:
+    vocabulary, cls + tanh + cls.output on [CLS]) and an XLM-R one
+    (`--arch xlmr-reranker`: a unigram vocabulary with its charsmap) served
+    end to end: the same usage and scores as llama-server --reranking
+    (tests/fixtures/rerank_{bert,xlmr}_golden.json), chat refused."""
+    with open(os.path.join(HERE, "..", "fixtures", fixture)) as f:
         g = json.load(f)
-    path = tmp_path / "bert-reranker.gguf"
+    path = tmp_path / (g["arch"] + ".gguf")
     line = subprocess.run([str(tern_bin()), "gen-arch-model", "--arch", g["arch"], "--seed",
                            str(g["seed"]), "--out", str(path)], capture_output=True, text=True,
                           check=True).stdout

@@ -6,7 +6,10 @@
 //           fallback, optional leading space (tokenizer.ggml.add_space_prefix);
 //   "bert"  WordPiece (BERT-family encoders): lowercasing and accent
 //           stripping as the file says, greedy longest match per word, the
-//           text wrapped in [CLS] ... [SEP] (wpm.cpp).
+//           text wrapped in [CLS] ... [SEP] (wpm.cpp);
+//   "t5"    unigram (XLM-RoBERTa, T5): the precompiled charsmap's
+//           normalisation, then the best-scoring segmentation (ugm.cpp);
+//           EOS appended by default.
 // Behaviour follows llama.cpp's llama_tokenize / llama_token_to_piece /
 // llama_detokenize, which the golden test compares against.
 //
@@ -33,7 +36,7 @@ struct Vocab;
 // Raw tokenizer metadata, as a GGUF file stores it under tokenizer.ggml.*.
 // Tokenizer::from_gguf fills one of these; tests can build one directly.
 struct VocabSpec {
-  std::string model;                 // tokenizer.ggml.model: "gpt2", "llama" or "bert"
+  std::string model;                 // tokenizer.ggml.model: "gpt2", "llama", "bert" or "t5"
   std::string pre;                   // tokenizer.ggml.pre; empty = not given
   std::vector<std::string> tokens;   // tokenizer.ggml.tokens, index = id
   std::vector<float> scores;         // tokenizer.ggml.scores; empty = all 0
@@ -45,6 +48,10 @@ struct VocabSpec {
   // tokenizer.ggml.normalizer.lowercase / .strip_accents.
   std::optional<int32_t> sep;
   std::optional<bool> lowercase, strip_accents;
+  // Unigram: tokenizer.ggml.precompiled_charsmap (raw bytes; empty = none)
+  // and tokenizer.ggml.remove_extra_whitespaces.
+  std::string precompiled_charsmap;
+  std::optional<bool> remove_extra_whitespaces;
 };
 
 // A run of text to encode. Only where parse_special is set are the spellings
@@ -114,13 +121,14 @@ class Tokenizer {
   std::vector<int32_t> eog_ids() const;  // sorted
   bool add_bos_default()
       const;  // tokenizer.ggml.add_bos_token (or the model/pre-tokenizer default)
+  bool add_eos_default() const;  // tokenizer.ggml.add_eos_token (or the model default)
   bool is_control(int32_t id) const;
   TokenType token_type(int32_t id) const;                        // kUndefined for out-of-range ids
   std::optional<int32_t> token_id(std::string_view text) const;  // exact vocabulary lookup
   const std::string& token_text(
       int32_t id) const;  // the vocabulary spelling; throws InvalidArgument if out of range
 
-  std::string_view model() const;          // "gpt2" or "llama"
+  std::string_view model() const;          // tokenizer.ggml.model: "gpt2", "llama", "bert", "t5"
   std::string_view pre_tokenizer() const;  // e.g. "smollm"; "" for "llama"
 
  private:

@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "tern/core/task_pool.h"
@@ -149,21 +150,20 @@ TEST(RerankOracle, PromptMatchesLlamaServer) {
   }
 }
 
-// A BERT cross-encoder (`tern gen-arch-model --arch bert-reranker --seed 7`:
-// bidirectional encoder, its own WordPiece vocabulary, cls.weight + tanh then
-// cls.output on the [CLS] row) against llama-server --reranking:
-// tests/fixtures/rerank_bert_golden.json. No template: the prompt is [CLS]
-// query [SEP] [SEP] doc [SEP] as llama.cpp assembles it, whose length the
-// fixture records per document. The score is the head's raw output; the
-// encoder's vectors agree with llama.cpp's to cosine 0.9997
-// (encoder_oracle_test.cpp); on these scores that is up to 0.015 (bound 0.02).
-TEST(RerankOracle, BertCrossEncoderMatchesLlamaServer) {
-  std::ifstream in(test::fixture_path("rerank_bert_golden.json"));
+// A cross-encoder of tern gen-arch-model against llama-server --reranking
+// (the fixture `name`): the file regenerated from the seed, each document's
+// prompt built as tern builds it (its length must be llama.cpp's), scored in
+// one step through the classification head on the first row. With
+// `expect_ids` the prompt's ids must also be `expect_ids(case)`.
+void check_cross_encoder(
+    const std::string& name,
+    const std::function<std::vector<int32_t>(const nlohmann::json&)>& expect_ids = {}) {
+  std::ifstream in(test::fixture_path(name));
   const nlohmann::json g = nlohmann::json::parse(in);
   const GenArchResult gen = generate_arch_model(g["arch"], g["seed"].get<uint64_t>(), nullptr);
   ASSERT_EQ(gen.weights_sha256, g["weights_sha256"].get<std::string>())
       << "the generator no longer makes the file llama.cpp ran on";
-  const std::string path = test::temp_path("bert-reranker.gguf");
+  const std::string path = test::temp_path(g["arch"].get<std::string>() + ".gguf");
   gen.writer.write(path);
   EngineOptions o;
   o.model_path = path;
@@ -178,6 +178,7 @@ TEST(RerankOracle, BertCrossEncoderMatchesLlamaServer) {
     const std::vector<int32_t> ids = prompt.encode(e->tokenizer(), g["query"].get<std::string>(),
                                                    c["document"].get<std::string>());
     EXPECT_EQ(int(ids.size()), c["prompt_tokens"].get<int>()) << c["document"];
+    if (expect_ids) EXPECT_EQ(ids, expect_ids(c)) << c["document"];
     const SeqId s = e->new_sequence();
     Batch batch;
     batch.entries.push_back({s, ids, LogitsMode::Hidden});
@@ -190,7 +191,43 @@ TEST(RerankOracle, BertCrossEncoderMatchesLlamaServer) {
     worst = std::max(worst, std::abs(got - want));
     EXPECT_NEAR(got, want, 0.02) << c["document"];
   }
-  std::printf("rerank oracle (bert cross-encoder): max |tern - llama.cpp| %.6f\n", worst);
+  std::printf("rerank oracle (%s): max |tern - llama.cpp| %.6f\n",
+              g["arch"].get<std::string>().c_str(), worst);
+}
+
+// A BERT cross-encoder (`tern gen-arch-model --arch bert-reranker --seed 7`:
+// bidirectional encoder, its own WordPiece vocabulary, cls.weight + tanh then
+// cls.output on the [CLS] row) against llama-server --reranking:
+// tests/fixtures/rerank_bert_golden.json. No template: the prompt is [CLS]
+// query [SEP] [SEP] doc [SEP] as llama.cpp assembles it, whose length the
+// fixture records per document. The score is the head's raw output; the
+// encoder's vectors agree with llama.cpp's to cosine 0.9997
+// (encoder_oracle_test.cpp); on these scores that is up to 0.015 (bound 0.02).
+TEST(RerankOracle, BertCrossEncoderMatchesLlamaServer) {
+  check_cross_encoder("rerank_bert_golden.json");
+}
+
+// An XLM-R cross-encoder (`--arch xlmr-reranker --seed 7`, bge-reranker-v2-m3
+// style: arch "bert" with a unigram vocabulary and its charsmap, one token
+// type, the same head): tests/fixtures/rerank_xlmr_golden.json. The prompt
+// is <s> query </s> </s> doc </s> (BOS, EOS, then the separator, which is
+// </s> again), each text tokenized without special tokens; the fixture holds
+// llama.cpp's ids of the query and of each document, so the whole prompt is
+// checked id by id. Same bound as the BERT case.
+TEST(RerankOracle, XlmrCrossEncoderMatchesLlamaServer) {
+  std::ifstream in(test::fixture_path("rerank_xlmr_golden.json"));
+  const nlohmann::json g = nlohmann::json::parse(in);
+  const auto query = g["query_tokens"].get<std::vector<int32_t>>();
+  const int32_t bos = 0, eos = 2;  // <s>, </s> (also the separator)
+  check_cross_encoder("rerank_xlmr_golden.json", [&](const nlohmann::json& c) {
+    std::vector<int32_t> ids{bos};
+    ids.insert(ids.end(), query.begin(), query.end());
+    ids.insert(ids.end(), {eos, eos});
+    const auto doc = c["document_tokens"].get<std::vector<int32_t>>();
+    ids.insert(ids.end(), doc.begin(), doc.end());
+    ids.push_back(eos);
+    return ids;
+  });
 }
 
 }  // namespace

@@ -335,8 +335,8 @@ TEST(TokenizerErrors, BadMetadataIsAFormatError) {
   s.model = "";
   expect_format_error(s, "tokenizer.ggml.model");
   s = ok;
-  s.model = "t5";  // SentencePiece unigram: not supported
-  expect_format_error(s, "'t5'");
+  s.model = "rwkv";  // not supported
+  expect_format_error(s, "'rwkv'");
   s = ok;
   s.model = "bert";  // WordPiece without its [CLS] (BOS)
   expect_format_error(s, "BOS");
