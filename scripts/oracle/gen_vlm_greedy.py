@@ -11,10 +11,16 @@ in memory, so CI needs neither llama.cpp nor the file):
             n_embd 576 (only when --idefics3-text names that file)
   mlp:      models/SmolLM2-135M-Instruct.Q4_1.gguf as it is (LLaVA wraps
             nothing: the rows replace the marker) + mlp tiny, seed 42, n_embd 576
+With --audio, the same for audio clips instead, into
+tests/fixtures/audio/audio_greedy.json (tests/unit/engine/audio_oracle_test.cpp):
+  ultravox: models/SmolLM2-135M-Instruct.Q4_1.gguf as it is (Ultravox wraps
+            nothing) + ultravox tiny, seed 42, n_embd 576, on the clips
+            "tone", "chirp" and "noise" of tests/unit/vision/synthetic_audio.h
+            (qwen2a and voxtral wrap clips in special tokens SmolLM2 lacks).
 The oracle is scripts/oracle/mtmd_greedy.cpp (libmtmd + libllama of the peer
 build, scripts/build_peer.sh), built by scripts/oracle/build_mtmd_embed.sh mtmd_greedy.
 
-  scripts/oracle/gen_vlm_greedy.py [--idefics3-text FILE] [--only TYPE,...]
+  scripts/oracle/gen_vlm_greedy.py [--idefics3-text FILE] [--only TYPE,...] [--audio]
 
 --only re-records just those projector types and keeps the fixture's other cases.
 """
@@ -28,9 +34,11 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TERN = os.path.join(ROOT, "build", "tern")
+TERN = os.environ.get("TERN_BIN", os.path.join(ROOT, "build", "tern"))
 N_PREDICT = 16
 IMAGES = ["gradient", "noise", "text"]
+CLIPS = ["tone", "chirp", "noise"]
+AUDIO_PROMPTS = ["<__media__> The capital of France is", "Here is a recording: <__media__>\nIt says"]
 PROMPTS = ["<__media__> The capital of France is", "Here is a picture: <__media__>\nIt shows"]
 
 
@@ -39,6 +47,7 @@ def main() -> int:
     ap.add_argument("--idefics3-text", default="")
     ap.add_argument("--threads", default="2")
     ap.add_argument("--only", default="", help="comma-separated projector types to re-record")
+    ap.add_argument("--audio", action="store_true", help="the audio cases instead")
     args = ap.parse_args()
     oracle = subprocess.run([os.path.join(ROOT, "scripts/oracle/build_mtmd_embed.sh"), "mtmd_greedy"],
                             check=True, capture_output=True, text=True).stdout.strip()
@@ -47,6 +56,12 @@ def main() -> int:
         pairs.append(("idefics3", args.idefics3_text, 576))
     pairs.append(("mlp", "models/SmolLM2-135M-Instruct.Q4_1.gguf", 576))
     path = os.path.join(ROOT, "tests/fixtures/vision/vlm_greedy.json")
+    media, key = IMAGES, "images"
+    if args.audio:
+        pairs = [("ultravox", "models/SmolLM2-135M-Instruct.Q4_1.gguf", 576)]
+        path = os.path.join(ROOT, "tests/fixtures/audio/audio_greedy.json")
+        media, key = ["audio:" + c for c in CLIPS], "clips"
+    prompts = AUDIO_PROMPTS if args.audio else PROMPTS
     kept = []
     if args.only:
         only = set(args.only.split(","))
@@ -62,17 +77,17 @@ def main() -> int:
             subprocess.run([TERN, "gen-mmproj", "--type", ptype, "--shape", "tiny", "--seed", "42",
                             "--n-embd", str(n_embd), "--out", mmproj], check=True,
                            capture_output=True)
-            for prompt in PROMPTS:
-                for image in IMAGES:
+            for prompt in prompts:
+                for medium in media:
                     r = subprocess.run([oracle, text_model, mmproj, args.threads, str(N_PREDICT),
-                                        prompt, image], check=True, capture_output=True,
+                                        prompt, medium], check=True, capture_output=True,
                                        text=True)
                     rec = json.loads(r.stdout)
                     rec.update({"projector": ptype, "seed": 42, "n_embd": n_embd,
                                 "text_model": os.path.basename(text_model), "prompt": prompt,
-                                "images": [image]})
+                                key: [medium.removeprefix("audio:")]})
                     out["cases"].append(rec)
-                    print(ptype, image, repr(prompt), rec["tokens"][:6], file=sys.stderr)
+                    print(ptype, medium, repr(prompt), rec["tokens"][:6], file=sys.stderr)
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")

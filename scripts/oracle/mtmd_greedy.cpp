@@ -1,16 +1,18 @@
-// The image-prompt oracle: llama.cpp (libmtmd + libllama) runs a text model
-// with its projector on a prompt with images and decodes greedily, for tern's
-// tests to compare with. Built by scripts/oracle/build_mtmd_embed.sh mtmd_greedy against
+// The media-prompt oracle: llama.cpp (libmtmd + libllama) runs a text model
+// with its projector on a prompt with images or audio clips and decodes
+// greedily, for tern's tests to compare with. Built by scripts/oracle/build_mtmd_embed.sh mtmd_greedy against
 // the peer; not part of tern's build.
 //
-//   mtmd_greedy MODEL MMPROJ THREADS N_PREDICT PROMPT [IMAGE...]
+//   mtmd_greedy MODEL MMPROJ THREADS N_PREDICT PROMPT [MEDIA...]
 //
-// PROMPT holds one <__media__> marker per image (names from
-// synthetic_images.h); it is tokenized by mtmd_tokenize with BOS and special
-// tokens parsed, like llama-mtmd-cli's raw mode. Prints one JSON object:
-// "chunks" (per chunk: text token ids, or {"image": n_tokens}), "tokens"
-// (the greedy continuation) and "margins" (top-1 minus top-2 logit at each
-// step, to tell a near-tie from a disagreement).
+// PROMPT holds one <__media__> marker per medium: an image named as in
+// synthetic_images.h, or "audio:NAME" for a clip of synthetic_audio.h
+// (16 kHz mono samples, given to mtmd as PCM); it is tokenized by
+// mtmd_tokenize with BOS and special tokens parsed, like llama-mtmd-cli's
+// raw mode. Prints one JSON object: "chunks" (per chunk: text token ids,
+// {"image": n_tokens} or {"audio": n_tokens}), "tokens" (the greedy
+// continuation) and "margins" (top-1 minus top-2 logit at each step, to tell
+// a near-tie from a disagreement).
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -19,6 +21,7 @@
 #include "llama.h"
 #include "mtmd-helper.h"
 #include "mtmd.h"
+#include "synthetic_audio.h"
 #include "synthetic_images.h"
 
 int main(int argc, char** argv) {
@@ -47,6 +50,13 @@ int main(int argc, char** argv) {
   if (!mctx) return 1;
   std::vector<mtmd_bitmap*> bitmaps;
   for (int i = 6; i < argc; ++i) {
+    const std::string name = argv[i];
+    if (name.rfind("audio:", 0) == 0) {
+      const std::vector<float> pcm = oracle_audio::make(name.substr(6));
+      if (pcm.empty()) return 2;
+      bitmaps.push_back(mtmd_bitmap_init_from_audio(pcm.size(), pcm.data()));
+      continue;
+    }
     const oracle_images::Rgb img = oracle_images::make(argv[i]);
     if (img.rgb.empty()) return 2;
     bitmaps.push_back(mtmd_bitmap_init(uint32_t(img.width), uint32_t(img.height), img.rgb.data()));
@@ -67,7 +77,8 @@ int main(int argc, char** argv) {
       for (size_t i = 0; i < n; ++i) std::printf(i ? ", %d" : "%d", t[i]);
       std::printf("]");
     } else {
-      std::printf("{\"image\": %zu}", mtmd_input_chunk_get_n_tokens(ch));
+      const bool audio = mtmd_input_chunk_get_type(ch) == MTMD_INPUT_CHUNK_TYPE_AUDIO;
+      std::printf("{\"%s\": %zu}", audio ? "audio" : "image", mtmd_input_chunk_get_n_tokens(ch));
     }
   }
   llama_pos n_past = 0;
