@@ -1,10 +1,11 @@
-// Greedy continuations of prompts with images against llama.cpp (libmtmd +
-// libllama) on the same pairs: a real text model and a seeded random
-// projector of its width, regenerated here with the project's writer.
-// tests/fixtures/vision/vlm_greedy.json was recorded by
-// scripts/oracle/gen_vlm_greedy.py (see tests/fixtures/vision/README.md).
+// Greedy continuations of prompts with images, and with audio clips, against
+// llama.cpp (libmtmd + libllama) on the same pairs: a real text model and a
+// seeded random projector of its width, regenerated here with the project's
+// writer. tests/fixtures/vision/vlm_greedy.json and
+// tests/fixtures/audio/audio_greedy.json were recorded by
+// scripts/oracle/gen_vlm_greedy.py [--audio] (see the fixtures' READMEs).
 //
-// Checked per case: the prompt's tokens (text chunks and image spans) equal
+// Checked per case: the prompt's tokens (text chunks and media spans) equal
 // mtmd's; teacher-forced on llama.cpp's continuation, tern's argmax agrees
 // at every step except where llama.cpp itself saw a near-tie; free-running,
 // tern's greedy tokens equal llama.cpp's up to the first near-tie. Reported
@@ -18,10 +19,12 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "../vision/synthetic_audio.h"
 #include "../vision/synthetic_images.h"
 #include "tern/core/task_pool.h"
 #include "tern/engine/engine.h"
 #include "tern/engine/media_prompt.h"
+#include "tern/vision/audio_mmproj_writer.h"
 #include "tern/vision/mmproj_writer.h"
 #include "tern/vision/vlm_text_writer.h"
 #include "testutil.h"
@@ -38,9 +41,15 @@ int32_t argmax(std::span<const float> x) {
 class VisionOracle : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    std::ifstream in(test::fixture_path("vision/vlm_greedy.json"));
-    golden_ = new nlohmann::json(nlohmann::json::parse(in));
+    golden_ = new nlohmann::json(nlohmann::json::array());
+    for (const char* f : {"vision/vlm_greedy.json", "audio/audio_greedy.json"}) {
+      std::ifstream in(test::fixture_path(f));
+      nlohmann::json file = nlohmann::json::parse(in);
+      for (auto& c : file["cases"]) golden_->push_back(std::move(c));
+    }
   }
+  static bool audio(const nlohmann::json& c) { return c.contains("clips"); }
+  static std::string kind(const nlohmann::json& c) { return audio(c) ? "audio" : "image"; }
   static void TearDownTestSuite() {
     engines_.clear();
     delete golden_;
@@ -75,7 +84,14 @@ class VisionOracle : public ::testing::Test {
   // One case: prefill the prompt (images as rows), then feed `feed` one token
   // a step; returns the argmax after the prompt and after each fed token
   // (free-running when feed is empty: its own argmax is fed back).
-  static std::vector<int32_t> greedy(const nlohmann::json& c, Engine& e, bool teacher_forced) {
+  // A case's prompt (media as placeholder spans) and every medium's rows.
+  struct Built {
+    MediaPrompt p;
+    int32_t placeholder = 0;
+    std::vector<std::shared_ptr<const vision::Embeddings>> rows;  // per span
+  };
+
+  static Built build_image(const nlohmann::json& c, Engine& e) {
     vision::MmprojSpec spec = vision::mmproj_preset(
         *vision::projector_from_name(c["projector"].get<std::string>()), vision::MmprojShape::Tiny);
     spec.seed = c["seed"].get<uint32_t>();
@@ -93,26 +109,65 @@ class VisionOracle : public ::testing::Test {
     }
     auto source = std::make_shared<vision::EncoderSource>(enc, e.pool());
     const std::vector<TextSegment> text{{c["prompt"].get<std::string>(), true}};
-    const MediaPrompt p = prompter.build(text, /*add_bos=*/true, images, source);
+    Built b{prompter.build(text, /*add_bos=*/true, images, source), prompter.placeholder(), {}};
+    for (const vision::MediaSpan& m : b.p.media)
+      b.rows.push_back(m.source->rows_for(m.hash, *m.image));
+    return b;
+  }
 
-    // The prompt as mtmd cut it: text chunks' ids, image chunks' sizes.
+  // The clip goes where mtmd's one marker is (tern marks clips apart).
+  static Built build_audio(const nlohmann::json& c, Engine& e) {
+    vision::AudioMmprojSpec spec = vision::audio_mmproj_preset(
+        *vision::audio_projector_from_name(c["projector"].get<std::string>()),
+        vision::MmprojShape::Tiny);
+    spec.seed = c["seed"].get<uint32_t>();
+    spec.config.d_out = c["n_embd"].get<int>();
+    const std::string path =
+        test::temp_path("oracle_" + c["projector"].get<std::string>() + ".gguf");
+    vision::write_audio_mmproj(spec, path);
+    const auto enc = vision::AudioEncoder::load(path);
+    const AudioPrompter prompter(enc, e.tokenizer(), e.config().d_model);
+    std::vector<std::shared_ptr<const vision::AudioClip>> clips;
+    for (const auto& name : c["clips"])
+      clips.push_back(std::make_shared<const vision::AudioClip>(
+          vision::AudioClip{oracle_audio::make(name.get<std::string>()), 16000}));
+    std::string prompt = c["prompt"].get<std::string>();
+    prompt.replace(prompt.find(kMediaMarker), kMediaMarker.size(), kAudioMarker);
+    const std::vector<TextSegment> text{{prompt, true}};
+    Built b;
+    b.p = build_media_prompt(
+        e.tokenizer(), text, /*add_bos=*/true, 0, clips.size(), true,
+        [&](MediaPrompt& p, bool, size_t k) { prompter.append_audio(p, clips[k], nullptr); });
+    b.placeholder = b.p.media.empty() ? 0 : b.p.tokens[size_t(b.p.media[0].pos)];
+    for (const vision::MediaSpan& m : b.p.media)
+      b.rows.push_back(std::make_shared<const vision::Embeddings>(enc.encode(*m.audio, e.pool())));
+    return b;
+  }
+
+  // One case: prefill the prompt (media as rows), then feed `feed` one token
+  // a step; returns the argmax after the prompt and after each fed token
+  // (free-running when feed is empty: its own argmax is fed back).
+  static std::vector<int32_t> greedy(const nlohmann::json& c, Engine& e, bool teacher_forced) {
+    const Built built = audio(c) ? build_audio(c, e) : build_image(c, e);
+    const MediaPrompt& p = built.p;
+
+    // The prompt as mtmd cut it: text chunks' ids, media chunks' sizes.
     std::vector<int32_t> want;
     for (const auto& ch : c["chunks"]) {
       if (ch.is_array()) {
         for (const auto& t : ch) want.push_back(t.get<int32_t>());
       } else {
-        want.insert(want.end(), ch["image"].get<size_t>(), prompter.placeholder());
+        want.insert(want.end(), ch[kind(c)].get<size_t>(), built.placeholder);
       }
     }
     EXPECT_EQ(p.tokens, want) << c["prompt"];
     EXPECT_EQ(int(p.tokens.size()), c["n_pos"].get<int>());
 
-    std::vector<std::shared_ptr<const vision::Embeddings>> rows;
     std::vector<EmbeddingRun> runs;
-    for (const vision::MediaSpan& m : p.media) {
-      rows.push_back(m.source->rows_for(m.hash, *m.image));
-      runs.push_back({m.pos, m.n, rows.back()->data.data() + size_t(m.row0) * rows.back()->n_embd,
-                      m.bidirectional});
+    for (size_t i = 0; i < p.media.size(); ++i) {
+      const vision::MediaSpan& m = p.media[i];
+      const vision::Embeddings& r = *built.rows[i];
+      runs.push_back({m.pos, m.n, r.data.data() + size_t(m.row0) * r.n_embd, m.bidirectional});
     }
     const SeqId seq = e.new_sequence();
     StepOutput out;
@@ -139,7 +194,7 @@ class VisionOracle : public ::testing::Test {
 TEST_F(VisionOracle, TeacherForcedGreedyAgreesWithLlamaCpp) {
   int total = 0, agree = 0, cases = 0;
   std::map<std::string, std::pair<int, int>> per_type;  // projector -> (agree, total)
-  for (const auto& c : (*golden_)["cases"]) {
+  for (const auto& c : *golden_) {
     Engine* e = engine_for(c["text_model"].get<std::string>());
     if (!e) continue;
     ++cases;
@@ -155,13 +210,13 @@ TEST_F(VisionOracle, TeacherForcedGreedyAgreesWithLlamaCpp) {
         ++t_agree;
       } else {
         EXPECT_LT(margins[i], kNearTie)
-            << c["projector"] << " " << c["images"] << " " << c["prompt"] << " step " << i
-            << ": tern " << got[i] << ", llama.cpp " << ref[i];
+            << c["projector"] << " " << c[kind(c) == "audio" ? "clips" : "images"] << " "
+            << c["prompt"] << " step " << i << ": tern " << got[i] << ", llama.cpp " << ref[i];
       }
     }
   }
   ASSERT_GT(cases, 0) << "no text model of the fixture found: run scripts/setup.sh";
-  std::printf("image prompts, teacher-forced greedy agreement: %d / %d tokens (%.1f%%), %d cases\n",
+  std::printf("media prompts, teacher-forced greedy agreement: %d / %d tokens (%.1f%%), %d cases\n",
               agree, total, 100.0 * agree / total, cases);
   for (const auto& [type, at] : per_type)
     std::printf("  %s: %d / %d\n", type.c_str(), at.first, at.second);
@@ -170,7 +225,7 @@ TEST_F(VisionOracle, TeacherForcedGreedyAgreesWithLlamaCpp) {
 
 TEST_F(VisionOracle, FreeRunningGreedyMatchesUntilANearTie) {
   int matched = 0, total = 0;
-  for (const auto& c : (*golden_)["cases"]) {
+  for (const auto& c : *golden_) {
     Engine* e = engine_for(c["text_model"].get<std::string>());
     if (!e) continue;
     const auto ref = c["tokens"].get<std::vector<int32_t>>();
@@ -181,11 +236,12 @@ TEST_F(VisionOracle, FreeRunningGreedyMatchesUntilANearTie) {
     matched += int(i);
     total += int(ref.size());
     if (i < ref.size()) {
-      EXPECT_LT(margins[i], kNearTie) << c["projector"] << " " << c["images"] << " " << c["prompt"]
-                                      << ": first difference at step " << i;
+      EXPECT_LT(margins[i], kNearTie)
+          << c["projector"] << " " << c[kind(c) == "audio" ? "clips" : "images"] << " "
+          << c["prompt"] << ": first difference at step " << i;
     }
   }
-  std::printf("image prompts, free-running greedy: %d / %d tokens before the first difference\n",
+  std::printf("media prompts, free-running greedy: %d / %d tokens before the first difference\n",
               matched, total);
 }
 
