@@ -223,9 +223,11 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-seqs", o->max_seqs, "KV cache sequences (default: --max-batch)")
       ->check(CLI::Range(0, 4096));
-  cmd->add_option("--body-limit", o->body_limit_kib, "max request body in KiB (413 beyond)")
-      ->check(CLI::Range(size_t(1), size_t(1) << 20))
-      ->capture_default_str();
+  auto* body_limit =
+      cmd->add_option("--body-limit", o->body_limit_kib,
+                      "max request body in KiB (413 beyond; default 1024, or 8192 with --mmproj: "
+                      "about 3 minutes of base64 16 kHz WAV, or a 6 MB picture)")
+          ->check(CLI::Range(size_t(1), size_t(1) << 20));
   cmd->add_option("--idle-timeout", s.idle_timeout_s, "seconds a keep-alive connection may idle")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
@@ -287,7 +289,10 @@ void add_serve_command(CLI::App& app) {
                   "reranker's file says rank: it answers POST /v1/rerank, and embeds only "
                   "with this flag)")
       ->check(CLI::IsMember({"mean", "cls", "last"}));
-  cmd->callback([o, cmd] {
+  cmd->callback([o, cmd, body_limit] {
+    // Media arrive base64 in the body: a server with a projector takes larger
+    // bodies unless told otherwise (still bounded: --max-media-mb bounds each item).
+    if (body_limit->count() == 0 && !o->server.media.mmproj.empty()) o->body_limit_kib = 8192;
     o->server.body_limit = o->body_limit_kib * 1024;
     apply_media_flags(o->server.media, o->media_mb, o->mm_cache_mb);
     if (!o->server.lora_dir.empty() && !std::filesystem::is_directory(o->server.lora_dir))

@@ -228,3 +228,19 @@ def test_a_text_only_server_refuses_audio(server):
     assert err["code"] == "model_not_multimodal" and "audio" in err["message"], err
     caps = requests.get(server.url + "/v1/models", timeout=30).json()["data"][0]["capabilities"]
     assert caps["audio"] is False
+
+
+def test_a_half_minute_clip_fits_the_default_body_limit(files):
+    """With --mmproj the default --body-limit is 8 MiB (base64 media ride in
+    the body): 29 s of 16 kHz WAV (1.24 MB of base64, over the 1 MiB of a
+    text-only server) is answered; a body over 8 MiB is still a 413."""
+    clip = wav_bytes(tone(29.0, freq=330.0))
+    assert len(b64(clip)) > 1 << 20
+    with TernServer("--mmproj", files["mmproj"]) as s:
+        body = ok(chat(s, [user(clip, text="What is it?")], max_tokens=2))
+        assert body["timings"]["audio_n"] == 1
+        big = {"messages": [{"role": "user", "content": "x" * (8 << 20)}], "max_tokens": 1}
+        r = requests.post(s.url + "/v1/chat/completions", json=big, timeout=600)
+        assert r.status_code == 413, r.text
+        assert r.json()["error"]["code"] == "request_too_large"
+        still_serving(s)
