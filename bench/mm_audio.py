@@ -165,8 +165,7 @@ def sec_peer(a, f, wav, res, log):
 
 
 def sec_itl(a, f, res, log):
-    srv = start_tern(f["text"], f["mmproj"], a.threads, 8192,
-                     ["--max-batch", str(a.streams + 1)])
+    srv = start_tern(f["text"], f["mmproj"], a.threads, 8192, [], max_batch=a.streams + 1)
     try:
         ga, gb, wait = gaps_around(srv.url, a.streams, a.tokens, [
             audio_part(wav_bytes(a.seconds, seed=99)), {"type": "text", "text": QUESTIONS[0]}])

@@ -170,10 +170,10 @@ def make_files(work: Path) -> dict:
 # --- servers and requests --------------------------------------------------------
 
 def start_tern(model: str, mmproj: str, threads: int, ctx: int, extra: list[str],
-               media: str | None = None) -> Proc:
+               media: str | None = None, max_batch: int = 1) -> Proc:
     port = free_port()
     cmd = [TERN, "--log-level", "warn", "serve", "-m", model, "--mmproj", mmproj, "--port",
-           str(port), "-t", str(threads), "-c", str(ctx), "--max-batch", "1", *extra]
+           str(port), "-t", str(threads), "-c", str(ctx), "--max-batch", str(max_batch), *extra]
     if media:
         cmd += ["--media-dir", media]
     return Proc("tern", cmd, port)
