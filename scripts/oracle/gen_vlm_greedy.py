@@ -14,9 +14,11 @@ in memory, so CI needs neither llama.cpp nor the file):
 With --audio, the same for audio clips instead, into
 tests/fixtures/audio/audio_greedy.json (tests/unit/engine/audio_oracle_test.cpp):
   ultravox: models/SmolLM2-135M-Instruct.Q4_1.gguf as it is (Ultravox wraps
-            nothing) + ultravox tiny, seed 42, n_embd 576, on the clips
-            "tone", "chirp" and "noise" of tests/unit/vision/synthetic_audio.h
-            (qwen2a and voxtral wrap clips in special tokens SmolLM2 lacks).
+            nothing) + ultravox tiny, seed 42, n_embd 576;
+  qwen2a, voxtral: the same model plus the tokens they wrap a clip in
+            (`tern gen-vlm-text --tokens audio`: <|audio_bos|>, <|audio_eos|>,
+            [BEGIN_AUDIO]) + qwen2a / voxtral tiny, seed 42, n_embd 576;
+  on the clips "tone", "chirp" and "noise" of tests/unit/vision/synthetic_audio.h.
 The oracle is scripts/oracle/mtmd_greedy.cpp (libmtmd + libllama of the peer
 build, scripts/build_peer.sh), built by scripts/oracle/build_mtmd_embed.sh mtmd_greedy.
 
@@ -72,6 +74,12 @@ def main() -> int:
                   "mtmd_helper_eval_chunks with n_batch 2048, greedy)",
            "n_predict": N_PREDICT, "cases": kept}
     with tempfile.TemporaryDirectory() as tmp:
+        if args.audio:
+            audio_text = os.path.join(tmp, "smollm2-audio-text.gguf")
+            subprocess.run([TERN, "gen-vlm-text", "--tokens", "audio", "--from",
+                            os.path.join(ROOT, "models/SmolLM2-135M-Instruct.Q4_1.gguf"),
+                            "--out", audio_text], check=True, capture_output=True)
+            pairs += [("qwen2a", audio_text, 576), ("voxtral", audio_text, 576)]
         for ptype, text_model, n_embd in pairs:
             mmproj = os.path.join(tmp, ptype + ".gguf")
             subprocess.run([TERN, "gen-mmproj", "--type", ptype, "--shape", "tiny", "--seed", "42",

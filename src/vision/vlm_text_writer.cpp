@@ -83,7 +83,16 @@ void copy_value(const gguf::GgufFile& f, const std::string& k, gguf::GgufWriter&
 
 }  // namespace
 
+std::vector<std::string> audio_wrap_tokens() {
+  return {"<|audio_bos|>", "<|audio_eos|>", "[BEGIN_AUDIO]"};
+}
+
 int write_smolvlm_text(const std::string& from, const std::string& out) {
+  return write_text_with_tokens(from, out, smolvlm_added_tokens(), "SmolVLM tokens");
+}
+
+int write_text_with_tokens(const std::string& from, const std::string& out,
+                           const std::vector<std::string>& added, const std::string& label) {
   const gguf::GgufFile f = gguf::GgufFile::open(from);
   const std::string arch = f.get_string("general.architecture");
   auto tokens = f.get_string_array("tokenizer.ggml.tokens");
@@ -92,7 +101,7 @@ int write_smolvlm_text(const std::string& from, const std::string& out) {
   if (tt.elem_type != ValueType::I32 || tt.count != n_old)
     throw FormatError(from + ": tokenizer.ggml.token_type is not one i32 per token");
   auto types = array_of<int32_t>(tt);
-  for (const std::string& t : smolvlm_added_tokens()) {
+  for (const std::string& t : added) {
     for (const std::string& have : tokens)
       if (have == t) throw InvalidArgument(from + " already has " + t);
     tokens.push_back(t);
@@ -112,7 +121,7 @@ int write_smolvlm_text(const std::string& from, const std::string& out) {
     } else if (k == arch + ".vocab_size") {
       w.set_u32(k, uint32_t(n_vocab));
     } else if (k == "general.name") {
-      w.set_string(k, std::string(f.get_string(k)) + " + SmolVLM tokens (tern gen-vlm-text)");
+      w.set_string(k, std::string(f.get_string(k)) + " + " + label + " (tern gen-vlm-text)");
     } else {
       copy_value(f, k, w);
     }

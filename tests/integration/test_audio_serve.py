@@ -23,7 +23,7 @@ from openai import OpenAI
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from audio_clips import flac_bytes, tone, wav_bytes  # noqa: E402
-from tern_server import TernServer, tern_bin  # noqa: E402
+from tern_server import TernServer, model_path, tern_bin  # noqa: E402
 
 SAMPLES = tone(1.5)
 WAV = wav_bytes(SAMPLES)
@@ -244,3 +244,32 @@ def test_a_half_minute_clip_fits_the_default_body_limit(files):
         assert r.status_code == 413, r.text
         assert r.json()["error"]["code"] == "request_too_large"
         still_serving(s)
+
+
+@pytest.mark.parametrize("kind, rows, wrap", [("qwen2a", 750, 2), ("voxtral", 375, 1)])
+def test_wrapping_projectors_serve_and_run(files, tmp_path, kind, rows, wrap):
+    """qwen2a (<|audio_bos|> rows <|audio_eos|>) and voxtral ([BEGIN_AUDIO]
+    rows) beside SmolLM2 with those tokens added (`tern gen-vlm-text --tokens
+    audio`): a clip costs its rows plus the wrapping tokens in the prompt, and
+    the server's greedy answer equals `tern run --audio`'s."""
+    text, mmproj = tmp_path / "smollm2-audio.gguf", tmp_path / f"{kind}.gguf"
+    for args in (["gen-vlm-text", "--tokens", "audio", "--from", str(model_path()),
+                  "--out", str(text)],
+                 ["gen-mmproj", "--type", kind, "--seed", "5", "--n-embd", "576",
+                  "--out", str(mmproj)]):
+        r = subprocess.run([str(tern_bin()), *args], capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+    with TernServer("--mmproj", str(mmproj), model=text) as s:
+        assert requests.get(s.url + "/v1/models", timeout=30).json()["data"][0][
+            "capabilities"]["audio"] is True
+        with_clip = ok(chat(s, [user(WAV, text="Name the sound.")], max_tokens=8))
+        without = ok(chat(s, [{"role": "user", "content": "Name the sound."}], max_tokens=1))
+        assert with_clip["timings"]["audio_n"] == 1
+        assert (with_clip["usage"]["prompt_tokens"] - without["usage"]["prompt_tokens"]
+                == rows + wrap)
+        run = subprocess.run([str(tern_bin()), "run", "-m", str(text), "--mmproj", str(mmproj),
+                              "--audio", files["media"] + "/tone.wav", "--chat", "-p",
+                              "<__audio__>Name the sound.", "-n", "8", "--temp", "0"],
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.strip() == with_clip["choices"][0]["message"]["content"].strip()

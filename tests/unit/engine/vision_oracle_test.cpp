@@ -67,6 +67,11 @@ class VisionOracle : public ::testing::Test {
         if (!test::file_exists(test::default_model_path())) return nullptr;
         o.model_path = test::temp_path(name);
         vision::write_smolvlm_text(test::default_model_path(), o.model_path);
+      } else if (name == "smollm2-audio-text.gguf") {  // gen-vlm-text --tokens audio
+        if (!test::file_exists(test::default_model_path())) return nullptr;
+        o.model_path = test::temp_path(name);
+        vision::write_text_with_tokens(test::default_model_path(), o.model_path,
+                                       vision::audio_wrap_tokens(), "audio wrapping tokens");
       } else {
         ADD_FAILURE() << "unknown text model " << name;
         return nullptr;
