@@ -1,7 +1,7 @@
 // The media-prompt oracle: llama.cpp (libmtmd + libllama) runs a text model
 // with its projector on a prompt with images or audio clips and decodes
-// greedily, for tern's tests to compare with. Built by scripts/oracle/build_mtmd_embed.sh mtmd_greedy against
-// the peer; not part of tern's build.
+// greedily, for tern's tests to compare with. Built by scripts/oracle/build_mtmd_embed.sh
+// mtmd_greedy against the peer; not part of tern's build.
 //
 //   mtmd_greedy MODEL MMPROJ THREADS N_PREDICT PROMPT [MEDIA...]
 //
