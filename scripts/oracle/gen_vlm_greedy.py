@@ -39,7 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TERN = os.environ.get("TERN_BIN", os.path.join(ROOT, "build", "tern"))
 N_PREDICT = 16
 IMAGES = ["gradient", "noise", "text"]
-CLIPS = ["tone", "chirp", "noise"]
+CLIPS = ["tone", "chirp", "noise", "long"]
 AUDIO_PROMPTS = ["<__media__> The capital of France is", "Here is a recording: <__media__>\nIt says"]
 PROMPTS = ["<__media__> The capital of France is", "Here is a picture: <__media__>\nIt shows"]
 

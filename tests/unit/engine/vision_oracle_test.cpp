@@ -77,7 +77,7 @@ class VisionOracle : public ::testing::Test {
         return nullptr;
       }
       if (!test::file_exists(o.model_path)) return nullptr;
-      o.n_ctx = 1024;
+      o.n_ctx = 2048;  // a 31 s clip through qwen2a: 1500 rows
       o.max_seqs = 2;
       o.kv_type = kv::KvType::F16;  // llama.cpp's default cache
       o.kv_flash_mb = 0;
