@@ -7,7 +7,8 @@ text model and a seeded random-weight real-shape audio projector
 (`tern gen-mmproj --type ultravox|qwen2a|voxtral --shape real --n-embd 576`:
 a Whisper-large-v3-shaped encoder, 32 layers of 1280, 128 mel bins; ultravox
 with --stack-factor 4, see make_files). qwen2a and voxtral wrap a clip in
-special tokens SmolLM2 lacks: the default is ultravox. The
+special tokens SmolLM2 lacks: for them the text model is SmolLM2 with those
+tokens added (`tern gen-vlm-text --tokens audio`). The
 clip is a generated WAV of --seconds seconds (a voiced, formant-like signal
 with pitch glides and pauses, 16 kHz mono 16-bit).
 
@@ -119,7 +120,13 @@ def make_files(work: Path, kind: str) -> dict:
     if not mmproj.exists():
         subprocess.run([TERN, "gen-mmproj", "--type", kind, "--shape", "real", "--seed", "1",
                         "--n-embd", "576", *stack, "--out", str(mmproj)], check=True)
-    return {"text": str(SMOLLM2), "mmproj": str(mmproj)}
+    text = SMOLLM2
+    if kind != "ultravox":  # qwen2a / voxtral wrap a clip in tokens SmolLM2 lacks: add them
+        text = work / "smollm2-audio-text.gguf"
+        if not text.exists():
+            subprocess.run([TERN, "gen-vlm-text", "--tokens", "audio", "--from", str(SMOLLM2),
+                            "--out", str(text)], check=True)
+    return {"text": str(text), "mmproj": str(mmproj)}
 
 
 def conversation(url: str, wav: bytes, turns: int, max_tokens: int, log) -> list[dict]:

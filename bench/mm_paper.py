@@ -28,6 +28,9 @@ Sections (--sections, comma separated):
               question (KV reuse through the image) and the same image after
               a different system prompt (embedding cache only); embedding
               entry bytes from /metrics and the prompt's image tokens.
+  audio       the same measures for sound: bench/mm_audio.py's multiturn,
+              peer and itl sections (a 30 s clip on a real-shape Ultravox
+              pair; its own --work). Not in the default list.
   video       a clip of 4..64 frames (a `{"type": "video", "frames": [...]}`
               list of PNG paths under --media-dir) asked twice with different
               questions; speed-up of the repeated query. See VIDEO below.
@@ -376,6 +379,18 @@ def sec_video(a, f, res, log):
               f"{r['first']['ttft'] / r['again']['ttft']:.1f}x |")
 
 
+def sec_audio(a, f, res, log):
+    import mm_audio  # imports this module: loaded only when asked for
+    ap = argparse.Namespace(type="ultravox", threads=a.threads, turns=a.turns, seconds=30.0,
+                            max_tokens=a.max_tokens, streams=8, tokens=100)
+    af = mm_audio.make_files(Path("/tmp/tern-mm-audio"), ap.type)
+    wav = mm_audio.wav_bytes(ap.seconds, seed=7)
+    res["audio"] = {}
+    mm_audio.sec_multiturn(ap, af, wav, res["audio"], log)
+    mm_audio.sec_peer(ap, af, wav, res["audio"], log)
+    mm_audio.sec_itl(ap, af, res["audio"], log)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sections", default="multiturn,peer,resolution,video")
@@ -413,7 +428,7 @@ def main() -> int:
         t0 = time.perf_counter()
         log(f"== {s} (load average {os.getloadavg()[0]:.2f})")
         {"multiturn": sec_multiturn, "peer": sec_peer, "resolution": sec_resolution,
-         "video": sec_video}[s](a, f, res, log)
+         "video": sec_video, "audio": sec_audio}[s](a, f, res, log)
         log(f"== {s} done in {time.perf_counter() - t0:.0f} s "
             f"(load average {os.getloadavg()[0]:.2f})")
         if a.json:
