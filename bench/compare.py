@@ -13,6 +13,18 @@ then the same on a Q4_0 requantization of the model made with llama.cpp's own
 llama-quantize (created next to the model on first use). Prints a table and the
 target checks; --json-out FILE also saves everything measured.
 
+    .venv/bin/python bench/compare.py --types [SPEC,...] [-r 2]
+
+instead measures every GGUF type (issue 32): the model requantized by the
+peer's llama-quantize into each recipe (a SPEC is a llama-quantize type name,
+":pure" for --pure; the lattice, ternary and fp4 types with an importance
+matrix from llama-imatrix over tests/fixtures/perplexity_text.txt; files cached
+in models/types/), then per file: the tensor types it holds, its tensor bytes
+against tern's packed weight bytes, and prefill / batch-1 decode of tern (base
+and best kernels) against llama-bench, with the issue's targets (>= 2x prefill,
+>= 1.3x decode on every 4- and 3-bit type; packed bytes within 5 % of the
+file's).
+
 Benchmarks on a shared machine are noisy: the script prints the load average
 before and after, and -r takes the best of several repetitions.
 """
@@ -141,6 +153,148 @@ def llama_bench(a, model):
     return out
 
 
+GGML_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1",
+              10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 16: "IQ2_XXS",
+              17: "IQ2_XS", 18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S",
+              23: "IQ4_XS", 24: "I8", 25: "I16", 26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M",
+              30: "BF16", 34: "TQ1_0", 35: "TQ2_0", 39: "MXFP4", 40: "NVFP4", 41: "Q1_0", 42: "Q2_0"}
+
+# Recipes of --types by default: every 4- and 3-bit type a user downloads, the
+# 2- and 1-bit ones, the 5-8-bit ones and the unquantized originals. This
+# model's rows of 576 are not whole 256-blocks, so the 256-block types land on
+# ffn_down only in llama.cpp's recipes (":pure" forces them there; the other
+# tensors fall back to a 32-block type).
+TYPE_SPECS = ("Q8_0,Q6_K,Q5_K_M,Q4_K_M,Q4_K_S,Q4_0,IQ4_NL,IQ4_XS,MXFP4_MOE:pure,Q3_K_L,Q3_K_M,"
+              "Q3_K_S,Q3_K:pure,IQ3_M,IQ3_S,IQ3_XXS,Q2_K,Q2_K:pure,IQ2_M,IQ2_S,IQ2_XS,IQ2_XXS,"
+              "IQ1_M,IQ1_S,TQ2_0,TQ1_0,F16,BF16")
+FOUR_AND_THREE_BIT = ("Q4_", "IQ4", "MXFP4", "Q3_", "IQ3")
+NEEDS_IMATRIX = ("IQ3_XXS", "IQ3_S", "IQ3_M", "IQ2_", "IQ1_", "TQ", "MXFP4")
+
+
+def gguf_tensors(path):
+    """(data bytes, {ggml type name: tensor count}) of a GGUF file, from its header."""
+    import struct
+    with open(path, "rb") as f:
+        def rd(fmt):
+            return struct.unpack("<" + fmt, f.read(struct.calcsize("<" + fmt)))[0]
+
+        def rstr():
+            return f.read(rd("Q")).decode("utf-8", "replace")
+        sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+        fmts = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+        def skip(t):
+            if t == 8:
+                rstr()
+            elif t == 9:
+                et, n = rd("I"), rd("Q")
+                if et == 8:
+                    for _ in range(n):
+                        rstr()
+                else:
+                    f.seek(sizes[et] * n, 1)
+            else:
+                f.seek(sizes[t], 1)
+        assert f.read(4) == b"GGUF", f"{path}: not a GGUF file"
+        rd("I")
+        n_tensors, n_kv = rd("Q"), rd("Q")
+        align = 32
+        for _ in range(n_kv):
+            key, t = rstr(), rd("I")
+            if key == "general.alignment" and t in fmts:
+                align = rd(fmts[t])
+            else:
+                skip(t)
+        counts = {}
+        for _ in range(n_tensors):
+            rstr()
+            f.seek(8 * rd("I"), 1)
+            t = rd("I")
+            rd("Q")
+            name = GGML_TYPES.get(t, f"type {t}")
+            counts[name] = counts.get(name, 0) + 1
+        start = (f.tell() + align - 1) // align * align
+    return os.path.getsize(path) - start, counts
+
+
+def type_model(src, spec, out_dir):
+    """src requantized to SPEC by llama-quantize (cached in out_dir)."""
+    t, _, mode = spec.partition(":")
+    name = t + ("-pure" if mode == "pure" else "")
+    dst = os.path.join(out_dir, f"{os.path.basename(src)[:-5]}-{name}.gguf")
+    if os.path.exists(dst):
+        return dst
+    os.makedirs(out_dir, exist_ok=True)
+    extra = ["--pure"] if mode == "pure" else []
+    if t.startswith(NEEDS_IMATRIX):
+        imatrix = os.path.join(out_dir, os.path.basename(src)[:-5] + "-imatrix.gguf")
+        if not os.path.exists(imatrix):
+            log("making the importance matrix with llama-imatrix ...")
+            subprocess.run([peer("llama-imatrix"), "-m", src, "-f",
+                            os.path.join(ROOT, "tests", "fixtures", "perplexity_text.txt"),
+                            "-c", "512", "-b", "512", "-t", "2", "-o", imatrix],
+                           check=True, capture_output=True, env=peer_env())
+        extra += ["--imatrix", imatrix]
+    log(f"making {dst} with llama-quantize ...")
+    p = subprocess.run([peer("llama-quantize"), "--allow-requantize", *extra, src, dst, t, "2"],
+                       capture_output=True, text=True, env=peer_env())
+    if p.returncode != 0:
+        sys.exit(f"llama-quantize {spec} failed: {p.stderr[-1500:]}")
+    return dst
+
+
+def types_main(a):
+    specs = [s for s in (a.types or TYPE_SPECS).split(",") if s]
+    out_dir = os.path.join(os.path.dirname(os.path.abspath(a.model)), "types")
+    res = {"load_before": loadavg(), "types": []}
+    with open("/proc/cpuinfo") as f:
+        cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
+    log(f"load average before: {res['load_before']}")
+    a.batch = "1"
+    for spec in specs:
+        path = type_model(a.model, spec, out_dir)
+        data_bytes, counts = gguf_tensors(path)
+        log(f"{spec}: tern ({BASE_ISA}) ...")
+        t2 = tern_bench(a, path, BASE_ISA)
+        log(f"{spec}: tern (best) ...")
+        tb = tern_bench(a, path, None)
+        log(f"{spec}: llama-bench ...")
+        ll = llama_bench(a, path)
+        res["types"].append({"spec": spec, "file_tensor_bytes": data_bytes, "tensor_types": counts,
+                             "tern_base": t2, "tern_best": tb, "llama": ll})
+    res["load_after"] = loadavg()
+
+    print(f"\n{cpu}, {a.threads} threads; {os.path.basename(a.model)} requantized by llama-quantize; "
+          f"pp{a.pp} / tg{a.tg}, best of {a.reps}; kernels {BASE_ISA} and "
+          f"{res['types'][0]['tern_best']['kernels'] if res['types'] else '?'}")
+    hdr = (f"{'recipe':<16}{'file MiB':>9}{'packed':>8}{'pp ' + BASE_ISA:>9}{'pp best':>9}{'pp llama':>9}"
+           f"{'x ' + BASE_ISA:>8}{'x best':>8}{'tg ' + BASE_ISA:>9}{'tg best':>9}{'tg llama':>9}"
+           f"{'x ' + BASE_ISA:>8}{'x best':>8}  targets")
+    print("\n" + hdr + "\n" + "-" * len(hdr))
+    for r in res["types"]:
+        t2, tb, ll = r["tern_base"], r["tern_best"], r["llama"]
+        pp = [x["prefill"]["tokens_per_s"] for x in (t2, tb, ll)]
+        tg = [decode_tps(x, 1) for x in (t2, tb, ll)]
+        packed = t2["weight_bytes"] / r["file_tensor_bytes"]
+        verdict = ""
+        if r["spec"].startswith(FOUR_AND_THREE_BIT):
+            miss = [n for n, ok in (("pp", pp[0] / pp[2] >= 2.0), ("tg", tg[0] / tg[2] >= 1.3),
+                                    ("bytes", packed <= 1.05)) if not ok]
+            verdict = "met" if not miss else "missed: " + ", ".join(miss)
+        print(f"{r['spec']:<16}{r['file_tensor_bytes'] / 2**20:>9.1f}{packed:>7.2f}x{pp[0]:>9.0f}{pp[1]:>9.0f}"
+              f"{pp[2]:>9.0f}{pp[0] / pp[2]:>7.2f}x{pp[1] / pp[2]:>7.2f}x{tg[0]:>9.1f}{tg[1]:>9.1f}{tg[2]:>9.1f}"
+              f"{tg[0] / tg[2]:>7.2f}x{tg[1] / tg[2]:>7.2f}x  {verdict}")
+    print("\ntensor types per file:")
+    for r in res["types"]:
+        print(f"  {r['spec']:<16}" + ", ".join(f"{n} {c}" for n, c in sorted(r["tensor_types"].items())))
+    print(f"\n'packed' = tern's repacked weight bytes / the file's tensor bytes (norms and other "
+          f"1-D tensors included in the file's). load average before {res['load_before']}, "
+          f"after {res['load_after']}")
+    if a.json_out:
+        with open(a.json_out, "w") as f:
+            json.dump(res, f, indent=1)
+
+
 def decode_tps(r, b):
     for d in r.get("decode", []):
         if d["batch"] == b:
@@ -160,7 +314,14 @@ def main():
     ap.add_argument("--no-q4_0", action="store_true", help="skip the Q4_0 comparison")
     ap.add_argument("--quick-roofline", action="store_true")
     ap.add_argument("--json-out")
+    ap.add_argument("--types", nargs="?", const="", default=None,
+                    help="measure each GGUF type instead (comma-separated llama-quantize recipes; "
+                         "default: every type)")
     a = ap.parse_args()
+    if a.types is not None:
+        if a.reps == 3 and "-r" not in sys.argv and "--reps" not in sys.argv:
+            a.reps = 2
+        return types_main(a)
     batches = [int(x) for x in a.batch.split(",") if x]
 
     res = {"machine": {}, "load_before": loadavg()}
