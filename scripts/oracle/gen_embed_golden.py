@@ -10,6 +10,18 @@ vector. tests/unit/engine/embed_oracle_test.cpp checks tern's vectors against
 them (cosine >= 0.999 each). Re-record:
 
     python3 scripts/oracle/gen_embed_golden.py [--peer DIR] [--threads N]
+
+Both engines quantize (weights are the file's; activations int8 in tern, q8
+blocks in llama.cpp; tern's KV int8-fp8, llama.cpp's f16), so a cosine between
+them carries both errors. --reference adds to every case of the existing
+fixture the vector of an fp32 reference: llama-embedding on the same weights
+converted to F32 (llama-quantize --allow-requantize FILE OUT F32: every value
+the quantized file decodes to, stored exactly), with an F32 KV cache, so
+activations, KV and attention are fp32 throughout; and the cosine of
+llama.cpp's own quantized vector to it ("llama_vs_reference"), the error the
+peer itself makes. The test holds tern's vectors to the reference too.
+
+    python3 scripts/oracle/gen_embed_golden.py --reference [--work DIR]
 """
 import argparse
 import json
@@ -53,11 +65,53 @@ def run(peer, model, pooling, prompt, threads, ctx=("-c", "1024")):
     return tokens, data[0]["embedding"]
 
 
+def cosine(a, b):
+    dot = sum(x * y for x, y in zip(a, b))
+    return dot / (sum(x * x for x in a) * sum(y * y for y in b)) ** 0.5
+
+
+def add_reference(a):
+    path = os.path.join(ROOT, "tests/fixtures/embed_golden.json")
+    with open(path) as f:
+        doc = json.load(f)
+    os.makedirs(a.work, exist_ok=True)
+    env = {**os.environ, "LD_LIBRARY_PATH": a.peer}
+    f32 = {}
+    for model in MODELS:
+        out = os.path.join(a.work, os.path.basename(model)[:-5] + ".F32.gguf")
+        if not os.path.exists(out):
+            subprocess.run([os.path.join(a.peer, "llama-quantize"), "--allow-requantize",
+                            os.path.join(ROOT, model), out, "F32", str(a.threads)],
+                           check=True, capture_output=True, env=env)
+        f32[os.path.basename(model)] = out
+    for c in doc["cases"]:
+        tokens, ref = run(a.peer, f32[c["model"]], c["pooling"], c["prompt"], a.threads,
+                          ctx=("-c", "1024", "-ctk", "f32", "-ctv", "f32"))
+        assert tokens == c["tokens"], "the F32 file tokenizes the same"
+        c["reference"] = [float(f"{x:.7g}") for x in ref]
+        c["llama_vs_reference"] = round(cosine(c["embedding"], ref), 6)
+        print(f"{c['model']} {c['pooling']} {len(tokens)} tokens: llama.cpp vs reference "
+              f"{c['llama_vs_reference']:.5f}", file=sys.stderr)
+    doc["reference_how"] = ("llama-embedding (llama.cpp 11434.0.0, CPU) on the file converted by "
+                            "llama-quantize --allow-requantize FILE OUT F32, -ctk f32 -ctv f32, "
+                            "--embd-normalize 2 -c 1024; llama_vs_reference = cosine of 'embedding' "
+                            "to it; scripts/oracle/gen_embed_golden.py --reference")
+    with open(path, "w") as f:
+        json.dump(doc, f, separators=(",", ":"))
+        f.write("\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--peer", default=PEER)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--reference", action="store_true",
+                    help="add the fp32 reference vectors to the existing fixture")
+    ap.add_argument("--work", default="/tmp/tern-embed-reference",
+                    help="where the F32 conversions go (about 1.6 GB)")
     a = ap.parse_args()
+    if a.reference:
+        return add_reference(a)
     cases = []
     for model in MODELS:
         for pooling in POOLINGS:
