@@ -145,7 +145,8 @@ TEST(EmbedOracle, AsCloseToTheFp32ReferenceAsLlamaCpp) {
     const auto ids = c["tokens"].get<std::vector<int32_t>>();
     const Pooling p = *parse_pooling(c["pooling"].get<std::string>());
     const auto ref = c["reference"].get<std::vector<float>>();
-    const double cs = test::cosine(finish_embedding(embed(engine_for(path), ids, p, 512), 0, true), ref);
+    const double cs =
+        test::cosine(finish_embedding(embed(engine_for(path), ids, p, 512), 0, true), ref);
     const double cs16 = test::cosine(
         finish_embedding(embed(engine_for(path, kv::KvType::F16), ids, p, 512), 0, true), ref);
     const double llama = c["llama_vs_reference"];
