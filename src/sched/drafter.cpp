@@ -1,6 +1,7 @@
 #include "drafter.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace tern::sched {
 
@@ -60,6 +61,31 @@ void PredictionDrafter::propose(std::span<const int32_t> output,
   cursor = end;
   const size_t take = std::min(size_t(k), prediction.size() - end);
   out.assign(prediction.begin() + long(end), prediction.begin() + long(end + take));
+}
+
+int DraftLength::choose(int k_max, int batch, double cost_ratio) {
+  const double p = acceptance(), b = std::max(1, batch), c = std::max(0.0, cost_ratio);
+  int best_k = 0;
+  double best = 1.0, expected = 0.0, pk = 1.0;
+  for (int k = 1; k <= k_max; ++k) {
+    pk *= p;
+    expected += pk;
+    const double gain = (1.0 + expected / b) / (1.0 + c * k);
+    if (gain > best) best = gain, best_k = k;
+  }
+  if (best_k == 0 && k_max > 0 && ++idle_ >= kProbeAfter) best_k = 1;
+  if (best_k > 0) idle_ = 0;
+  return best_k;
+}
+
+void DraftLength::observe(int guessed, int accepted) {
+  if (guessed <= 0) return;
+  // Positions 1..accepted were kept; the one after them (if any) was not.
+  const int seen = accepted + (accepted < guessed ? 1 : 0);
+  const double fade = std::pow(kDecay, seen);
+  kept_ = kept_ * fade + accepted;
+  missed_ = missed_ * fade + (accepted < guessed ? 1 : 0);
+  if (kept_ + missed_ < 1e-9) kept_ = 3, missed_ = 1;
 }
 
 }  // namespace tern::sched

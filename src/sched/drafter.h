@@ -49,4 +49,36 @@ class PredictionDrafter {
                       size_t& cursor, int k, std::vector<int32_t>& out);
 };
 
+// How many tokens to guess for a sequence this step, from what its guesses
+// have been worth and what a guess costs. With acceptance p (the chance a
+// guess is kept given the one before it was), k guesses yield
+// E(k) = p + p^2 + ... + p^k extra tokens on average. In a step of b
+// decoding sequences that takes D ms, k guesses add about k * v ms (v: a
+// guessed token's share of a verify pass), so the step's tokens per ms
+// change by the factor (1 + E(k) / b) / (1 + k v / D): the k in [0, k_max]
+// that maximises it. A lone stream (b = 1, verify tokens nearly free while
+// decode streams the weights) guesses long runs; sixteen streams whose step
+// is compute-bound guess only what is nearly sure, or nothing: speculation
+// turns itself off where it would slow the swarm.
+class DraftLength {
+ public:
+  // Until the scheduler has timed verify passes: v / D.
+  static constexpr double kDefaultCostRatio = 0.1;
+  // After this many steps without a guess (k = 0 chosen), one guess is tried
+  // anyway, so a sequence whose text became copyable again is noticed.
+  static constexpr int kProbeAfter = 16;
+  // How fast old verify outcomes fade (per guess position observed).
+  static constexpr double kDecay = 0.9;
+
+  // The length to guess: k_max at most, 0 for none.
+  int choose(int k_max, int batch, double cost_ratio);
+  // A verify of `guessed` tokens kept `accepted` of them.
+  void observe(int guessed, int accepted);
+  double acceptance() const { return kept_ / (kept_ + missed_); }
+
+ private:
+  double kept_ = 3, missed_ = 1;  // decayed counts (a prior of p = 0.75)
+  int idle_ = 0;
+};
+
 }  // namespace tern::sched

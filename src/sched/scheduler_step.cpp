@@ -51,6 +51,7 @@ void Scheduler::plan_step() {
     // k-token prefill chunk, so B sequences guessing draft_max each would
     // turn a bandwidth-bound decode into a compute-bound one.
     const int share = std::max(1, opts_.draft_max / int(n_decode));
+    spec_batch_ = int(n_decode);
     model_wants_.clear();
     for (auto& [s, n] : plan_) {
       n += plan_draft(*s, std::min(budget, share));
@@ -67,9 +68,13 @@ void Scheduler::plan_step() {
 // later, for all sequences at once (plan_model_drafts): until then the
 // sequence holds the k tokens it wants of the budget.
 int Scheduler::plan_draft(Sequence& s, int budget) {
-  if (s.draft_k == 0) s.draft_k = opts_.draft_max;
-  int k = std::min(s.draft_k, budget);
+  const double d = costs_->decode_ms();
+  const double ratio = opts_.spec_cost_ratio > 0       ? opts_.spec_cost_ratio
+                       : verify_token_ms_ > 0 && d > 0 ? verify_token_ms_ / d
+                                                       : DraftLength::kDefaultCostRatio;
+  int k = std::min(opts_.draft_max, budget);
   if (s.req.draft_max >= 0) k = std::min(k, s.req.draft_max);
+  k = s.draft_len.choose(k, spec_batch_, ratio);
   k = std::min(k, n_ctx_ - s.in_kv - 1);
   if (s.req.params.max_tokens > 0) k = std::min(k, s.req.params.max_tokens - s.n_generated - 1);
   if (k <= 0) return 0;
@@ -283,13 +288,24 @@ void Scheduler::observe_step(Clock::time_point t0, Clock::time_point t1) {
   metrics_.steps += 1;
   metrics_.step_tokens += uint64_t(batch_.total_tokens());
   metrics_.step_duration.observe(seconds_between(t0, t1));
-  int decodes = 0;
+  int decodes = 0, guessed = 0;
+  bool prefill = false;
   for (size_t i = 0; i < batch_.entries.size(); ++i) {
     const int n = int(batch_.entries[i].tokens.size());
     if (n == 1 && entry_seq_[i]->decoding())
       ++decodes;
     else
       costs_->add_chunk(n, entry_seq_[i]->in_kv);
+    if (entry_seq_[i]->decoding())
+      guessed += n - 1;
+    else
+      prefill = true;
+  }
+  // What a guess costs: a step of decodes and verifies only, over the
+  // decode-only step's time (DraftLength weighs it against what guesses yield).
+  if (guessed > 0 && !prefill && costs_->decode_ms() > 0) {
+    const double v = std::max(0.0, last_step_ms_ - costs_->decode_ms()) / guessed;
+    verify_token_ms_ = verify_token_ms_ > 0 ? 0.8 * verify_token_ms_ + 0.2 * v : v;
   }
   last_step_decodes_ = decodes;
   costs_->observe(decodes, last_step_ms_, runs_.empty());
@@ -378,8 +394,7 @@ void Scheduler::emit_verified(Sequence& s, int entry) {
   }
   metrics_.draft_tokens += uint64_t(k);
   metrics_.draft_accepted_tokens += uint64_t(accepted);
-  // The next guess: longer after a full match, just past what matched otherwise.
-  s.draft_k = accepted == k ? std::min(opts_.draft_max, 2 * k) : std::max(1, accepted + 1);
+  s.draft_len.observe(k, accepted);
   s.verify.clear();
 }
 

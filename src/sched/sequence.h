@@ -14,6 +14,7 @@
 #include <optional>
 #include <vector>
 
+#include "drafter.h"
 #include "media_feed.h"
 #include "tern/model/batch.h"
 #include "tern/model/pooling.h"
@@ -76,11 +77,12 @@ class Sequence {
   bool done = false;            // finished: retire at this boundary
   int preemptions = 0;
   // Speculative decoding: this step's verify entry (the token to feed, then
-  // the guesses; empty when it decodes plainly), the next guess length
-  // (adapted to how many guesses were kept), and totals for its timings.
+  // the guesses; empty when it decodes plainly), how long the next guess
+  // should be (from how many guesses were kept and what one costs), and
+  // totals for its timings.
   std::vector<int32_t> verify;
   std::vector<int32_t> guesses;  // the draft model's, before they go into verify
-  int draft_k = 0;
+  DraftLength draft_len;
   int draft_n = 0;
   int draft_accepted = 0;
   // Predicted Outputs: where the output is in the request's prediction,

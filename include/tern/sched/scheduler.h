@@ -113,6 +113,10 @@ struct SchedulerOptions {
   // (tern serve's --spec auto sets 16).
   int draft_max = 0;
   int spec_max_batch = 4;
+  // What a guessed token costs over a decode-only step, for choosing each
+  // sequence's guess length (DraftLength, src/sched/drafter.h). 0: measured
+  // step by step. Tests pin it, so guess lengths do not depend on timing.
+  double spec_cost_ratio = 0;
   // Where guesses come from after a request's prediction: Auto, prompt
   // lookup then the draft model; Ngram, prompt lookup only; Draft, the draft
   // model only. A request's own Request::spec_source narrows it.
@@ -281,8 +285,12 @@ class Scheduler {
   // The step cost model that sizes the prefill share while streams decode
   // (SchedulerOptions::itl_slack; src/sched/step_budget.h).
   std::unique_ptr<StepBudget> costs_;
-  double last_step_ms_ = 0;            // the last step's duration
-  int last_step_decodes_ = 0;          // and its decode tokens
+  double last_step_ms_ = 0;    // the last step's duration
+  int last_step_decodes_ = 0;  // and its decode tokens
+  // Speculation's costs: the ms a guessed token adds to a step (EWMA over
+  // steps of decodes and verifies only), and this step's decoding sequences.
+  double verify_token_ms_ = 0;
+  int spec_batch_ = 0;
   Clock::time_point prev_step_end_{};  // when the last step ended (trace log)
   std::unique_ptr<MediaFeed> media_;
   std::unique_ptr<Round> round_;

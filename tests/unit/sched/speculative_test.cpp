@@ -56,6 +56,39 @@ std::vector<int32_t> predict(const std::vector<int32_t>& output,
   return out;
 }
 
+// DraftLength: long guesses for a lone stream whose guesses are kept, short
+// or none when they are not or when a guess costs as much as the batch gains.
+TEST(DraftLength, WeighsWhatGuessesYieldAgainstWhatTheyCost) {
+  DraftLength kept;
+  for (int i = 0; i < 20; ++i) kept.observe(8, 8);
+  EXPECT_GT(kept.acceptance(), 0.95);
+  EXPECT_EQ(kept.choose(16, 1, 0.05), 16) << "every guess kept, verify nearly free";
+  const int lone = kept.choose(16, 1, 0.3);
+  EXPECT_GT(lone, 2);
+  EXPECT_LE(kept.choose(16, 16, 0.3), lone) << "sixteen streams gain less from one's guesses";
+
+  DraftLength missed;
+  for (int i = 0; i < 20; ++i) missed.observe(4, 0);
+  EXPECT_LT(missed.acceptance(), 0.1);
+  EXPECT_EQ(missed.choose(16, 1, 0.1), 0) << "guesses never kept: none";
+  // ... but after kProbeAfter steps without a guess, one is tried.
+  int probes = 0;
+  for (int i = 0; i < 2 * DraftLength::kProbeAfter; ++i) probes += missed.choose(16, 1, 0.1);
+  EXPECT_EQ(probes, 2);
+  // A sequence that starts being copyable again gets its guesses back.
+  for (int i = 0; i < 30; ++i) missed.observe(1, 1);
+  EXPECT_GT(missed.choose(16, 1, 0.1), 1);
+
+  // Half the guesses kept: a few, fewer as a guess costs more, none at batch 16.
+  DraftLength half;
+  for (int i = 0; i < 40; ++i) half.observe(2, i % 2 ? 2 : 0);
+  const int cheap = half.choose(16, 1, 0.05), dear = half.choose(16, 1, 0.4);
+  EXPECT_GE(cheap, dear);
+  EXPECT_GT(cheap, 0);
+  EXPECT_EQ(half.choose(16, 16, 0.4), 0);
+  EXPECT_EQ(half.choose(0, 1, 0.05), 0) << "k_max bounds it";
+}
+
 // BatchEntry::skip: tokens fed one a pass after the uncommitted positions the
 // passes before wrote give the logits of feeding them all at once (what the
 // draft model relies on to guess k tokens for k tokens of work); nothing is
@@ -175,6 +208,7 @@ class Speculative : public ::testing::Test {
     o.step_tokens = 64;
     o.draft_max = draft_max;
     o.spec_max_batch = spec_max_batch;
+    o.spec_cost_ratio = DraftLength::kDefaultCostRatio;  // guess lengths independent of timing
     o.draft = draft;
     o.spec_source = source;
     Scheduler s(*engine_, o, metrics_);
