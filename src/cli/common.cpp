@@ -31,8 +31,11 @@ void ModelFlags::add(CLI::App& cmd) {
   cmd.add_option("-t,--threads", threads, "worker threads (default: one per core)")
       ->check(CLI::Range(0, 1024));
   cmd.add_option("-c,--ctx", ctx, "context length per sequence")->check(CLI::Range(16, 1 << 20));
-  cmd.add_option("--weights", weights, "repacked weight format: auto, int4 or int8")
-      ->check(CLI::IsMember({"auto", "int4", "int8"}));
+  cmd.add_option("--weights", weights,
+                 "repacked weight format: auto, int4, int8, f16 or bf16 (f16 / bf16: F16, BF16 "
+                 "and F32 tensors as 16-bit floats with fp32 activations, F16 and BF16 kept "
+                 "exactly, F32 rounded to the one named; quantized tensors as auto)")
+      ->check(CLI::IsMember({"auto", "int4", "int8", "f16", "bf16"}));
   cmd.add_option("--kv-type", kv_type,
                  "KV cache layout: int8-fp8 (keys int8, values fp8), int4-fp8, int8 or f16")
       ->check(CLI::IsMember({"f16", "int8", "int8-fp8", "mixed", "int4-fp8"}))
@@ -104,6 +107,8 @@ std::unique_ptr<Engine> load_engine(const ModelFlags& flags, int max_seqs, Memor
   o.max_seqs = max_seqs;
   if (flags.weights == "int4") o.weights = EngineOptions::Weights::Int4;
   if (flags.weights == "int8") o.weights = EngineOptions::Weights::Int8;
+  if (flags.weights == "f16") o.weights = EngineOptions::Weights::F16;
+  if (flags.weights == "bf16") o.weights = EngineOptions::Weights::Bf16;
   o.kv_type = kv::parse_kv_type(flags.kv_type);
   o.kv_dram_mb = flags.kv_dram_mb;
   o.kv_flash_dir = flags.kv_flash_dir;

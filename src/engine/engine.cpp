@@ -36,7 +36,8 @@ std::string model_fingerprint(const gguf::GgufFile& f, const LoadOptions& load) 
   const auto bytes = f.file_bytes();
   std::string s = std::to_string(bytes.size()) + "/" +
                   std::to_string(load.force_format ? int(*load.force_format) : -1) + "/" +
-                  std::to_string(int(load.head_format)) + "/";
+                  std::to_string(int(load.head_format)) + "/" +
+                  std::to_string(load.float_format ? int(*load.float_format) : -1) + "/";
   const kv::BlockHash h = tern::sha256(bytes.data(), std::min(bytes.size(), f.data_offset()));
   s.append(reinterpret_cast<const char*>(h.data()), h.size());
   return s;
@@ -114,6 +115,8 @@ std::unique_ptr<Engine> Engine::load(const EngineOptions& opts,
     load.force_format = kernels::WeightFormat::Int4Asym;
   if (opts.weights == EngineOptions::Weights::Int8)
     load.force_format = kernels::WeightFormat::Int8Sym;
+  if (opts.weights == EngineOptions::Weights::F16) load.float_format = kernels::WeightFormat::F16;
+  if (opts.weights == EngineOptions::Weights::Bf16) load.float_format = kernels::WeightFormat::Bf16;
   // Before repacking releases the mapping: what identifies this model's KV.
   const std::string fingerprint = model_fingerprint(*file, load);
   {

@@ -172,6 +172,7 @@ const char* kernel_isa() {
 
 void quantize_activations(const float* x, int rows, int n, QuantizedActs& qa, TaskPool& pool) {
   qa.resize(rows, n);
+  qa.x = x;  // for float weights, which take the fp32 rows
   const KernelTable& k = active_kernels();
   // About 8K values a task (a few microseconds): decode stays on the calling thread.
   const int grain = std::max(1, 8192 / std::max(1, n));

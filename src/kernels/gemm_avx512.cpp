@@ -236,6 +236,89 @@ void pair_rows(const PackedMatrix& w, int t, const Rows& x, float* y, int n_vali
   }
 }
 
+// Float tiles (F16 / Bf16, fp32 activations): tiles t and t+1 side by side in
+// one zmm (lanes 0-7 and 8-15), both multiplied by one broadcast of
+// activation e; per lane the scalar twin's fma over e in order. R = 8 rows x
+// 2 pairs (32 channels): 16 accumulators + 2 weights + a broadcast.
+struct F16Pair {  // the 8 fp16 values at a and at b as 16 fp32 lanes
+  static __m512 load(const uint16_t* a, const uint16_t* b) { return _mm512_cvtph_ps(halves(a, b)); }
+  static __m256i halves(const uint16_t* a, const uint16_t* b) {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a));
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo),
+                                   _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+  }
+};
+struct Bf16Pair {  // the same for bfloat16: zero-extend, shift left 16
+  static __m512 load(const uint16_t* a, const uint16_t* b) {
+    const __m512i u = _mm512_cvtepu16_epi32(F16Pair::halves(a, b));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+  }
+};
+
+// y[r][p*16 + i] for R rows of x (stride n_in) and NP tile pairs from `tile`
+// (tiles `groups` blocks apart); the last pair keeps n_valid_last lanes.
+template <class Pair, int R, int NP>
+void float_pairs(const FloatBlock* tile, int groups, const float* x, int n_in, float* y,
+                 int y_stride, int n_valid_last) {
+  __m512 acc[R][NP];
+  for (int r = 0; r < R; ++r)
+    for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_ps();
+  for (int g = 0; g < groups; ++g) {
+    const float* xg = x + g * kGroup;
+    for (int k = 0; k < kGroup; ++k) {
+      __m512 w[NP];
+      for (int p = 0; p < NP; ++p)
+        w[p] = Pair::load(tile[size_t(2 * p) * groups + g].w[k],
+                          tile[size_t(2 * p + 1) * groups + g].w[k]);
+      for (int r = 0; r < R; ++r) {
+        const __m512 a = _mm512_set1_ps(xg[size_t(r) * n_in + k]);
+        for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_fmadd_ps(w[p], a, acc[r][p]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int p = 0; p < NP; ++p)
+      store16(y + size_t(r) * y_stride + p * 16, acc[r][p], p == NP - 1 ? n_valid_last : 16);
+}
+
+// Rows [r0, r1) x the whole pairs of tiles [t0, t1), R rows at a time, then fewer.
+template <class Pair, int R>
+void float_pair_rows(const PackedMatrix& w, const float* x, float* y, int r0, int r1, int t0,
+                     int t1) {
+  const auto* tiles = reinterpret_cast<const FloatBlock*>(w.tile(0));
+  const int groups = w.n_groups();
+  int r = r0;
+  for (; r + R <= r1; r += R) {
+    for (int t = t0; t + 2 <= t1; t += 4) {
+      const int np = t + 4 <= t1 ? 2 : 1, last = t + 2 * np - 2;
+      const int n_valid = std::min(16, w.n_out - last * kTileRows);
+      const float* xr = x + size_t(r) * w.n_in;
+      float* yr = y + size_t(r) * w.n_out + t * kTileRows;
+      const FloatBlock* tile = tiles + size_t(t) * groups;
+      if (np == 2) {
+        float_pairs<Pair, R, 2>(tile, groups, xr, w.n_in, yr, w.n_out, n_valid);
+      } else {
+        float_pairs<Pair, R, 1>(tile, groups, xr, w.n_in, yr, w.n_out, n_valid);
+      }
+    }
+  }
+  if constexpr (R > 1) {
+    if (r < r1) float_pair_rows<Pair, R - 1>(w, x, y, r, r1, t0, t1);
+  }
+}
+
+// Float tiles: pairs on zmm, an odd last tile on the ymm kernels.
+void float_gemm_tiles(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r0, int r1,
+                      int t0, int t1) {
+  const int t_pairs = t0 + (t1 - t0) / 2 * 2;
+  if (w.format == WeightFormat::F16) {
+    float_pair_rows<F16Pair, 8>(w, qa.x, y, r0, r1, t0, t_pairs);
+  } else {
+    float_pair_rows<Bf16Pair, 8>(w, qa.x, y, r0, r1, t0, t_pairs);
+  }
+  if (t_pairs < t1) x86::float_gemm_tiles(w, qa, y, r0, r1, t_pairs, t1);
+}
+
 constexpr int kRows = 8;
 
 void gemm_tiles(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r0, int r1, int t0,
@@ -244,6 +327,7 @@ void gemm_tiles(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r0
     x86::gemm_tiles<Vnni256Dot>(w, qa, y, r0, r1, t0, t1);
     return;
   }
+  if (is_float(w.format)) return float_gemm_tiles(w, qa, y, r0, r1, t0, t1);
   const int groups = w.n_groups();
   int t = t0;
   for (; t + 2 <= t1; t += 2) {

@@ -284,6 +284,9 @@ void gemm_tiles_i8mm(const PackedMatrix& w, const QuantizedActs& qa, float* y, i
       return mm_format<MmCode4<WeightFormat::Nl4>>(w, qa, y, r0, r1, t0, t1);
     case WeightFormat::Fp4:
       return mm_format<MmCode4<WeightFormat::Fp4>>(w, qa, y, r0, r1, t0, t1);
+    case WeightFormat::F16:
+    case WeightFormat::Bf16:
+      return float_gemm_tiles(w, qa, y, r0, r1, t0, t1);
   }
 }
 

@@ -592,8 +592,16 @@ void gemm_format(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r
   }
 }
 
+}  // namespace
+}  // namespace tern::kernels::arm
+
+#include "gemm_float_neon.inl"
+
+namespace tern::kernels::arm {
+namespace {
+
 // The KernelTable's gemm_tiles: Gemm's micro-kernel for two rows or more,
-// Gemv's for one.
+// Gemv's for one; float tiles their own (gemm_float_neon.inl).
 template <class Gemm, class Gemv>
 void gemm_tiles(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r0, int r1, int t0,
                 int t1) {
@@ -608,6 +616,9 @@ void gemm_tiles(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r0
       return gemm_format<Gemm, Gemv, Code4Fmt<WeightFormat::Nl4>>(w, qa, y, r0, r1, t0, t1);
     case WeightFormat::Fp4:
       return gemm_format<Gemm, Gemv, Code4Fmt<WeightFormat::Fp4>>(w, qa, y, r0, r1, t0, t1);
+    case WeightFormat::F16:
+    case WeightFormat::Bf16:
+      return float_gemm_tiles(w, qa, y, r0, r1, t0, t1);
   }
 }
 

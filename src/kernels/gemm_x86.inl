@@ -402,11 +402,21 @@ inline void tile_rows(const PackedMatrix& w, int t, const Rows& x, float* y, int
   }
 }
 
+}  // namespace
+}  // namespace tern::kernels::x86
+
+#include "gemm_float_x86.inl"
+
+namespace tern::kernels::x86 {
+namespace {
+
 // y[r][t*8 + i] for rows [r0, r1) and tiles [t0, t1): each tile (in L1 after
-// its first use) is applied to the rows 4 at a time.
+// its first use) is applied to the rows 4 at a time. Float tiles: their own
+// kernels (gemm_float_x86.inl).
 template <class Dot>
 void gemm_tiles(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r0, int r1, int t0,
                 int t1) {
+  if (is_float(w.format)) return float_gemm_tiles(w, qa, y, r0, r1, t0, t1);
   const int groups = w.n_groups();
   if (r1 - r0 == 1) {  // decode: 4 tiles at a time
     const Rows x{qa.q.data() + size_t(r0) * w.n_in,

@@ -1,6 +1,7 @@
 // Scalar reference kernels: the oracle every fast kernel is tested against.
 // Written for clarity, in the same block arithmetic the fast kernels use.
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 
@@ -43,8 +44,33 @@ void quantize_rows_ref(const float* x, int r0, int r1, int n, QuantizedActs& qa)
 // codebook levels, as int8). The fast kernels keep
 // one output per SIMD lane and walk the groups in the same order with the same
 // fused multiply-adds, so their results are bit-identical to these.
+// The float formats (F16, Bf16): per output, acc = fma(w[e], x[e], acc) over
+// the inputs e in order, on the fp32 activations x.x. The fast kernels keep
+// one output per lane and the same order (bit-identical in practice; their
+// tests allow a tolerance).
+void gemm_float_ref(const PackedMatrix& w, const QuantizedActs& x, float* y, int r0, int r1, int t0,
+                    int t1) {
+  assert(x.x != nullptr);
+  const bool f16 = w.format == WeightFormat::F16;
+  for (int r = r0; r < r1; ++r) {
+    const float* xr = x.x + size_t(r) * w.n_in;
+    for (int t = t0; t < t1; ++t) {
+      const auto* blocks = reinterpret_cast<const FloatBlock*>(w.tile(t));
+      for (int i = 0; i < kTileRows && t * kTileRows + i < w.n_out; ++i) {
+        float acc = 0.0f;
+        for (int e = 0; e < w.n_in; ++e) {
+          const uint16_t h = blocks[e / kGroup].w[e % kGroup][i];
+          acc = std::fma(f16 ? fp16_to_f32(h) : bf16_to_f32(h), xr[e], acc);
+        }
+        y[size_t(r) * w.n_out + t * kTileRows + i] = acc;
+      }
+    }
+  }
+}
+
 void gemm_tiles_ref(const PackedMatrix& w, const QuantizedActs& x, float* y, int r0, int r1, int t0,
                     int t1) {
+  if (is_float(w.format)) return gemm_float_ref(w, x, y, r0, r1, t0, t1);
   const int groups = w.n_groups();
   for (int r = r0; r < r1; ++r) {
     const int8_t* xq = x.q.data() + size_t(r) * w.n_in;

@@ -1,4 +1,4 @@
-// Repacking GGUF weights into the engine's tiled int4/int8 layout (packed.h).
+// Repacking GGUF weights into the engine's tiled layouts (packed.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -237,6 +237,31 @@ void put_int8_row(Int8Block& b, int i, const int* q) {
   for (int k = 0; k < kGroup; ++k) b.q[k / 4][i][k % 4] = int8_t(q[k]);
 }
 
+// A float format's tiles (FloatBlock): each row's values at w[k][i] of its
+// tile's blocks, as the source holds them when it is of the format's own type
+// (F16 -> F16, BF16 -> Bf16: the bits copied), else rounded to nearest even.
+void pack_float_rows(DType src_type, const uint8_t* src, size_t src_row_bytes,
+                     std::vector<float>& row, PackedMatrix& w) {
+  const bool f16 = w.format == WeightFormat::F16;
+  const bool copy = src_type == (f16 ? DType::F16 : DType::BF16);
+  const int groups = w.n_groups();
+  for (int r = 0; r < w.n_out; ++r) {
+    const int t = r / kTileRows, i = r % kTileRows;
+    const uint8_t* srow = src + size_t(r) * src_row_bytes;
+    auto* blocks =
+        reinterpret_cast<FloatBlock*>(w.data.data() + size_t(t) * groups * w.block_bytes());
+    if (!copy) dequantize_row(src_type, srow, row.data(), w.n_in);
+    for (int e = 0; e < w.n_in; ++e) {
+      uint16_t& dst = blocks[e / kGroup].w[e % kGroup][i];
+      if (copy) {
+        std::memcpy(&dst, srow + 2 * size_t(e), 2);
+      } else {
+        dst = f16 ? f32_to_fp16(row[size_t(e)]) : f32_to_bf16(row[size_t(e)]);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 WeightFormat default_format_for(DType src) {
@@ -254,6 +279,25 @@ WeightFormat default_format_for(DType src) {
       return WeightFormat::Fp4;
     default:
       return WeightFormat::Int8Sym;
+  }
+}
+
+WeightFormat float_format_for(DType src_type, const void* src, size_t n, WeightFormat want) {
+  switch (src_type) {
+    case DType::F16:
+      return WeightFormat::F16;
+    case DType::BF16:
+      return WeightFormat::Bf16;
+    case DType::F32: {
+      if (want == WeightFormat::Bf16) return want;
+      const auto* x = static_cast<const float*>(src);
+      for (size_t i = 0; i < n; ++i) {
+        if (std::isfinite(x[i]) && std::fabs(x[i]) > 65504.0f) return WeightFormat::Bf16;
+      }
+      return WeightFormat::F16;
+    }
+    default:
+      return default_format_for(src_type);
   }
 }
 
@@ -281,6 +325,10 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
   const size_t src_row_bytes = dtype_row_bytes(src_type, size_t(n_in));
   const auto* src_bytes = static_cast<const uint8_t*>(src);
   std::vector<float> row(static_cast<size_t>(n_in));
+  if (is_float(fmt)) {
+    pack_float_rows(src_type, src_bytes, src_row_bytes, row, w);
+    return w;
+  }
   // Lattice / ternary / fp4 sources into int8: the row's integer codes.
   const bool int_codes = fmt == WeightFormat::Int8Sym && has_integer_codes(src_type);
   std::vector<float> units(int_codes ? size_t(groups) : 0);
@@ -385,7 +433,11 @@ void unpack_row(const PackedMatrix& w, int r, float* dst) {
   const uint8_t* tile = w.tile(t);
   for (int g = 0; g < w.n_groups(); ++g) {
     float* out = dst + g * kGroup;
-    if (is_codebook(w.format)) {
+    if (is_float(w.format)) {
+      const auto& b = reinterpret_cast<const FloatBlock*>(tile)[g];
+      for (int k = 0; k < kGroup; ++k)
+        out[k] = w.format == WeightFormat::F16 ? fp16_to_f32(b.w[k][i]) : bf16_to_f32(b.w[k][i]);
+    } else if (is_codebook(w.format)) {
       const auto& b = reinterpret_cast<const Code4Block*>(tile)[g];
       const int8_t* cb = codebook_of(w.format);
       const float d = fp16_to_f32(b.d[i]);

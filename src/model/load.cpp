@@ -1,5 +1,5 @@
 // Loading a model: validate tensor shapes against the config, copy the small
-// norm vectors, repack every linear weight into int4/int8 tiles.
+// norm vectors, repack every linear weight into the kernels' tiles.
 #include <atomic>
 #include <exception>
 #include <mutex>
@@ -117,8 +117,33 @@ struct WeightPlan {
   uint8_t* head_dst = nullptr;
 };
 
+// The packed format of n_out rows of n_in starting at `data` of tensor t:
+// forced, float tiles for a float source when asked, or the type's default.
+WeightFormat format_of(const gguf::TensorInfo& t, const uint8_t* data, int n_out, int n_in,
+                       const LoadOptions& opts, WeightFormat fallback) {
+  if (opts.force_format) return *opts.force_format;
+  const bool float_src = t.type == DType::F16 || t.type == DType::BF16 || t.type == DType::F32;
+  if (opts.float_format && float_src)
+    return kernels::float_format_for(t.type, data, size_t(n_out) * size_t(n_in),
+                                     *opts.float_format);
+  return fallback;
+}
+WeightFormat matrix_format(const gguf::TensorInfo& t, const MatrixSpec& m,
+                           const LoadOptions& opts) {
+  return format_of(t, t.data + size_t(m.row0) * t.row_bytes(), m.n_out, m.n_in, opts,
+                   kernels::default_format_for(t.type));
+}
+// The output head prefers int8 over a 4-bit source's own format (head_format).
+WeightFormat head_format_of(const gguf::TensorInfo& t, int n_out, int n_in,
+                            const LoadOptions& opts) {
+  LoadOptions o = opts;
+  o.force_format.reset();
+  return format_of(t, t.data, n_out, n_in, o, opts.head_format);
+}
+
 WeightPlan plan_weights(const gguf::GgufFile& f, const ModelConfig& c,
-                        const std::vector<MatrixSpec>& specs, const LoadOptions& opts) {
+                        const std::vector<MatrixSpec>& specs, const LoadOptions& opts,
+                        const gguf::TensorInfo* head) {
   std::vector<size_t> sizes;
   size_t total = 0;
   auto add = [&](size_t bytes) {
@@ -128,24 +153,24 @@ WeightPlan plan_weights(const gguf::GgufFile& f, const ModelConfig& c,
   for (int l = 0; l < c.n_layers; ++l) {
     for (const MatrixSpec& m : specs) {
       const auto& t = expect(f, "blk." + std::to_string(l) + "." + m.name, {m.n_in, m.rows()});
-      const WeightFormat fmt = opts.force_format.value_or(kernels::default_format_for(t.type));
-      add(kernels::packed_size(fmt, m.n_out, m.n_in));
+      add(kernels::packed_size(matrix_format(t, m, opts), m.n_out, m.n_in));
     }
   }
-  if (c.generates()) add(kernels::packed_size(opts.head_format, c.n_vocab, c.d_model));
+  if (head)
+    add(kernels::packed_size(head_format_of(*head, c.n_vocab, c.d_model, opts), c.n_vocab,
+                             c.d_model));
   WeightPlan p{kernels::WeightArena(total), {}, nullptr};
   const size_t n_layer_mats = size_t(c.n_layers) * specs.size();
   for (size_t i = 0; i < n_layer_mats; ++i) p.layer_dst.push_back(p.arena.take(sizes[i]));
-  if (c.generates()) p.head_dst = p.arena.take(sizes.back());
+  if (head) p.head_dst = p.arena.take(sizes.back());
   return p;
 }
 
 PackedMatrix load_matrix(const gguf::GgufFile& f, const std::string& name, const MatrixSpec& m,
                          const LoadOptions& opts, uint8_t* dst) {
   const auto& t = expect(f, name, {m.n_in, m.rows()});
-  const WeightFormat fmt = opts.force_format.value_or(kernels::default_format_for(t.type));
-  return kernels::pack_matrix(t.type, t.data + size_t(m.row0) * t.row_bytes(), m.n_out, m.n_in, fmt,
-                              dst);
+  return kernels::pack_matrix(t.type, t.data + size_t(m.row0) * t.row_bytes(), m.n_out, m.n_in,
+                              matrix_format(t, m, opts), dst);
 }
 
 // An encoder's input side: the embeddings' LayerNorm, token type 0's row
@@ -191,7 +216,7 @@ std::unique_ptr<Model> Model::load(std::shared_ptr<const gguf::GgufFile> file,
                                                      : &expect(f, "output.weight", {d, c.n_vocab});
   if (c.encoder)
     load_encoder_inputs(f, c, m->embd_norm_, m->embd_norm_b_, m->type_row_, m->pos_embd_);
-  WeightPlan plan = plan_weights(f, c, specs, opts);
+  WeightPlan plan = plan_weights(f, c, specs, opts, head);
   m->weights_ = std::move(plan.arena);
   // Layers repack independently: one task per layer on the pool.
   std::atomic<int> done{0};
@@ -245,8 +270,8 @@ std::unique_ptr<Model> Model::load(std::shared_ptr<const gguf::GgufFile> file,
     m->rope_freqs_ = load_vector(f, "rope_freqs.weight", c.rope_dims / 2);
   }
   if (head) {
-    m->head_ =
-        kernels::pack_matrix(head->type, head->data, c.n_vocab, d, opts.head_format, plan.head_dst);
+    m->head_ = kernels::pack_matrix(head->type, head->data, c.n_vocab, d,
+                                    head_format_of(*head, c.n_vocab, d, opts), plan.head_dst);
   }
   // A reranker's classification head: a causal model's reads the last row,
   // an encoder's the first (or the mean, as its file says).

@@ -34,7 +34,10 @@ struct EngineOptions {
   int max_seqs = 64;       // max live sequences in the KV cache
   // Packed format of every linear weight; Auto: the model's per-tensor policy
   // (int4 from 4-bit sources, int8 otherwise; the output head prefers int8).
-  enum class Weights : uint8_t { Auto, Int4, Int8 };
+  // F16 / Bf16: float sources (F16, BF16, F32) as 16-bit float tiles with
+  // fp32 activations (F16 and BF16 kept as they are; F32 rounded to the one
+  // asked for), quantized sources as Auto (kernels::float_format_for).
+  enum class Weights : uint8_t { Auto, Int4, Int8, F16, Bf16 };
   Weights weights = Weights::Auto;
   // KV memory hierarchy (kv/paged_kv.h).
   kv::KvType kv_type = kv::KvType::Int8Fp8;

@@ -99,6 +99,31 @@
 // most half an int8 step, amax/254, against the source's own step of about
 // range/31 (5-bit) or range/63 (Q6_K), so a few percent of the source's
 // quantization noise), anything else likewise.
+//
+// The float formats F16 and Bf16 (--weights f16 / bf16: an unquantized model
+// at its own quality). No scales and no int8 activations: weights are 16-bit
+// floats and the activations stay fp32 (QuantizedActs::x), so the only
+// rounding is fp32 accumulation. 2 bytes a weight.
+//   FloatBlock (512 bytes): w[k][i] = element k of the group of row i, as
+//                           IEEE fp16 (F16) or bfloat16 (Bf16)
+//   so a tile is its 8 rows transposed: n_in vectors of 8 values, element e
+//   of row i at half e*8 + i of the tile. One k's 8 values (16 bytes) convert
+//   straight into the 8 lanes of a ymm (vcvtph2ps; bf16: zero-extend and
+//   shift left 16) or two q registers (fcvtl / fcvtl2; bf16: shll / shll2),
+//   one lane an output row, and multiply a broadcast of activation e (NEON:
+//   fmla by element from a register of 4 activations). Every lane is one
+//   output accumulated by fma over e in order, exactly as the scalar twin, so
+//   all tables agree bit for bit (the tests still allow a tolerance, so a
+//   kernel may split the sum). No interleave of k: fp32 lanes hold one
+//   product each, there is no 4-byte dot product to feed; AVX-512 puts two
+//   tiles side by side in a zmm (16 lanes, one broadcast) as the int kernels
+//   do. bf16 stays bf16 (it has fp32's exponent range; fp16 cannot hold its
+//   values in general), converted with a shift; AVX512_BF16's vdpbf16ps
+//   would round the activations to bf16 too, which is the precision the
+//   format exists to keep, so it is not used. Sources: F16 -> F16 and
+//   BF16 -> Bf16 are lossless; F32 rounds to the format asked for (f16: 11
+//   significant bits; a tensor with a value beyond fp16's range goes to Bf16
+//   instead, see float_format_for).
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -111,7 +136,7 @@ namespace tern::kernels {
 constexpr int kGroup = 32;    // quantization group along the reduction axis
 constexpr int kTileRows = 8;  // output channels per tile
 
-enum class WeightFormat : uint8_t { Int4Asym, Int8Sym, Int5Sym, Nl4, Fp4 };
+enum class WeightFormat : uint8_t { Int4Asym, Int8Sym, Int5Sym, Nl4, Fp4, F16, Bf16 };
 
 struct Int4Block {
   uint16_t d[kTileRows];  // fp16
@@ -132,7 +157,15 @@ struct Code4Block {
   uint16_t d[kTileRows];  // fp16
 };
 static_assert(sizeof(Int4Block) == 160 && sizeof(Int8Block) == 272 && sizeof(Int5Block) == 176);
-static_assert(sizeof(Code4Block) == 144);
+struct FloatBlock {
+  uint16_t w[kGroup][kTileRows];  // fp16 (F16) or bfloat16 (Bf16) bits
+};
+static_assert(sizeof(Code4Block) == 144 && sizeof(FloatBlock) == 512);
+
+// The formats whose weights are 16-bit floats multiplied by fp32 activations.
+inline bool is_float(WeightFormat f) {
+  return f == WeightFormat::F16 || f == WeightFormat::Bf16;
+}
 
 // The codebooks of the Code4Block formats: index 0..15 -> int8 level.
 inline constexpr int8_t kCodebookNl4[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
@@ -240,6 +273,9 @@ struct PackedMatrix {
       case WeightFormat::Nl4:
       case WeightFormat::Fp4:
         return sizeof(Code4Block);
+      case WeightFormat::F16:
+      case WeightFormat::Bf16:
+        return sizeof(FloatBlock);
       default:
         return sizeof(Int8Block);
     }
@@ -252,6 +288,14 @@ struct PackedMatrix {
 // stay 4-bit (IQ4_NL and IQ4_XS as Nl4, MXFP4 as Fp4: their codes kept), Q5_0
 // keeps its 5-bit codes, everything else becomes int8.
 WeightFormat default_format_for(DType src);
+
+// The format of a float source (F16, BF16, F32) when the user asked for float
+// tiles (want: F16 or Bf16): F16 stays F16 and BF16 stays Bf16 whatever was
+// asked (both lossless; converting either to the other would round); F32
+// takes `want`, except that an F32 tensor holding a finite value beyond
+// fp16's range (|x| > 65504) goes to Bf16. Quantized sources: their
+// default_format_for. src: n (elements) values of the tensor, read only for F32.
+WeightFormat float_format_for(DType src_type, const void* src, size_t n, WeightFormat want);
 
 // Repack a GGUF tensor with rows of n_in elements (src: n_out rows of
 // dtype_row_bytes(src_type, n_in) bytes). Q4_1 / Q4_0 -> Int4Asym,
@@ -275,11 +319,16 @@ void unpack_row(const PackedMatrix& w, int r, float* dst);
 struct QuantizedActs {
   int rows = 0;
   int n_in = 0;
-  AlignedBuffer<int8_t> q;          // (rows, n_in)
-  AlignedBuffer<float> d;           // (rows, n_in/32)
-  AlignedBuffer<float> s;           // (rows, n_in/32)
-  AlignedBuffer<int32_t> isum;      // (rows, n_in/32) sum(q), exact: for kernels that offset int8
-                                    // weights to unsigned, sum((w+128) q) - 128 sum(q) = sum(w q)
+  AlignedBuffer<int8_t> q;      // (rows, n_in)
+  AlignedBuffer<float> d;       // (rows, n_in/32)
+  AlignedBuffer<float> s;       // (rows, n_in/32)
+  AlignedBuffer<int32_t> isum;  // (rows, n_in/32) sum(q), exact: for kernels that offset int8
+                                // weights to unsigned, sum((w+128) q) - 128 sum(q) = sum(w q)
+  // (rows, n_in) the fp32 rows these were quantized from, read by the float
+  // formats (F16, Bf16). The caller's buffer, not a copy: it must hold the
+  // same values while the acts are in use (quantize_activations sets it;
+  // null for acts built otherwise, which must not meet float weights).
+  const float* x = nullptr;
   void resize(int rows, int n_in);  // grows only; no allocation when big enough
 };
 

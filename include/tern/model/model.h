@@ -1,6 +1,6 @@
 #pragma once
 // A decoder-only transformer loaded from GGUF: weights repacked into the
-// engine's int4/int8 tiles, the embedding table left in the memory-mapped
+// engine's tiles (packed.h), the embedding table left in the memory-mapped
 // file, and the forward pass over a batch of sequences.
 #include <functional>
 #include <memory>
@@ -25,6 +25,10 @@ class PagedKv;
 struct LoadOptions {
   // Force a packed format for every linear weight (default: per-tensor policy).
   std::optional<kernels::WeightFormat> force_format;
+  // Float tiles (F16 or Bf16) for the float sources (F16, BF16 and F32
+  // tensors, the output head included), as kernels::float_format_for picks
+  // them; quantized sources keep their default format. force_format wins.
+  std::optional<kernels::WeightFormat> float_format;
   // Format for the output head (the policy prefers int8).
   kernels::WeightFormat head_format = kernels::WeightFormat::Int8Sym;
 };

@@ -1,6 +1,8 @@
 #pragma once
 // The fast kernel tables this machine can run, for tests that compare each of
 // them against the scalar reference, plus random-data helpers.
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -34,5 +36,26 @@ class Floats {
   std::vector<float> buf_;
   int off_, n_;
 };
+
+// Rows [1, rows - 1) x tiles [1, n_tiles) of k's product write exactly
+// those outputs of `full` (the whole product, (rows, w.n_out)), nothing else.
+inline void expect_subrange_writes_only_it(const KernelTable& k, const PackedMatrix& w,
+                                           const QuantizedActs& qa, const std::vector<float>& full,
+                                           int rows) {
+  if (rows <= 2 || w.n_tiles() <= 1) return;
+  std::vector<float> part(full.size(), -3.0f);
+  k.gemm_tiles(w, qa, part.data(), 1, rows - 1, 1, w.n_tiles());
+  for (int r = 0; r < rows; ++r) {
+    for (int o = 0; o < w.n_out; ++o) {
+      const bool inside = r >= 1 && r < rows - 1 && o >= kTileRows;
+      const size_t i = size_t(r) * w.n_out + o;
+      if (inside) {
+        ASSERT_EQ(part[i], full[i]) << k.isa << " r " << r << " o " << o;
+      } else {
+        ASSERT_EQ(part[i], -3.0f) << k.isa << " wrote outside its range: r " << r << " o " << o;
+      }
+    }
+  }
+}
 
 }  // namespace tern::kernels::test
