@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "tern/gguf/gguf.h"
 #include "tern/model/gen_arch.h"
+#include "tern/model/quantize_model.h"
 
 namespace tern::cli {
 
@@ -23,8 +24,8 @@ void add_gen_arch_command(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd =
       app.add_subcommand("gen-arch-model", "write a random-weight model of an architecture");
-  cmd->add_option("--weights", o->weights, "linear layers' GGUF type: q8_0 (default), q4_0, q4_1")
-      ->check(CLI::IsMember({"q8_0", "q4_0", "q4_1"}));
+  cmd->add_option("--weights", o->weights,
+                  "linear layers' GGUF type (default q8_0): " + quantize_type_names());
   cmd->add_option("--arch", o->arch, "architecture case")->required()->check(CLI::IsMember([] {
     auto all = gen_arch_cases(true);
     for (auto& c : gen_encoder_cases()) all.push_back(c);
@@ -38,9 +39,7 @@ void add_gen_arch_command(CLI::App& app) {
     std::optional<gguf::GgufFile> tok;  // the encoders write their own vocabulary
     if (!gen_arch_own_vocab(o->arch))
       tok = gguf::GgufFile::open(o->tokenizer.empty() ? default_model_path() : o->tokenizer);
-    const DType wt = o->weights == "q4_0"   ? DType::Q4_0
-                     : o->weights == "q4_1" ? DType::Q4_1
-                                            : DType::Q8_0;
+    const DType wt = parse_quantize_type(o->weights);
     const GenArchResult r = generate_arch_model(o->arch, o->seed, tok ? &*tok : nullptr, wt);
     r.writer.write(o->out);
     std::printf("%s: %s seed %llu, weights sha256 %s (%.1f MB)\n", o->out.c_str(), o->arch.c_str(),

@@ -26,5 +26,6 @@ void add_gen_vlm_text_command(CLI::App& app);  // cmd_gen_vlm_text.cpp
 void add_info_command(CLI::App& app);          // cmd_info.cpp
 void add_template_command(CLI::App& app);      // cmd_template.cpp
 void add_embed_command(CLI::App& app);         // cmd_embed.cpp
+void add_quantize_command(CLI::App& app);      // cmd_quantize.cpp
 
 }  // namespace tern::cli

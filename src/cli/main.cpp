@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   tern::cli::add_info_command(app);
   tern::cli::add_template_command(app);
   tern::cli::add_embed_command(app);
+  tern::cli::add_quantize_command(app);
 #ifdef TERN_HAVE_SERVER
   tern::cli::add_serve_command(app);
 #endif

@@ -2,6 +2,7 @@
 // to_bytes() (layout in include/tern/gguf/gguf_file.h).
 #include "tern/gguf/gguf_writer.h"
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -169,6 +170,45 @@ void GgufWriter::set_f32_array(std::string key, const std::vector<float>& v) {
   set_array(std::move(key), v);
 }
 
+void GgufWriter::set_value(std::string key, const MetaValue& v) {
+  std::vector<uint8_t> out;
+  put<uint32_t>(out, uint32_t(v.type));
+  switch (v.type) {
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::BOOL:
+      put<uint8_t>(out, uint8_t(v.bits));
+      break;
+    case ValueType::U16:
+    case ValueType::I16:
+      put<uint16_t>(out, uint16_t(v.bits));
+      break;
+    case ValueType::U32:
+    case ValueType::I32:
+      put<uint32_t>(out, uint32_t(v.bits));
+      break;
+    case ValueType::U64:
+    case ValueType::I64:
+    case ValueType::F64:  // F64's bits are the double's
+      put<uint64_t>(out, v.bits);
+      break;
+    case ValueType::F32:  // held as a double, which holds every float exactly
+      put<float>(out, float(std::bit_cast<double>(v.bits)));
+      break;
+    case ValueType::STRING:
+      put_string(out, v.str);
+      break;
+    case ValueType::ARRAY:
+      put<uint32_t>(out, uint32_t(v.elem_type));
+      put<uint64_t>(out, v.count);
+      out.insert(out.end(), v.payload.begin(), v.payload.end());
+      break;
+    default:
+      throw InvalidArgument("GgufWriter: metadata '" + key + "' has an unknown value type");
+  }
+  set_encoded(std::move(key), std::move(out));
+}
+
 void GgufWriter::add_tensor(std::string name, DType type, std::vector<int64_t> dims,
                             std::vector<uint8_t> data) {
   const std::string tn = "GgufWriter: tensor '" + name + "'";
@@ -224,7 +264,8 @@ size_t GgufWriter::alignment() const {
   return kDefaultAlignment;
 }
 
-std::vector<uint8_t> GgufWriter::to_bytes() const {
+// Everything before the tensor data: header, metadata, tensor infos, padding.
+std::vector<uint8_t> GgufWriter::head_bytes() const {
   const size_t align = alignment();
   std::vector<uint8_t> out;
   put<uint32_t>(out, 0x46554747);  // "GGUF"
@@ -245,6 +286,12 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
     offset += align_up(t.data.size(), align);
   }
   out.resize(align_up(out.size(), align), 0);
+  return out;
+}
+
+std::vector<uint8_t> GgufWriter::to_bytes() const {
+  const size_t align = alignment();
+  std::vector<uint8_t> out = head_bytes();
   for (const Tensor& t : tensors_) {
     out.insert(out.end(), t.data.begin(), t.data.end());
     out.resize(align_up(out.size(), align),
@@ -253,12 +300,27 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
   return out;
 }
 
+// Streams the same bytes as to_bytes() without building them in memory.
 void GgufWriter::write(const std::string& path) const {
-  const std::vector<uint8_t> bytes = to_bytes();
+  const size_t align = alignment();
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) throw IoError(path + ": cannot open for writing: " + std::strerror(errno));
-  const size_t n = std::fwrite(bytes.data(), 1, bytes.size(), f);
-  const bool ok = n == bytes.size() && std::fflush(f) == 0;
+  static const uint8_t kZeros[64] = {};
+  bool ok = true;
+  auto put_bytes = [&](const uint8_t* p, size_t n) {
+    if (ok && n > 0 && std::fwrite(p, 1, n, f) != n) ok = false;
+  };
+  const std::vector<uint8_t> head = head_bytes();
+  put_bytes(head.data(), head.size());
+  for (const Tensor& t : tensors_) {
+    put_bytes(t.data.data(), t.data.size());
+    for (size_t pad = align_up(t.data.size(), align) - t.data.size(); pad > 0;) {
+      const size_t n = std::min(pad, sizeof kZeros);
+      put_bytes(kZeros, n);
+      pad -= n;
+    }
+  }
+  ok = ok && std::fflush(f) == 0;
   const int err = errno;
   if (std::fclose(f) != 0 || !ok)
     throw IoError(path + ": write failed: " + std::strerror(ok ? errno : err));

@@ -13,6 +13,7 @@
 
 #include "iq_codes.h"
 #include "iq_grids.h"
+#include "quantize_lowbit.h"
 #include "tern/core/error.h"
 #include "tern/core/half.h"
 #include "tern/kernels/dequant.h"
@@ -395,7 +396,7 @@ bool can_quantize(DType type) {
     case DType::Q2_0:
       return true;
     default:
-      return false;
+      return is_lattice_type(type) || is_k_search_type(type);
   }
 }
 
@@ -465,7 +466,9 @@ void quantize_row_ref(DType type, const float* src, void* dst, int64_t n) {
       quant_q2_0(src, p, nb);
       break;
     default:
-      break;  // unreachable: can_quantize() checked above
+      if (is_lattice_type(type)) quantize_lattice(type, src, p, nb);
+      if (is_k_search_type(type)) quantize_k_search(type, src, p, nb);
+      break;
   }
 }
 

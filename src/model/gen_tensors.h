@@ -12,6 +12,7 @@
 #include "tern/gguf/gguf_writer.h"
 #include "tern/kernels/dequant.h"
 #include "tern/model/gen_arch.h"
+#include "tern/model/quantize_model.h"
 
 namespace tern {
 
@@ -32,7 +33,10 @@ class GenTensors {
   }
   // W (n_out, n_in) with N(0, gain^2 / n_in) entries: unit-size outputs for
   // unit-size inputs when gain is 1.
+  // A type whose block does not divide n_in falls back as `tern quantize`
+  // does (fallback_type).
   void matrix(const std::string& name, int n_out, int n_in, float gain, DType type) {
+    while (n_in % int(dtype_traits(type).block_elems) != 0) type = fallback_type(type);
     add(name, {n_in, n_out}, rng_.fill(size_t(n_out) * n_in, gain / std::sqrt(float(n_in))), type);
   }
   std::string sha256() { return to_hex(digest_.finish()); }

@@ -30,6 +30,9 @@ class GgufWriter {
   void set_bool(std::string key, bool v);
   void set_string(std::string key, std::string v);
 
+  // The value exactly as another file holds it (type, bits, array payload).
+  void set_value(std::string key, const MetaValue& v);
+
   void set_string_array(std::string key, const std::vector<std::string>& v);
   void set_i32_array(std::string key, const std::vector<int32_t>& v);
   void set_f32_array(std::string key, const std::vector<float>& v);
@@ -47,7 +50,7 @@ class GgufWriter {
   void add_tensor_f32(std::string name, std::vector<int64_t> dims, std::span<const float> values);
 
   std::vector<uint8_t> to_bytes() const;
-  void write(const std::string& path) const;  // throws IoError
+  void write(const std::string& path) const;  // streams; throws IoError
 
  private:
   struct Kv {
@@ -64,6 +67,7 @@ class GgufWriter {
   void set_array_raw(std::string key, ValueType elem, uint64_t count, const void* data,
                      size_t elem_size);
   size_t alignment() const;
+  std::vector<uint8_t> head_bytes() const;
 
   std::vector<Kv> kvs_;
   std::vector<Tensor> tensors_;

@@ -182,13 +182,17 @@ bool can_dequantize(DType type);
 // The names of the types can_dequantize accepts, for messages: "F32, F16, ...".
 std::string loadable_types();
 
-// src: float[n] -> dst: n elements of `type`. Round-to-nearest with the same
-// block math as ggml's reference quantizers (no search for better scales).
-// n must be a multiple of the block size and can_quantize(type) true.
-// Types: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, and (plain
-// round-to-nearest, no scale search: for test models) Q2_K, Q3_K, IQ4_NL,
-// IQ4_XS, TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0 (not the lattice types
-// IQ1..IQ3). The last six write the bytes ggml's reference quantizers write.
+// src: float[n] -> dst: n elements of `type`. n must be a multiple of the
+// block size and can_quantize(type) true. Deterministic scalar code (the same
+// bytes on every ISA), no importance matrix:
+// - F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: round-to-nearest with
+//   ggml's reference block math;
+// - Q2_K, Q3_K, IQ4_NL, IQ4_XS, TQ1_0, TQ2_0, MXFP4, NVFP4, Q1_0, Q2_0: plain
+//   round-to-nearest, no scale search (the last six write the bytes ggml's
+//   reference quantizers write);
+// - Q4_K, Q5_K, Q6_K and the lattice types IQ3_XXS, IQ3_S, IQ2_XXS, IQ2_XS,
+//   IQ2_S, IQ1_S, IQ1_M: a few scale candidates per sub-block, refitted by
+//   least squares, and the nearest grid point per chunk (quantize_lowbit.h).
 void quantize_row_ref(DType type, const float* src, void* dst, int64_t n);
 bool can_quantize(DType type);
 

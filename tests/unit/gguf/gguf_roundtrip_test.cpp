@@ -246,7 +246,7 @@ TEST(GgufRoundTrip, FloatTensorsEncodedWithTheReferenceQuantizers) {
     for (size_t i = 0; i < y.size(); ++i)
       EXPECT_NEAR(y[i], v[i], 0.45f) << dtype_name(t) << " " << i;
   }
-  EXPECT_THROW(kernels::quantize_ref(DType::Q4_K, std::vector<float>(256)), InvalidArgument);
+  EXPECT_THROW(kernels::quantize_ref(DType::Q8_K, std::vector<float>(256)), InvalidArgument);
   EXPECT_THROW(kernels::quantize_ref(DType::Q8_0, std::vector<float>(48)), InvalidArgument);
   EXPECT_THROW(w.add_tensor_f32("short", {64}, std::vector<float>(63)), InvalidArgument);
 }
@@ -321,6 +321,36 @@ TEST(GgufRoundTrip, OpenFromDiskAndMove) {
 
   EXPECT_THROW(GgufFile::open(tern::test::temp_path("does-not-exist.gguf")), IoError);
   EXPECT_THROW(w.write(tern::test::temp_path("no/such/dir/x.gguf")), IoError);
+}
+
+// set_value copies every key exactly (type, bits, array payload), so a file
+// rebuilt from another's keys and tensors has the same bytes; write() streams
+// the bytes to_bytes() builds.
+TEST(GgufRoundTrip, SetValueCopiesKeysExactlyAndWriteStreamsToBytes) {
+  GgufWriter w;
+  w.set_u8("u8", 200);
+  w.set_i16("i16", -3);
+  w.set_u64("u64", 1ull << 40);
+  w.set_f32("f32", 0.1f);
+  w.set_f64("f64", 0.1);
+  w.set_bool("b", true);
+  w.set_string("s", "x\xe2\x96\x81y");
+  w.set_string_array("strs", {"a", "", "bc"});
+  w.set_array<uint16_t>("u16s", {1, 65535});
+  w.set_u32("general.alignment", 64);
+  w.add_tensor("t", DType::Q8_0, {32, 3},
+               kernels::quantize_ref(DType::Q8_0, std::vector<float>(96, 0.5f)));
+  const std::vector<uint8_t> bytes = w.to_bytes();
+  const GgufFile f = parse(bytes);
+  GgufWriter copy;
+  for (const std::string& key : f.keys()) copy.set_value(key, f.value(key));
+  for (const TensorInfo& t : f.tensors())
+    copy.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.nbytes));
+  EXPECT_EQ(copy.to_bytes(), bytes);
+  const std::string path = tern::test::temp_path("streamed.gguf");
+  copy.write(path);
+  const GgufFile g = GgufFile::open(path);
+  EXPECT_EQ(std::vector<uint8_t>(g.file_bytes().begin(), g.file_bytes().end()), bytes);
 }
 
 TEST(GgufRoundTrip, OpenNamesThePathInFormatErrors) {

@@ -341,11 +341,12 @@ TEST(Quantize, RoundTripsWithinTheFormatBound) {
   }
 }
 
-TEST(Quantize, KQuantsAreNotQuantizable) {
-  // Q2_K, Q3_K (and IQ4_*) have test-model quantizers: see pack_lowbit_test.cpp.
-  EXPECT_FALSE(can_quantize(DType::Q4_K));
-  EXPECT_FALSE(can_quantize(DType::Q6_K));
-  EXPECT_FALSE(can_quantize(DType::Q8_1));
+TEST(Quantize, EveryLoadableWeightTypeIsQuantizable) {
+  // The K-quants and lattice types are tested in quantize_search_test.cpp,
+  // Q2_K, Q3_K, IQ4_* and the ternary / fp4 / 1-2 bit ones in pack_lowbit_test.cpp.
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ2_XXS, DType::IQ1_M})
+    EXPECT_TRUE(can_quantize(t)) << dtype_name(t);
+  EXPECT_FALSE(can_quantize(DType::Q8_1));  // an activation type, not a weight type
 }
 
 }  // namespace
