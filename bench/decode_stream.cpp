@@ -241,7 +241,8 @@ int main(int argc, char** argv) {
   std::printf("%s, %d threads, %s kernels, body %.1f MB, head %.1f MB, %d reps (median)\n",
               model.c_str(), threads, kernels::kernel_isa(), body_bytes / 1e6, head.bytes() / 1e6,
               reps);
-  const char* fmt_names[] = {"int4", "int8", "int5"};
+  // Indexed by WeightFormat.
+  const char* fmt_names[] = {"int4", "int8", "int5", "nl4", "fp4", "f16", "bf16", "int5asym"};
   std::printf("layer 0:");
   for (const auto& [name, m] : {std::pair{"q", &L0.q},
                                 {"k", &L0.k},

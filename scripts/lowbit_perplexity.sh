@@ -31,7 +31,8 @@ shift || true
 specs=("$@")
 [ ${#specs[@]} -gt 0 ] || specs=(Q2_K Q3_K_S Q3_K_M IQ4_NL IQ4_XS Q2_K:pure Q3_K:pure
   IQ3_XXS IQ3_S IQ2_XXS IQ2_XS IQ2_S IQ2_M IQ1_S IQ1_M TQ1_0 TQ2_0 MXFP4_MOE
-  IQ2_XXS:pure IQ2_XS:pure IQ2_M:pure IQ1_S:pure IQ1_M:pure MXFP4_MOE:pure Q8_0:tq Q2_0 Q8_0:q12)
+  IQ2_XXS:pure IQ2_XS:pure IQ2_M:pure IQ1_S:pure IQ1_M:pure MXFP4_MOE:pure Q8_0:tq Q2_0 Q8_0:q12
+  Q5_K_S Q5_K_M Q3_K_L Q5_1)
 P=${TERN_PEER_DIR:-$HOME/.cache/tern-peer/llama.cpp-11434.0.0}/build/bin
 src=models/SmolLM2-135M-Instruct.Q4_1.gguf
 txt=tests/fixtures/perplexity_text.txt

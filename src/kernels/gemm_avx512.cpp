@@ -192,9 +192,17 @@ inline __m512i int5_hi512(__m512i w, __m512i qh) {
                          _mm512_and_si512(_mm512_srli_epi16(qh, C), _mm512_set1_epi8(0x10)));
 }
 
-template <int R>
-void int5_pair(const Int5Block* a, const Int5Block* b, const Rows& x, float* y, int y_stride,
-               int n_valid) {
+// The minimum term's m of two tiles' rows: -16 d (Int5Sym) or the stored m (Int5Asym).
+inline __m512 int5_min_pair(const Int5Block&, const Int5Block&, __m512 d) {
+  return _mm512_mul_ps(d, _mm512_set1_ps(-16.0f));
+}
+inline __m512 int5_min_pair(const Int5AsymBlock& a, const Int5AsymBlock& b, __m512) {
+  return load_f16_pair(a.m, b.m);
+}
+
+// Block: Int5Block (Int5Sym) or Int5AsymBlock (Int5Asym).
+template <int R, class Block>
+void int5_pair(const Block* a, const Block* b, const Rows& x, float* y, int y_stride, int n_valid) {
   __m512 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
   for (int g = 0; g < x.groups; ++g) {
@@ -214,7 +222,7 @@ void int5_pair(const Int5Block* a, const Int5Block* b, const Rows& x, float* y, 
       }
     });
     const __m512 d = load_f16_pair(a[g].d, b[g].d);
-    add_group_asym<R>(acc, sum, d, _mm512_mul_ps(d, _mm512_set1_ps(-16.0f)), x, g);
+    add_group_asym<R>(acc, sum, d, int5_min_pair(a[g], b[g], d), x, g);
   }
   for (int r = 0; r < R; ++r) store16(y + size_t(r) * y_stride, acc[r], n_valid);
 }
@@ -226,6 +234,9 @@ void pair_rows(const PackedMatrix& w, int t, const Rows& x, float* y, int n_vali
     int4_pair<R>(a, a + x.groups, x, y, w.n_out, n_valid);
   } else if (w.format == WeightFormat::Int5Sym) {
     const auto* a = reinterpret_cast<const Int5Block*>(w.tile(t));
+    int5_pair<R>(a, a + x.groups, x, y, w.n_out, n_valid);
+  } else if (w.format == WeightFormat::Int5Asym) {
+    const auto* a = reinterpret_cast<const Int5AsymBlock*>(w.tile(t));
     int5_pair<R>(a, a + x.groups, x, y, w.n_out, n_valid);
   } else if (is_codebook(w.format)) {
     const auto* a = reinterpret_cast<const Code4Block*>(w.tile(t));

@@ -153,8 +153,11 @@ struct MmCode4 : Code4Fmt<kFormat> {
 // the byte in chunk position. Zipped like the chunks, with qh >> 1 in the
 // positions of chunk c + 1, one right shift by c (c = 0, 2; none for 0)
 // serves both nibbles of both chunks, and no shift counts take registers.
-struct MmInt5 : Int5Fmt {
-  using Block = Int5Block;
+// Block5: Int5Block (Int5Sym) or Int5AsymBlock (Int5Asym); Int5Fmt gives the
+// scales.
+template <class Block5>
+struct MmInt5 : Int5Fmt<Block5> {
+  using Block = Block5;
   static constexpr bool kMin = true;
   template <int K>
   [[gnu::always_inline]] static void weights(const Block& b, int8x16_t B[4]) {
@@ -277,7 +280,9 @@ void gemm_tiles_i8mm(const PackedMatrix& w, const QuantizedActs& qa, float* y, i
     case WeightFormat::Int4Asym:
       return mm_format<MmInt4>(w, qa, y, r0, r1, t0, t1);
     case WeightFormat::Int5Sym:
-      return mm_format<MmInt5>(w, qa, y, r0, r1, t0, t1);
+      return mm_format<MmInt5<Int5Block>>(w, qa, y, r0, r1, t0, t1);
+    case WeightFormat::Int5Asym:
+      return mm_format<MmInt5<Int5AsymBlock>>(w, qa, y, r0, r1, t0, t1);
     case WeightFormat::Int8Sym:
       return mm_format<MmInt8>(w, qa, y, r0, r1, t0, t1);
     case WeightFormat::Nl4:

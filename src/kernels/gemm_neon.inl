@@ -273,11 +273,14 @@ struct Code4Fmt {
 // Int5: as Int4, with bit 4 of each code from qh. qh has chunk c's bits at bit
 // c (low nibbles) and 4+c (high nibbles) of the byte in chunk position, so one
 // right shift by c serves both; prep() permutes qh and the shift counts exactly
-// as it permutes the chunk bytes.
+// as it permutes the chunk bytes. Block5: Int5Block (Int5Sym, m = -16 d) or
+// Int5AsymBlock (Int5Asym, m stored).
+template <class Block5>
 struct Int5Fmt {
-  using Block = Int5Block;
+  using Block = Block5;
   static constexpr bool kWide = false, kMin = true;
-  static constexpr int kLines = 3;  // 176 bytes
+  static constexpr bool kAsym = std::is_same_v<Block5, Int5AsymBlock>;
+  static constexpr int kLines = 3;  // 176 or 192 bytes
   template <class Dot, class F>
   [[gnu::always_inline]] static void quads(const Block& b, F&& f) {
     const uint8x16_t m1f = vdupq_n_u8(0x1f), m10 = vdupq_n_u8(0x10);
@@ -309,13 +312,21 @@ struct Int5Fmt {
   }
   [[gnu::always_inline]] static void scales(const Block& b, float32x4_t d[2], float32x4_t m[2]) {
     load_f16x8(b.d, d);
-    m[0] = vmulq_n_f32(d[0], -16.0f);  // exact: the reference's -16 d
-    m[1] = vmulq_n_f32(d[1], -16.0f);
+    if constexpr (kAsym) {
+      load_f16x8(b.m, m);
+    } else {
+      m[0] = vmulq_n_f32(d[0], -16.0f);  // exact: the reference's -16 d
+      m[1] = vmulq_n_f32(d[1], -16.0f);
+    }
   }
   [[gnu::always_inline]] static void half_scales(const Block& b, int h, float32x4_t& d,
                                                  float32x4_t& m) {
     d = load_f16x4(b.d + 4 * h);
-    m = vmulq_n_f32(d, -16.0f);
+    if constexpr (kAsym) {
+      m = load_f16x4(b.m + 4 * h);
+    } else {
+      m = vmulq_n_f32(d, -16.0f);
+    }
   }
 };
 
@@ -609,7 +620,9 @@ void gemm_tiles(const PackedMatrix& w, const QuantizedActs& qa, float* y, int r0
     case WeightFormat::Int4Asym:
       return gemm_format<Gemm, Gemv, Int4Fmt>(w, qa, y, r0, r1, t0, t1);
     case WeightFormat::Int5Sym:
-      return gemm_format<Gemm, Gemv, Int5Fmt>(w, qa, y, r0, r1, t0, t1);
+      return gemm_format<Gemm, Gemv, Int5Fmt<Int5Block>>(w, qa, y, r0, r1, t0, t1);
+    case WeightFormat::Int5Asym:
+      return gemm_format<Gemm, Gemv, Int5Fmt<Int5AsymBlock>>(w, qa, y, r0, r1, t0, t1);
     case WeightFormat::Int8Sym:
       return gemm_format<Gemm, Gemv, Int8Fmt>(w, qa, y, r0, r1, t0, t1);
     case WeightFormat::Nl4:

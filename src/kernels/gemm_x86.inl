@@ -54,7 +54,7 @@ constexpr int kAheadGemm = 16;  // groups: about one 576-input tile ahead
 // The GEMV's distance is g_gemv_prefetch (dispatch.h): CPU-dependent.
 constexpr int kLines4 = 3;  // cache lines an Int4Block spans (160 bytes)
 constexpr int kLines8 = 5;  // an Int8Block (272 bytes)
-constexpr int kLines5 = 3;  // an Int5Block (176 bytes)
+constexpr int kLines5 = 3;  // an Int5Block (176 bytes) or Int5AsymBlock (192)
 constexpr int kLinesC = 3;  // a Code4Block (144 bytes)
 
 // A Code4Block format's 16 int8 levels in both 128-bit lanes: the vpshufb
@@ -93,6 +93,14 @@ template <int C>
 inline __m256i int5_hi(__m256i w, __m256i qh) {
   return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(w, 4), _mm256_set1_epi8(0x0f)),
                          _mm256_and_si256(_mm256_srli_epi16(qh, C), _mm256_set1_epi8(0x10)));
+}
+// The minimum term's m of the 8 rows (w = d*code + m): -16 d for Int5Sym
+// (exact, the reference's product), the stored m for Int5Asym.
+inline __m256 int5_min(const Int5Block&, __m256 d) {
+  return _mm256_mul_ps(d, _mm256_set1_ps(-16.0f));
+}
+inline __m256 int5_min(const Int5AsymBlock& b, __m256) {
+  return load_f16(b.m);
 }
 // f(integral_constant<int, C>) for C = 0..3.
 template <class F>
@@ -207,13 +215,14 @@ inline void code4_tile(const Code4Block* blk, const int8_t* cb, const Rows& x, f
   for (int r = 0; r < R; ++r) store_tile(y + size_t(r) * y_stride, acc[r], n_valid);
 }
 
-// The same for one Int5Sym tile: codes 0..31, offset -16 as int4's minimum term.
-template <class Dot, int R>
-inline void int5_tile(const Int5Block* blk, const Rows& x, float* y, int y_stride, int n_valid) {
+// The same for one Int5Sym or Int5Asym tile (Block: Int5Block or
+// Int5AsymBlock): codes 0..31, the minimum term as int4's (int5_min).
+template <class Dot, int R, class Block>
+inline void int5_tile(const Block* blk, const Rows& x, float* y, int y_stride, int n_valid) {
   __m256 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
   for (int g = 0; g < x.groups; ++g) {
-    const Int5Block& b = blk[g];
+    const Block& b = blk[g];
     prefetch_ahead(&b, kAheadGemm, kLines5);
     __m256i sum[R];
     for (int r = 0; r < R; ++r) sum[r] = _mm256_setzero_si256();
@@ -227,7 +236,7 @@ inline void int5_tile(const Int5Block* blk, const Rows& x, float* y, int y_strid
         sum[r] = Dot::dot_u5(sum[r], lo, bcast4(a), hi, bcast4(a + 16));
       }
     });
-    const __m256 d = load_f16(b.d), m = _mm256_mul_ps(d, _mm256_set1_ps(-16.0f));
+    const __m256 d = load_f16(b.d), m = int5_min(b, d);
     for (int r = 0; r < R; ++r) {
       const size_t gi = size_t(r) * x.groups + g;
       const __m256 dd = _mm256_mul_ps(d, _mm256_set1_ps(x.d[gi]));
@@ -339,8 +348,8 @@ inline void code4_gemv(const Code4Block* blk, const int8_t* cb, int tile_blocks,
     store_tile(y + k * kTileRows, acc[k], k == NT - 1 ? n_valid_last : kTileRows);
 }
 
-template <class Dot, int NT>
-inline void int5_gemv(const Int5Block* blk, int tile_blocks, const Rows& x, float* y,
+template <class Dot, int NT, class Block>
+inline void int5_gemv(const Block* blk, int tile_blocks, const Rows& x, float* y,
                       int n_valid_last) {
   __m256 acc[NT];
   const int ahead = g_gemv_prefetch;
@@ -364,9 +373,10 @@ inline void int5_gemv(const Int5Block* blk, int tile_blocks, const Rows& x, floa
     });
     const __m256 xd = _mm256_set1_ps(x.d[g]), xs = _mm256_set1_ps(x.s[g]);
     for (int k = 0; k < NT; ++k) {
-      const __m256 d = load_f16(blk[k * tile_blocks + g].d);
+      const Block& b = blk[k * tile_blocks + g];
+      const __m256 d = load_f16(b.d);
       acc[k] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[k]), _mm256_mul_ps(d, xd), acc[k]);
-      acc[k] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(-16.0f)), xs, acc[k]);
+      acc[k] = _mm256_fmadd_ps(int5_min(b, d), xs, acc[k]);
     }
   }
   for (int k = 0; k < NT; ++k)
@@ -380,6 +390,9 @@ inline void gemv_tiles(const PackedMatrix& w, int t, const Rows& x, float* y) {
     int4_gemv<Dot, NT>(reinterpret_cast<const Int4Block*>(w.tile(t)), x.groups, x, y, n_valid_last);
   } else if (w.format == WeightFormat::Int5Sym) {
     int5_gemv<Dot, NT>(reinterpret_cast<const Int5Block*>(w.tile(t)), x.groups, x, y, n_valid_last);
+  } else if (w.format == WeightFormat::Int5Asym) {
+    int5_gemv<Dot, NT>(reinterpret_cast<const Int5AsymBlock*>(w.tile(t)), x.groups, x, y,
+                       n_valid_last);
   } else if (is_codebook(w.format)) {
     code4_gemv<Dot, NT>(reinterpret_cast<const Code4Block*>(w.tile(t)), codebook_of(w.format),
                         x.groups, x, y, n_valid_last);
@@ -394,6 +407,8 @@ inline void tile_rows(const PackedMatrix& w, int t, const Rows& x, float* y, int
     int4_tile<Dot, R>(reinterpret_cast<const Int4Block*>(w.tile(t)), x, y, w.n_out, n_valid);
   } else if (w.format == WeightFormat::Int5Sym) {
     int5_tile<Dot, R>(reinterpret_cast<const Int5Block*>(w.tile(t)), x, y, w.n_out, n_valid);
+  } else if (w.format == WeightFormat::Int5Asym) {
+    int5_tile<Dot, R>(reinterpret_cast<const Int5AsymBlock*>(w.tile(t)), x, y, w.n_out, n_valid);
   } else if (is_codebook(w.format)) {
     code4_tile<Dot, R>(reinterpret_cast<const Code4Block*>(w.tile(t)), codebook_of(w.format), x, y,
                        w.n_out, n_valid);

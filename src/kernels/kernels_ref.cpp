@@ -38,8 +38,8 @@ void quantize_rows_ref(const float* x, int r0, int r1, int n, QuantizedActs& qa)
 }
 
 // Per output: acc = sum over groups g, in order, of
-//   fma(d_w*d_x, sumi, acc) then (int4) fma(m_w, s_x, acc), (int5, codes
-//   0..31) fma(-16 d_w, s_x, acc)
+//   fma(d_w*d_x, sumi, acc) then (int4, int5 asym) fma(m_w, s_x, acc),
+//   (int5 sym, codes 0..31) fma(-16 d_w, s_x, acc)
 // with sumi the exact integer dot product of the group (Nl4 / Fp4: of the
 // codebook levels, as int8). The fast kernels keep
 // one output per SIMD lane and walk the groups in the same order with the same
@@ -90,12 +90,16 @@ void gemm_tiles_ref(const PackedMatrix& w, const QuantizedActs& x, float* y, int
             const int8_t* cb = codebook_of(w.format);
             for (int k = 0; k < kGroup; ++k) sumi += cb[code4_index(b, i, k)] * a[k];
             acc = std::fma(fp16_to_f32(b.d[i]) * xd[g], float(sumi), acc);
-          } else if (w.format == WeightFormat::Int5Sym) {
-            const auto& b = reinterpret_cast<const Int5Block*>(tile)[g];
+          } else if (is_int5(w.format)) {
+            const uint8_t* blk = tile + size_t(g) * w.block_bytes();
+            const auto& b = *reinterpret_cast<const Int5Block*>(blk);
             for (int k = 0; k < kGroup; ++k) sumi += int5_code(b, i, k) * a[k];
             const float d = fp16_to_f32(b.d[i]);
+            const float m = w.format == WeightFormat::Int5Asym
+                                ? fp16_to_f32(reinterpret_cast<const Int5AsymBlock*>(blk)->m[i])
+                                : -16.0f * d;
             acc = std::fma(d * xd[g], float(sumi), acc);
-            acc = std::fma(-16.0f * d, xs[g], acc);
+            acc = std::fma(m, xs[g], acc);
           } else if (w.format == WeightFormat::Int4Asym) {
             const auto& b = reinterpret_cast<const Int4Block*>(tile)[g];
             for (int k = 0; k < kGroup; ++k) sumi += int4_code(b, i, k) * a[k];

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "iq_codes.h"
@@ -29,25 +30,20 @@ struct Q8_0Src {
   uint16_t d;
   int8_t qs[32];
 };
-struct Q5_0Src {
-  uint16_t d;
-  uint8_t qh[4];  // bit j: bit 4 of element j
-  uint8_t qs[16];
-};
-static_assert(sizeof(Q4_1Src) == 20 && sizeof(Q4_0Src) == 18 && sizeof(Q8_0Src) == 34 &&
-              sizeof(Q5_0Src) == 22);
+static_assert(sizeof(Q4_1Src) == 20 && sizeof(Q4_0Src) == 18 && sizeof(Q8_0Src) == 34);
 
-// Quantize one group of 32 floats to int4 asymmetric (round to nearest). The
-// scale and minimum are rounded to fp16 first and the codes computed from the
-// rounded values, so the stored (d, m, q) reconstruct x as well as fp16 allows.
-void quant_group_int4(const float* x, uint16_t& d16, uint16_t& m16, int* q) {
+// Quantize one group of 32 floats to asymmetric codes 0..qmax (int4: 15,
+// int5: 31; round to nearest). The scale and minimum are rounded to fp16
+// first and the codes computed from the rounded values, so the stored
+// (d, m, q) reconstruct x as well as fp16 allows.
+void quant_group_asym(const float* x, int qmax, uint16_t& d16, uint16_t& m16, int* q) {
   float lo = x[0], hi = x[0];
   for (int j = 1; j < kGroup; ++j) lo = std::min(lo, x[j]), hi = std::max(hi, x[j]);
-  d16 = f32_to_fp16((hi - lo) / 15.0f);
+  d16 = f32_to_fp16((hi - lo) / float(qmax));
   m16 = f32_to_fp16(lo);
   const float d = fp16_to_f32(d16), m = fp16_to_f32(m16);
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  for (int j = 0; j < kGroup; ++j) q[j] = std::clamp(int(std::lround((x[j] - m) * id)), 0, 15);
+  for (int j = 0; j < kGroup; ++j) q[j] = std::clamp(int(std::lround((x[j] - m) * id)), 0, qmax);
 }
 
 // Symmetric codes: x ~ d*(q - offset), |q - offset| <= qmax, d = amax/qmax.
@@ -63,11 +59,14 @@ void quant_group_sym(const float* x, int qmax, int offset, uint16_t& d16, int* q
   }
 }
 
-// Group g (0..7 within its super-block) of a Q4_K row as int4 asym: the 4-bit
-// codes are copied as they are; the group's scale d*sc and minimum -dmin*mn
-// (fp16 x 6-bit integer, up to 17 significant bits) are rounded to fp16. That
+// Group g (0..7 within its super-block) of a Q4_K / Q5_K row as int4 / int5
+// asym: the codes are copied as they are (sub-block g: the low nibbles, g
+// even, or high nibbles, g odd, of qs[32*(g/2) ..]; Q5_K adds bit g of qh[j]
+// as bit 4 of element j); the group's scale d*sc and minimum -dmin*mn (fp16
+// x 6-bit integer, up to 17 significant bits) are rounded to fp16. That
 // rounding (relative error <= 2^-11 on each) is the only precision lost.
-void q4_k_group(const block::Q4_K& sb, int g, uint16_t& d16, uint16_t& m16, int* q) {
+template <class KBlock>
+void k_group(const KBlock& sb, int g, uint16_t& d16, uint16_t& m16, int* q) {
   uint16_t h;
   std::memcpy(&h, sb.d, 2);
   const float d = fp16_to_f32(h);
@@ -77,9 +76,47 @@ void q4_k_group(const block::Q4_K& sb, int g, uint16_t& d16, uint16_t& m16, int*
   block::k_scale_min(sb.scales, g, &sc, &mn);
   d16 = f32_to_fp16(d * float(sc));
   m16 = f32_to_fp16(-dmin * float(mn));
-  // Sub-block g: the low nibbles (g even) or high nibbles (g odd) of qs[32*(g/2) ..].
   const uint8_t* qs = sb.qs + 32 * (g / 2);
   for (int j = 0; j < kGroup; ++j) q[j] = g % 2 == 0 ? (qs[j] & 0x0F) : (qs[j] >> 4);
+  if constexpr (std::is_same_v<KBlock, block::Q5_K>) {
+    for (int j = 0; j < kGroup; ++j) q[j] |= ((sb.qh[j] >> g) & 1) << 4;
+  }
+}
+
+// The 32 codes of a Q5_0 / Q5_1 block: qs[j] holds elements j (low nibble)
+// and j+16 (high), bit j of qh bit 4 of element j.
+void q5_codes(const uint8_t* qh_bytes, const uint8_t* qs, int* q) {
+  uint32_t qh;
+  std::memcpy(&qh, qh_bytes, 4);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = (qs[j] & 0xf) | int(((qh >> j) & 1) << 4);
+    q[j + 16] = (qs[j] >> 4) | int(((qh >> (j + 16)) & 1) << 4);
+  }
+}
+
+// Whether fmt keeps the 5-bit codes of src (int5_group copies them):
+// Q5_0 into Int5Sym, Q5_1 and Q5_K into Int5Asym.
+bool keeps_int5_codes(DType src, WeightFormat fmt) {
+  return fmt == WeightFormat::Int5Sym ? src == DType::Q5_0
+                                      : src == DType::Q5_1 || src == DType::Q5_K;
+}
+
+// Group g of a Q5_0 / Q5_1 / Q5_K row as an Int5 row without requantizing:
+// the codes, d16 and (Int5Asym, m16 non-null) the minimum. Q5_0 and Q5_1:
+// their own fp16 scales (lossless); Q5_K: k_group.
+void int5_group(DType src, const uint8_t* srow, int g, uint16_t& d16, uint16_t* m16, int* q) {
+  if (src == DType::Q5_0) {
+    const auto& b = reinterpret_cast<const block::Q5_0*>(srow)[g];
+    std::memcpy(&d16, b.d, 2);
+    q5_codes(b.qh, b.qs, q);
+  } else if (src == DType::Q5_1) {
+    const auto& b = reinterpret_cast<const block::Q5_1*>(srow)[g];
+    std::memcpy(&d16, b.d, 2);
+    std::memcpy(m16, b.m, 2);
+    q5_codes(b.qh, b.qs, q);
+  } else {
+    k_group(reinterpret_cast<const block::Q5_K*>(srow)[g / 8], g % 8, d16, *m16, q);
+  }
 }
 
 // Group g of a row of a codebook / 3-bit type as Int8Sym without
@@ -272,6 +309,9 @@ WeightFormat default_format_for(DType src) {
       return WeightFormat::Int4Asym;
     case DType::Q5_0:
       return WeightFormat::Int5Sym;
+    case DType::Q5_1:
+    case DType::Q5_K:
+      return WeightFormat::Int5Asym;
     case DType::IQ4_NL:
     case DType::IQ4_XS:
       return WeightFormat::Nl4;
@@ -342,7 +382,7 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
         fmt == WeightFormat::Int4Asym && (src_type == DType::Q4_1 || src_type == DType::Q4_0);
     const bool exact8 = fmt == WeightFormat::Int8Sym && src_type == DType::Q8_0;
     const bool codes_q4k = fmt == WeightFormat::Int4Asym && src_type == DType::Q4_K;
-    const bool exact5 = fmt == WeightFormat::Int5Sym && src_type == DType::Q5_0;
+    const bool codes5 = is_int5(fmt) && keeps_int5_codes(src_type, fmt);
     // Code4: IQ4_NL / IQ4_XS into Nl4 and MXFP4 into Fp4 keep their indices.
     const bool codes4 =
         (fmt == WeightFormat::Nl4 && (src_type == DType::IQ4_NL || src_type == DType::IQ4_XS)) ||
@@ -352,7 +392,7 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
       for (int e = 0; e < n_in; ++e)
         row[size_t(e)] = units[size_t(e / kGroup)] * float(codes[size_t(e)]);
     } else if (!exact4 && !exact8 && !codes_q4k &&
-               !exact5) {  // (codes4: for a group to requantize)
+               !codes5) {  // (codes4: for a group to requantize)
       dequantize_row(src_type, srow, row.data(), n_in);
     }
     int q[kGroup];
@@ -366,17 +406,16 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
           quant_group_code4(row.data() + g * kGroup, codebook_of(fmt), b.d[i], q);
           put_code4_row(b, i, q);
         }
-      } else if (fmt == WeightFormat::Int5Sym) {
-        auto& b = reinterpret_cast<Int5Block*>(tile)[g];
-        if (exact5) {
-          const auto* sb = reinterpret_cast<const Q5_0Src*>(srow) + g;
-          uint32_t qh;
-          std::memcpy(&qh, sb->qh, 4);
-          for (int j = 0; j < 16; ++j) {
-            q[j] = (sb->qs[j] & 0xf) | int(((qh >> j) & 1) << 4);
-            q[j + 16] = (sb->qs[j] >> 4) | int(((qh >> (j + 16)) & 1) << 4);
-          }
-          std::memcpy(&b.d[i], &sb->d, 2);
+      } else if (is_int5(fmt)) {
+        // Int5AsymBlock is an Int5Block followed by m: the same code for both.
+        uint8_t* blk = tile + size_t(g) * w.block_bytes();
+        auto& b = *reinterpret_cast<Int5Block*>(blk);
+        uint16_t* m =
+            fmt == WeightFormat::Int5Asym ? &reinterpret_cast<Int5AsymBlock*>(blk)->m[i] : nullptr;
+        if (codes5) {
+          int5_group(src_type, srow, g, b.d[i], m, q);
+        } else if (m) {
+          quant_group_asym(row.data() + g * kGroup, 31, b.d[i], *m, q);
         } else {
           quant_group_sym(row.data() + g * kGroup, 15, 16, b.d[i], q);
         }
@@ -402,10 +441,10 @@ PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, W
           b.m[i] = m16;
         } else if (codes_q4k) {
           const auto* sb = reinterpret_cast<const block::Q4_K*>(srow) + g / 8;
-          q4_k_group(*sb, g % 8, b.d[i], b.m[i], q);
+          k_group(*sb, g % 8, b.d[i], b.m[i], q);
           put_int4_row(b, i, q);
         } else {
-          quant_group_int4(row.data() + g * kGroup, b.d[i], b.m[i], q);
+          quant_group_asym(row.data() + g * kGroup, 15, b.d[i], b.m[i], q);
           put_int4_row(b, i, q);
         }
       } else {
@@ -442,10 +481,16 @@ void unpack_row(const PackedMatrix& w, int r, float* dst) {
       const int8_t* cb = codebook_of(w.format);
       const float d = fp16_to_f32(b.d[i]);
       for (int k = 0; k < kGroup; ++k) out[k] = d * float(cb[code4_index(b, i, k)]);
-    } else if (w.format == WeightFormat::Int5Sym) {
-      const auto& b = reinterpret_cast<const Int5Block*>(tile)[g];
+    } else if (is_int5(w.format)) {
+      const uint8_t* blk = tile + size_t(g) * w.block_bytes();
+      const auto& b = *reinterpret_cast<const Int5Block*>(blk);
       const float d = fp16_to_f32(b.d[i]);
-      for (int k = 0; k < kGroup; ++k) out[k] = d * float(int5_code(b, i, k) - 16);
+      if (w.format == WeightFormat::Int5Asym) {
+        const float m = fp16_to_f32(reinterpret_cast<const Int5AsymBlock*>(blk)->m[i]);
+        for (int k = 0; k < kGroup; ++k) out[k] = d * float(int5_code(b, i, k)) + m;
+      } else {
+        for (int k = 0; k < kGroup; ++k) out[k] = d * float(int5_code(b, i, k) - 16);
+      }
     } else if (w.format == WeightFormat::Int4Asym) {
       const auto& b = reinterpret_cast<const Int4Block*>(tile)[g];
       const float d = fp16_to_f32(b.d[i]), m = fp16_to_f32(b.m[i]);

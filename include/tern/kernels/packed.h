@@ -24,6 +24,13 @@
 //     d[8]        fp16 scale of each row: w = d*(code - 16)
 //   qh is laid out like one chunk of q, so the bits of chunk c move to bit 4
 //   of the very byte that holds their low nibbles with one shift and mask.
+//   Int5AsymBlock (192 bytes, 6 bits a weight, GGUF Q5_1's): an Int5Block
+//   (same q, qh, d at the same offsets) followed by
+//     m[8]        fp16 minimum of each row: w = d*code + m
+//   Int5Sym's w = d*(code - 16) is the case m = -16 d, so both formats run
+//   the same kernels (templates over the block type); only where the minimum
+//   term's m comes from differs: computed from d, or loaded. 192 bytes is
+//   three whole cache lines.
 //   Code4Block (144 bytes, the same 4.5 bits a weight as GGUF IQ4_NL), for
 //   the 4-bit codebook formats Nl4 (IQ4_NL's levels) and Fp4 (MXFP4's e2m1
 //   values, doubled):
@@ -64,41 +71,43 @@
 // Int5Sym (GEMV and GEMM alike) unpacks the high bits into bit 4 of the
 // nibbles (shift, and, or: three extra operations a 32-byte chunk) and feeds
 // the 0..31 codes to the same unsigned-by-signed dot products as int4; the
-// -16 offset is the int4 minimum term with m = -16 d. On AVX2, vpmaddubsw
+// -16 offset is the int4 minimum term with m = -16 d. Int5Asym is the same
+// code with m loaded from the block. On AVX2, vpmaddubsw
 // pairs of 5-bit codes reach 2*31*127 = 7874, so the int16 partial sums are
 // widened every chunk instead of every group.
 //
 // fp16 scales keep the bytes a weight at Q4_1's 0.625 (int4), Q5_0's 0.6875
-// (int5) and Q8_0's 1.0625 (int8): decode reads every weight once per token,
-// so bytes are time. The conversions Q4_1 -> Int4Asym, Q4_0 -> Int4Asym
-// (m = -8d, exact in fp16), Q5_0 -> Int5Sym and Q8_0 -> Int8Sym are
-// lossless. Q4_K -> Int4Asym keeps every 4-bit code and only rounds each
-// 32-group's scale d*sc and minimum dmin*mn to fp16 (relative error <= 2^-11
-// each, ~0.05%). IQ4_NL -> Nl4 copies the indices and the block's fp16
-// scale: lossless; IQ4_XS -> Nl4 copies the indices and rounds each
-// 32-group's scale d*(sc-32) to fp16 (<= 2^-11 relative, as Q4_K); MXFP4 ->
-// Fp4 copies the indices under 2^(e-128) as fp16: lossless while fp16 holds
-// it (a group whose scale it cannot hold is requantized into the codebook).
-// (Forced to Int8Sym, IQ4_NL and IQ4_XS store their levels as int8 codes
-// under the same scales, equally exact.) Q3_K -> Int8Sym
-// stores sc*(q-4) under the super-block's d: lossless (the one product that
-// does not fit int8, sc = -32 with q-4 = -4, sends its group to the
-// requantization below). Q2_K's
-// groups mix two (scale, min) pairs, which neither int4 nor int8 can carry
-// exactly: it is requantized to Int8Sym (error <= amax/254 a weight, a few
-// percent of Q2_K's own step of range/3). The lattice, ternary and fp4
-// types go to Int8Sym from their integer codes (src/kernels/iq_codes.h):
-// TQ1_0, TQ2_0, Q1_0, Q2_0 (and MXFP4 when forced) losslessly; NVFP4 as
-// IQ2_XS below;
+// (int5), Q5_1's 0.75 (int5 asym) and Q8_0's 1.0625 (int8): decode reads every
+// weight once per token, so bytes are time. The conversions Q4_1 -> Int4Asym,
+// Q4_0 -> Int4Asym (m = -8d, exact in fp16), Q5_0 -> Int5Sym, Q5_1 -> Int5Asym
+// and Q8_0 -> Int8Sym are lossless (Q5_0 keeps Int5Sym: 16 bytes a tile and
+// group fewer, and its m = -16 d costs nothing to derive). Q4_K -> Int4Asym and
+// Q5_K -> Int5Asym keep every 4- / 5-bit code and only round each 32-group's
+// scale d*sc and minimum -dmin*mn to fp16 (relative error <= 2^-11 each,
+// ~0.05%, while the products stay within fp16's range, as real weights'
+// do). IQ4_NL -> Nl4 copies the indices and the block's fp16 scale:
+// lossless; IQ4_XS -> Nl4 copies the indices and rounds each 32-group's scale
+// d*(sc-32) to fp16 (<= 2^-11 relative, as Q4_K); MXFP4 -> Fp4 copies the
+// indices under 2^(e-128) as fp16: lossless while fp16 holds it (a group whose
+// scale it cannot hold is requantized into the codebook). (Forced to Int8Sym,
+// IQ4_NL and IQ4_XS store their levels as int8 codes under the same scales,
+// equally exact.) Q3_K -> Int8Sym stores sc*(q-4) under the super-block's d:
+// lossless (the one product that does not fit int8, sc = -32 with q-4 = -4,
+// sends its group to the requantization below). Q2_K's groups mix two (scale,
+// min) pairs, which neither int4 nor int8 can carry exactly: it is requantized
+// to Int8Sym (error <= amax/254 a weight, a few percent of Q2_K's own step of
+// range/3). The lattice, ternary and fp4 types go to Int8Sym from their integer
+// codes (src/kernels/iq_codes.h): TQ1_0, TQ2_0, Q1_0, Q2_0 (and MXFP4 when
+// forced) losslessly; NVFP4 as IQ2_XS below;
 // IQ3_XXS, IQ3_S, IQ2_XXS and IQ1_S keep their grid codes and round each
 // group's scale to fp16 (2^-11 relative); IQ2_XS, IQ2_S and IQ1_M, whose
 // half-groups of 16 have scales of their own, keep their codes where both
 // halves fit int8 under one scale and are requantized elsewhere. Every other
 // source is dequantized and requantized:
-// Q5_1/Q5_K/Q6_K into Int8Sym (per-32 amax/127 scale; the added error is at
+// Q6_K into Int8Sym (per-32 amax/127 scale; the added error is at
 // most half an int8 step, amax/254, against the source's own step of about
-// range/31 (5-bit) or range/63 (Q6_K), so a few percent of the source's
-// quantization noise), anything else likewise.
+// range/63, so a few percent of the source's quantization noise), anything
+// else likewise. (Forced to Int8Sym, Q5_1 and Q5_K are requantized so too.)
 //
 // The float formats F16 and Bf16 (--weights f16 / bf16: an unquantized model
 // at its own quality). No scales and no int8 activations: weights are 16-bit
@@ -136,7 +145,9 @@ namespace tern::kernels {
 constexpr int kGroup = 32;    // quantization group along the reduction axis
 constexpr int kTileRows = 8;  // output channels per tile
 
-enum class WeightFormat : uint8_t { Int4Asym, Int8Sym, Int5Sym, Nl4, Fp4, F16, Bf16 };
+// Int5Asym last: the values of the others are part of a model's fingerprint
+// (engine.cpp), which the prefix cache on disk is kept under.
+enum class WeightFormat : uint8_t { Int4Asym, Int8Sym, Int5Sym, Nl4, Fp4, F16, Bf16, Int5Asym };
 
 struct Int4Block {
   uint16_t d[kTileRows];  // fp16
@@ -152,11 +163,15 @@ struct Int5Block {
   uint8_t qh[kTileRows][4];
   uint16_t d[kTileRows];  // fp16
 };
+struct Int5AsymBlock : Int5Block {
+  uint16_t m[kTileRows];  // fp16
+};
 struct Code4Block {
   uint8_t q[4][kTileRows][4];
   uint16_t d[kTileRows];  // fp16
 };
 static_assert(sizeof(Int4Block) == 160 && sizeof(Int8Block) == 272 && sizeof(Int5Block) == 176);
+static_assert(sizeof(Int5AsymBlock) == 192);
 struct FloatBlock {
   uint16_t w[kGroup][kTileRows];  // fp16 (F16) or bfloat16 (Bf16) bits
 };
@@ -165,6 +180,11 @@ static_assert(sizeof(Code4Block) == 144 && sizeof(FloatBlock) == 512);
 // The formats whose weights are 16-bit floats multiplied by fp32 activations.
 inline bool is_float(WeightFormat f) {
   return f == WeightFormat::F16 || f == WeightFormat::Bf16;
+}
+
+// The formats whose tiles are Int5Block (Int5Sym) or Int5AsymBlock.
+inline bool is_int5(WeightFormat f) {
+  return f == WeightFormat::Int5Sym || f == WeightFormat::Int5Asym;
 }
 
 // The codebooks of the Code4Block formats: index 0..15 -> int8 level.
@@ -184,7 +204,8 @@ inline int int4_code(const Int4Block& b, int i, int k) {
   const uint8_t byte = b.q[(k % 16) / 4][i][k % 4];
   return k < 16 ? (byte & 0xf) : (byte >> 4);
 }
-// The 5-bit code (0..31) of element k (0..31) of row i in an Int5Block.
+// The 5-bit code (0..31) of element k (0..31) of row i in an Int5Block (or
+// an Int5AsymBlock: the same codes).
 inline int int5_code(const Int5Block& b, int i, int k) {
   const uint8_t byte = b.q[(k % 16) / 4][i][k % 4];
   const int c = (k % 16) / 4 + (k < 16 ? 0 : 4);
@@ -270,6 +291,8 @@ struct PackedMatrix {
         return sizeof(Int4Block);
       case WeightFormat::Int5Sym:
         return sizeof(Int5Block);
+      case WeightFormat::Int5Asym:
+        return sizeof(Int5AsymBlock);
       case WeightFormat::Nl4:
       case WeightFormat::Fp4:
         return sizeof(Code4Block);
@@ -285,8 +308,9 @@ struct PackedMatrix {
 };
 
 // Which packed format a GGUF source type maps to by default: 4-bit sources
-// stay 4-bit (IQ4_NL and IQ4_XS as Nl4, MXFP4 as Fp4: their codes kept), Q5_0
-// keeps its 5-bit codes, everything else becomes int8.
+// stay 4-bit (IQ4_NL and IQ4_XS as Nl4, MXFP4 as Fp4: their codes kept), the
+// 5-bit ones keep their 5-bit codes (Q5_0 as Int5Sym, Q5_1 and Q5_K as
+// Int5Asym), everything else becomes int8.
 WeightFormat default_format_for(DType src);
 
 // The format of a float source (F16, BF16, F32) when the user asked for float
@@ -299,8 +323,9 @@ WeightFormat float_format_for(DType src_type, const void* src, size_t n, WeightF
 
 // Repack a GGUF tensor with rows of n_in elements (src: n_out rows of
 // dtype_row_bytes(src_type, n_in) bytes). Q4_1 / Q4_0 -> Int4Asym,
-// Q5_0 -> Int5Sym and Q8_0 -> Int8Sym are exact, Q4_K -> Int4Asym exact up to fp16 scales; other
-// conversions dequantize and requantize (lossy).
+// Q5_0 -> Int5Sym, Q5_1 -> Int5Asym and Q8_0 -> Int8Sym are exact, Q4_K ->
+// Int4Asym and Q5_K -> Int5Asym exact up to fp16 scales; other conversions
+// dequantize and requantize (lossy).
 // `dst`: packed_size() zeroed bytes to pack into, 64-byte aligned, that
 // outlive the matrix (a WeightArena slice); null: a buffer of its own.
 PackedMatrix pack_matrix(DType src_type, const void* src, int n_out, int n_in, WeightFormat fmt,
@@ -313,7 +338,8 @@ size_t packed_size(WeightFormat fmt, int n_out, int n_in);
 void unpack_row(const PackedMatrix& w, int r, float* dst);
 
 // Activations quantized per row, per group of 32: x ~= d * q. For Int4Asym
-// weights the kernels also need s = d * sum(q) per group (the minimum's term).
+// and Int5 weights the kernels also need s = d * sum(q) per group (the
+// minimum's term).
 // Scales stay f32 (llama.cpp rounds them to fp16, which loses accuracy to the
 // cancellation between the Int4Asym minimum term and the scale term).
 struct QuantizedActs {

@@ -22,15 +22,17 @@ using test::fast_tables;
 using test::Floats;
 
 constexpr WeightFormat kFormats[] = {WeightFormat::Int4Asym, WeightFormat::Int8Sym,
-                                     WeightFormat::Int5Sym, WeightFormat::Nl4, WeightFormat::Fp4};
+                                     WeightFormat::Int5Sym,  WeightFormat::Int5Asym,
+                                     WeightFormat::Nl4,      WeightFormat::Fp4};
 
 PackedMatrix random_matrix(WeightFormat fmt, int n_out, int n_in, std::mt19937& rng) {
   // Through the real GGUF source types so the layout matches load time.
-  const DType src = fmt == WeightFormat::Int4Asym  ? DType::Q4_1
-                    : fmt == WeightFormat::Int5Sym ? DType::Q5_0
-                    : fmt == WeightFormat::Nl4     ? DType::IQ4_NL
-                    : fmt == WeightFormat::Fp4     ? DType::MXFP4
-                                                   : DType::Q8_0;
+  const DType src = fmt == WeightFormat::Int4Asym   ? DType::Q4_1
+                    : fmt == WeightFormat::Int5Sym  ? DType::Q5_0
+                    : fmt == WeightFormat::Int5Asym ? DType::Q5_1
+                    : fmt == WeightFormat::Nl4      ? DType::IQ4_NL
+                    : fmt == WeightFormat::Fp4      ? DType::MXFP4
+                                                    : DType::Q8_0;
   std::normal_distribution<float> dist(0.0f, 0.1f);
   std::vector<float> row(static_cast<size_t>(n_in));
   const size_t rb = dtype_row_bytes(src, size_t(n_in));
@@ -182,14 +184,15 @@ TEST(Gemm, PooledMatmulMatchesSingleThreadedReference) {
     const PackedMatrix b = random_matrix(WeightFormat::Int4Asym, 36, n_in, rng);
     const PackedMatrix h = random_matrix(WeightFormat::Int8Sym, 77, n_in, rng);
     const PackedMatrix f = random_matrix(WeightFormat::Int5Sym, 45, n_in, rng);
+    const PackedMatrix v = random_matrix(WeightFormat::Int5Asym, 51, n_in, rng);
     Floats x(rows * n_in, 0, rng);
     QuantizedActs qa;
     quantize_activations(x.data(), rows, n_in, qa, pool);
     std::vector<float> ya(size_t(rows) * 200), yb(size_t(rows) * 36), yh(size_t(rows) * 77),
-        yf(size_t(rows) * 45);
-    matmul({{&a, ya.data()}, {&b, yb.data()}, {&f, yf.data()}}, qa, pool);
+        yf(size_t(rows) * 45), yv(size_t(rows) * 51);
+    matmul({{&a, ya.data()}, {&b, yb.data()}, {&f, yf.data()}, {&v, yv.data()}}, qa, pool);
     matmul(h, qa, yh.data(), pool);
-    for (const auto& [w, y] : {std::pair{&a, &ya}, {&b, &yb}, {&h, &yh}, {&f, &yf}}) {
+    for (const auto& [w, y] : {std::pair{&a, &ya}, {&b, &yb}, {&h, &yh}, {&f, &yf}, {&v, &yv}}) {
       std::vector<float> want(y->size());
       scalar_kernels().gemm_tiles(*w, qa, want.data(), 0, rows, 0, w->n_tiles());
       ASSERT_EQ(std::memcmp(want.data(), y->data(), sizeof(float) * want.size()), 0)
@@ -207,6 +210,7 @@ TEST(Gemm, DecodeMatmulsMatchReferenceForAnyPoolSize) {
   const PackedMatrix tiny = random_matrix(WeightFormat::Int8Sym, 8, n_in, rng);  // one tile
   const PackedMatrix a = random_matrix(WeightFormat::Int4Asym, 200, n_in, rng);
   const PackedMatrix f = random_matrix(WeightFormat::Int5Sym, 45, n_in, rng);
+  const PackedMatrix v = random_matrix(WeightFormat::Int5Asym, 27, n_in, rng);
   const PackedMatrix h = random_matrix(WeightFormat::Int8Sym, 1003, n_in, rng);
   for (const int threads : {2, 3, 5, 16}) {
     TaskPool pool(threads);
@@ -215,13 +219,13 @@ TEST(Gemm, DecodeMatmulsMatchReferenceForAnyPoolSize) {
       QuantizedActs qa;
       quantize_activations(x.data(), rows, n_in, qa, pool);
       std::vector<float> yt(size_t(rows) * 8), ya(size_t(rows) * 200), yf(size_t(rows) * 45),
-          yh(size_t(rows) * 1003), y1(size_t(rows) * 8);
+          yv(size_t(rows) * 27), yh(size_t(rows) * 1003), y1(size_t(rows) * 8);
       for (int rep = 0; rep < 20; ++rep) {  // many dispatches: workers race differently
-        matmul({{&tiny, yt.data()}, {&a, ya.data()}, {&f, yf.data()}}, qa, pool);
+        matmul({{&tiny, yt.data()}, {&a, ya.data()}, {&f, yf.data()}, {&v, yv.data()}}, qa, pool);
         matmul(h, qa, yh.data(), pool);
         matmul(tiny, qa, y1.data(), pool);  // fewer units than workers
         for (const auto& [w, y] :
-             {std::pair{&tiny, &yt}, {&a, &ya}, {&f, &yf}, {&h, &yh}, {&tiny, &y1}}) {
+             {std::pair{&tiny, &yt}, {&a, &ya}, {&f, &yf}, {&v, &yv}, {&h, &yh}, {&tiny, &y1}}) {
           std::vector<float> want(y->size());
           scalar_kernels().gemm_tiles(*w, qa, want.data(), 0, rows, 0, w->n_tiles());
           ASSERT_EQ(std::memcmp(want.data(), y->data(), sizeof(float) * want.size()), 0)
@@ -238,8 +242,8 @@ TEST(Gemm, ArenaSlicesHoldTheSameBytes) {
   std::mt19937 rng(17);
   std::vector<float> src(size_t(77) * 96);
   for (float& v : src) v = std::normal_distribution<float>(0.0f, 0.1f)(rng);
-  const WeightFormat fmts[] = {WeightFormat::Int4Asym, WeightFormat::Int5Sym, WeightFormat::Int8Sym,
-                               WeightFormat::Nl4};
+  const WeightFormat fmts[] = {WeightFormat::Int4Asym, WeightFormat::Int5Sym,
+                               WeightFormat::Int5Asym, WeightFormat::Int8Sym, WeightFormat::Nl4};
   size_t total = 0;
   for (WeightFormat fmt : fmts) total += (packed_size(fmt, 77, 96) + 63) / 64 * 64;
   WeightArena arena(total);
@@ -288,7 +292,7 @@ TEST(Gemm, ReferenceMatchesDequantizedProduct) {
           }
           // int4 and int5: the minimum's (offset's) term uses s = d * sum q as stored (rounded);
           // a generous bound in case it is ever stored in fp16 (2^-11 relative).
-          if (fmt == WeightFormat::Int4Asym || fmt == WeightFormat::Int5Sym)
+          if (fmt == WeightFormat::Int4Asym || is_int5(fmt))
             s_err += w_max * x_abs * std::ldexp(1.0, -11);
         }
         EXPECT_NEAR(y[size_t(r) * n_out + o], want, 1e-5 * mag + s_err + 1e-6)
