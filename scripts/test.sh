@@ -8,6 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+# Free disk where the tests write (generated models, spill files): printed
+# so that a "No space left on device" in a log below can be read against it.
+disk() { df -h "${TMPDIR:-/tmp}" | awk 'NR==2 {print "== disk: " $4 " free in '"${TMPDIR:-/tmp}"' (" $5 " used) =="}'; }
+disk
 echo "== source checks =="
 python3 scripts/check_layers.py
 scripts/check_format.sh
@@ -24,6 +28,7 @@ for d in tests/cli tests/integration tests/e2e; do
   if ls "$d"/test_*.py >/dev/null 2>&1; then suites+=("$d"); fi
 done
 if [ ${#suites[@]} -gt 0 ]; then
+  disk
   echo "== integration tests (pytest) =="
   .venv/bin/python -m pytest -q "${suites[@]}"
 fi

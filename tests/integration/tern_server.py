@@ -2,11 +2,13 @@
 
 The server binds an ephemeral loopback port (--port 0) and logs the port it got;
 its log goes to a file (never a pipe that nobody reads), which the tests can
-inspect. Environment: TERN_BIN (default build/tern), TERN_MODEL (default
+inspect; the logs are removed when the test run ends (TERN_KEEP_SERVER_LOGS=1
+keeps them). Environment: TERN_BIN (default build/tern), TERN_MODEL (default
 models/SmolLM2-135M-Instruct.Q4_1.gguf).
 """
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import signal
@@ -18,6 +20,18 @@ from pathlib import Path
 import requests
 
 REPO = Path(__file__).resolve().parents[2]
+
+# Server logs are kept for the whole test run (tests read them after a server
+# stops) and removed when it ends, so that thousands of them do not pile up.
+_LOGS: list[Path] = []
+
+
+@atexit.register
+def _remove_logs() -> None:
+    if os.environ.get("TERN_KEEP_SERVER_LOGS"):
+        return
+    for p in _LOGS:
+        p.unlink(missing_ok=True)
 
 
 def tern_bin() -> Path:
@@ -52,6 +66,7 @@ class TernServer:
         self.port: int | None = None
         self._log = tempfile.NamedTemporaryFile(prefix="tern-serve-", suffix=".log", delete=False)
         self.log_path = Path(self._log.name)
+        _LOGS.append(self.log_path)
 
     @property
     def url(self) -> str:

@@ -38,13 +38,30 @@ bool file_exists(const std::string& path) {
   return std::filesystem::exists(path);
 }
 
-std::string temp_path(const std::string& name) {
-  static const std::string dir = [] {
-    auto d = std::filesystem::temp_directory_path() / ("tern-test-" + std::to_string(getpid()));
+namespace {
+// The per-process folder behind temp_path(), removed with everything in it
+// when the process exits: ctest runs each test in a process of its own, and
+// a suite that left its generated models behind filled CI's disk. Only the
+// process that made it removes it (a forked child's exit must not).
+struct ProcessTempDir {
+  std::string path;
+  pid_t owner = getpid();
+  ProcessTempDir() {
+    auto d = std::filesystem::temp_directory_path() / ("tern-test-" + std::to_string(owner));
     std::filesystem::create_directories(d);
-    return d.string();
-  }();
-  return dir + "/" + name;
+    path = d.string();
+  }
+  ~ProcessTempDir() {
+    if (getpid() != owner) return;
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+}  // namespace
+
+std::string temp_path(const std::string& name) {
+  static const ProcessTempDir dir;
+  return dir.path + "/" + name;
 }
 
 std::string read_file(const std::string& path) {
