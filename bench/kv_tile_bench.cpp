@@ -5,7 +5,9 @@
 //   hot:  the same block again and again (staging and arithmetic only);
 //   cold: every block of a --mib MiB arena in the engine's layout, walked
 //         per (layer, head) as a decode step does, without and with the
-//         next block's head area prefetched into L2 (what tile_blocks does).
+//         next block's head area prefetched into L2 (what tile_blocks does);
+//   span: the same walk in spans of 16 blocks (a segment), for tables with
+//         a span kernel (prefill at depth), per block.
 //
 //   --count C --table NAME: only C hot calls of that table ("scalar" runs
 //         its one-row kernel per row), nothing timed: for instruction counts
@@ -112,8 +114,31 @@ void run(const AttendKernels& K, Arena& A, int nr, int reps) {
       best[1 + pf] = std::min(best[1 + pf], (cpu_us() - t0) / double(90 * A.n_blocks));
     }
   }
-  std::printf("%-7s rows %2d: hot %.3f us, cold %.3f us, cold + prefetch %.3f us per call\n", K.isa,
+  // Spans of 16 blocks (a segment) per (layer, head), when the table has
+  // them: the prefill path at depth, per block.
+  double span_us = 0;
+  if (const AttendSpanFn span = K.span_for_type(L.type)) {
+    constexpr int kSpan = 16;
+    const size_t n_spans = std::max<size_t>(1, A.n_blocks / kSpan);
+    std::vector<int> ctx(size_t(nr), kSpan * L.block_tokens);
+    HeadBlock hbs[kSpan];
+    span_us = 1e30;
+    for (int rep = 0; rep < reps; ++rep) {
+      const double t0 = cpu_us();
+      for (int ly = 0; ly < L.n_layers; ++ly)
+        for (int h = 0; h < L.n_kv_heads; ++h)
+          for (size_t sp = 0; sp < n_spans; ++sp) {
+            for (int i = 0; i < kSpan; ++i)
+              hbs[i] = head_block(L, A.slice(sp * kSpan + size_t(i), ly), h);
+            span(L, hbs, kSpan, nr, ctx.data(), t.q.data(), t.m.data(), t.l.data(), t.acc.data());
+          }
+      span_us = std::min(span_us, (cpu_us() - t0) / double(90 * n_spans * kSpan));
+    }
+  }
+  std::printf("%-7s rows %2d: hot %.3f us, cold %.3f us, cold + prefetch %.3f us per call", K.isa,
               nr, best[0], best[1], best[2]);
+  if (span_us > 0) std::printf(", span of 16 (cold) %.3f us per block", span_us);
+  std::printf("\n");
 }
 
 // calls hot calls of table K (the scalar table has one-row kernels only).

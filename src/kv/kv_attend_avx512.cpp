@@ -50,7 +50,8 @@ struct Buffers {
   std::vector<float> s;       // (n16) scores, then probabilities
   std::vector<uint32_t> p2;   // (4, n16 / 2) bf16 pairs of probability x value scale per row
   std::vector<int16_t> ki;    // (n16 / 16, hd / 8, 4 groups, 32) staged int16 keys, stage_keys_i16
-  std::vector<int16_t> qi;    // (hd) the row's query as 15-bit codes
+  std::vector<int16_t> qi;    // (kMaxTileRows, d64) the rows' queries as 15-bit codes
+  std::vector<float> qs;      // (kMaxTileRows) their scales
 };
 
 Buffers& buffers(size_t keys, size_t dims) {
@@ -62,7 +63,7 @@ Buffers& buffers(size_t keys, size_t dims) {
     b.codes.resize(keys * d64);
     b.ki.resize(keys * d64);
   }
-  if (b.q.size() < d64) b.q.resize(d64), b.qi.resize(d64);
+  if (b.q.size() < d64) b.q.resize(d64), b.qi.resize(kMaxTileRows * d64), b.qs.resize(kMaxTileRows);
   if (b.s.size() < keys) {
     b.s.resize(keys);
     b.p2.resize(keys / 2 * 4);  // kRun rows
@@ -436,23 +437,36 @@ inline float row_weights(float* s, const float* vscale, float m, int n, uint32_t
   return _mm512_reduce_add_ps(sum);
 }
 
+inline bool int_scores(int hd) {
+  return hd % 8 == 0 && hd <= kMaxIntScoreDims;
+}
+inline size_t qi_stride(int hd) {
+  return (size_t(hd) + 63) & ~size_t(63);
+}
+
+// The rows' query codes (integer scores only), once per tile or span.
+void prepare_rows(int hd, int nr, const float* const* q, Buffers& B) {
+  if (!int_scores(hd)) return;
+  for (int r = 0; r < nr; ++r)
+    B.qs[size_t(r)] = quantize_q_i16(q[r], hd, B.qi.data() + size_t(r) * qi_stride(hd));
+}
+
+// One block for rows prepared by prepare_rows.
 template <KvType T>
-void attend_tile_avx512(const KvLayout& L, const HeadBlock& hb, int nr, const int* n_tok,
-                        const float* const* q, float* m_io, float* l_io, float* acc) {
+void tile_block(const KvLayout& L, const HeadBlock& hb, int nr, const int* n_tok,
+                const float* const* q, Buffers& B, float* m_io, float* l_io, float* acc) {
   const int hd = L.head_dim, hd16 = (hd + 15) & ~15, J = (hd + 3) / 4;
   int n_max = 0;
   for (int r = 0; r < nr; ++r) n_max = std::max(n_max, n_tok[r]);
   if (n_max <= 0) return;
   const int n16 = (n_max + 15) & ~15;
-  Buffers& B = buffers(size_t(n16), size_t(hd));
   const int8_t* codes = reinterpret_cast<const int8_t*>(hb.k);
   size_t stride = L.k_row;
   if constexpr (T == KvType::Int4Fp8) {
     unpack_int4(hb, L.k_row, n_max, hd, B.codes.data());
     codes = B.codes.data(), stride = size_t(hd);
   }
-  const bool int_scores = hd % 8 == 0 && hd <= kMaxIntScoreDims;
-  if (int_scores)
+  if (int_scores(hd))
     stage_keys_i16(codes, stride, n_max, n16, hd, B.ki.data());
   else
     stage_keys(codes, stride, n_max, n16, hd, B.k.data());
@@ -476,9 +490,9 @@ void attend_tile_avx512(const KvLayout& L, const HeadBlock& hb, int nr, const in
     float* accs[kRun];
     for (int r = r0; r < r1; ++r) {
       float block_max;
-      if (int_scores) {
-        const float qs = quantize_q_i16(q[r], hd, B.qi.data());
-        block_max = row_scores_i16(B.qi.data(), qs, B.ki.data(), hb.ks, hd / 8, n, s);
+      if (int_scores(hd)) {
+        block_max = row_scores_i16(B.qi.data() + size_t(r) * qi_stride(hd), B.qs[size_t(r)],
+                                   B.ki.data(), hb.ks, hd / 8, n, s);
       } else {
         const float* qr = q[r];
         if (padded) qr = std::copy_n(q[r], hd, B.q.data()) - hd;
@@ -499,6 +513,37 @@ void attend_tile_avx512(const KvLayout& L, const HeadBlock& hb, int nr, const in
                                                    B.p2.data(), p2s, corr, accs, last);
     }
     r0 = r1;
+  }
+}
+
+template <KvType T>
+void attend_tile_avx512(const KvLayout& L, const HeadBlock& hb, int nr, const int* n_tok,
+                        const float* const* q, float* m_io, float* l_io, float* acc) {
+  int n_max = 0;
+  for (int r = 0; r < nr; ++r) n_max = std::max(n_max, n_tok[r]);
+  if (n_max <= 0) return;
+  Buffers& B = buffers(size_t((n_max + 15) & ~15), size_t(L.head_dim));
+  prepare_rows(L.head_dim, nr, q, B);
+  tile_block<T>(L, hb, nr, n_tok, q, B, m_io, l_io, acc);
+}
+
+// The tile block by block, the query codes made once.
+template <KvType T>
+void attend_span_avx512(const KvLayout& L, const HeadBlock* hbs, int n_blocks, int nr,
+                        const int* ctx, const float* const* q, float* m_io, float* l_io,
+                        float* acc) {
+  const int bt = L.block_tokens;
+  int ctx_max = 0;
+  for (int r = 0; r < nr; ++r) ctx_max = std::max(ctx_max, ctx[r]);
+  n_blocks = std::min(n_blocks, (ctx_max + bt - 1) / bt);
+  if (n_blocks <= 0) return;
+  Buffers& B = buffers(size_t((bt + 15) & ~15), size_t(L.head_dim));
+  prepare_rows(L.head_dim, nr, q, B);
+  int n[kMaxTileRows];
+  for (int i = 0; i < n_blocks; ++i) {
+    if (i + 1 < n_blocks) prefetch_head_area(L, hbs[i + 1]);
+    for (int r = 0; r < nr; ++r) n[r] = std::clamp(ctx[r] - i * bt, 0, bt);
+    tile_block<T>(L, hbs[i], nr, n, q, B, m_io, l_io, acc);
   }
 }
 
@@ -530,7 +575,9 @@ const AttendKernels* avx512_attend_table(const AttendKernels& avx2) {
       {avx2.rows[int(KvType::F16)], attend_rows_avx512<KvType::Int8>,
        attend_rows_avx512<KvType::Int8Fp8>, attend_rows_avx512<KvType::Int4Fp8>},
       {avx2.tile[int(KvType::F16)], attend_tile_avx512<KvType::Int8>,
-       attend_tile_avx512<KvType::Int8Fp8>, attend_tile_avx512<KvType::Int4Fp8>}};
+       attend_tile_avx512<KvType::Int8Fp8>, attend_tile_avx512<KvType::Int4Fp8>},
+      {avx2.span[int(KvType::F16)], attend_span_avx512<KvType::Int8>,
+       attend_span_avx512<KvType::Int8Fp8>, attend_span_avx512<KvType::Int4Fp8>}};
   return &k;
 }
 

@@ -234,21 +234,11 @@ TileState& tile_state(int hd) {
   st.fit(hd);
   return st;
 }
-// Asks for one head area (scales and codes, contiguous) ahead of its tile
-// call: consecutive blocks of a sequence lie a whole block (every layer)
-// apart, so the hardware prefetcher does not run into the next one, and a
-// decode step streams every block of every sequence from DRAM once. Into L2
-// (prefetcht1): a decode tile on a cold SmolLM2-shaped block took 0.85 us
-// of CPU with it, 1.08 us prefetching into L1 (its fill buffers then stall
-// the loads of the block in hand), 1.33 us without.
-inline void prefetch_head(const uint8_t* head, size_t bytes) {
-  for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(head + o, 0, 2);
-}
 }  // namespace
 
 void PagedKvImpl::prefetch_next(const Seq& s, int blk, int layer, int kvh) const {
   const Block& b = blocks[size_t(s.table[size_t(blk)])];
-  prefetch_head(slice_ptr(b, layer) + size_t(kvh) * L.head_bytes, L.head_bytes);
+  prefetch_head_area(L, head_block(L, slice_ptr(b, layer), kvh));
 }
 
 void PagedKvImpl::tile_blocks(AttendTileFn tile, const Seq& s, int layer, int kvh, int b0, int b1,
@@ -260,7 +250,20 @@ void PagedKvImpl::tile_blocks(AttendTileFn tile, const Seq& s, int layer, int kv
     attend_start(hd, &m[r], &l[r], acc + size_t(r) * hd);
     ctx_max = std::max(ctx_max, ctx[r]);
   }
-  for (int blk = b0; blk < b1 && blk * B < ctx_max; ++blk) {
+  b1 = std::min(b1, (ctx_max + B - 1) / B);
+  if (b1 <= b0) return;
+  if (const AttendSpanFn span = kern->span_for_type(L.type)) {
+    HeadBlock hbs[64];
+    for (int blk0 = b0; blk0 < b1; blk0 += 64) {
+      const int nb = std::min(64, b1 - blk0);
+      for (int i = 0; i < nb; ++i)
+        hbs[i] = head_block(L, slice_ptr(blocks[size_t(s.table[size_t(blk0 + i)])], layer), kvh);
+      for (int r = 0; r < nr; ++r) n[r] = std::max(0, ctx[r] - blk0 * B);
+      span(L, hbs, nb, nr, n, q, m, l, acc);
+    }
+    return;
+  }
+  for (int blk = b0; blk < b1; ++blk) {
     const Block& b = blocks[size_t(s.table[size_t(blk)])];
     if ((blk + 1) * B < ctx_max) prefetch_next(s, blk + 1, layer, kvh);
     for (int r = 0; r < nr; ++r) n[r] = std::clamp(ctx[r] - blk * B, 0, B);

@@ -42,14 +42,27 @@ using AttendTileFn = void (*)(const KvLayout& L, const HeadBlock& hb, int nr, co
                               const float* const* q, float* m, float* l, float* acc);
 inline constexpr int kMaxTileRows = 64;
 
+// A span: the same rows against n_blocks consecutive blocks of one kv head
+// (hbs[i], each whole: block_tokens tokens, head areas as head_block() gives
+// them), row r seeing the span's first ctx[r] tokens (blocks past every
+// row's context are not read). Bit-identical to calling the tile kernel
+// block by block with each row's count in that block; what it saves is the
+// per-row work a tile call repeats (the query's integer codes) and it reads
+// the next block's head into L2 while one is in hand.
+using AttendSpanFn = void (*)(const KvLayout& L, const HeadBlock* hbs, int n_blocks, int nr,
+                              const int* ctx, const float* const* q, float* m, float* l,
+                              float* acc);
+
 struct AttendKernels {
   const char* isa;
   AttendBlockFn block[kNumKvTypes];     // indexed by KvType
   AttendRowsFn rows[kNumKvTypes] = {};  // optional (null: one row at a time)
   AttendTileFn tile[kNumKvTypes] = {};  // optional (null: rows / one row at a time)
+  AttendSpanFn span[kNumKvTypes] = {};  // optional (null: the tile, block by block)
   AttendBlockFn for_type(KvType t) const { return block[int(t)]; }
   AttendRowsFn rows_for_type(KvType t) const { return rows[int(t)]; }
   AttendTileFn tile_for_type(KvType t) const { return tile[int(t)]; }
+  AttendSpanFn span_for_type(KvType t) const { return span[int(t)]; }
 };
 
 const AttendKernels& scalar_attend_kernels();

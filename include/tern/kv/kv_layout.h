@@ -58,6 +58,18 @@ inline HeadBlock head_block(const KvLayout& L, const uint8_t* slice, int kvh) {
   return hb;
 }
 
+// Asks for a block's head area (scales and codes, contiguous; hb as
+// head_block() gave it) to be read into L2 ahead of its tile: consecutive
+// blocks of a sequence lie a whole block (every layer) apart, so the hardware
+// prefetcher does not run into the next one. Into L2 (prefetcht1): a decode
+// tile on a cold SmolLM2-shaped block took 0.85 us of CPU with it, 1.08 us
+// prefetching into L1 (its fill buffers then stall the loads of the block in
+// hand), 1.33 us without.
+inline void prefetch_head_area(const KvLayout& L, const HeadBlock& hb) {
+  const uint8_t* head = hb.k - L.off_k;
+  for (size_t o = 0; o < L.head_bytes; o += 64) __builtin_prefetch(head + o, 0, 2);
+}
+
 // Writes token t (0..B-1) of one head: x_k, x_v (head_dim floats each) are
 // encoded into the head area starting at `head` (writable, head_bytes).
 void encode_token(const KvLayout& L, const float* x_k, const float* x_v, uint8_t* head, int t);

@@ -334,10 +334,10 @@ namespace tern::kv {
 namespace {
 
 // A tile (rows of consecutive prompt tokens, each seeing its own number of
-// the block's tokens under the causal mask) gives every row bit-identically
-// what that row gets alone — so how a prompt is chunked, batched or decoded
-// never changes its numbers — and matches the one-row kernels of the scalar
-// table within rounding.
+// the block's tokens under the causal mask) and a span of such tiles give
+// every row bit-identically what that row gets alone — so how a prompt is chunked, batched or
+// decoded never changes its numbers — and matches the one-row kernels of the scalar table within
+// rounding.
 TEST(KvAttend, TileRowsAreBitIdenticalToRowsAlone) {
   for (const AttendKernels* K : all_kernels()) {
     for (KvType t : kTypes) {
@@ -373,6 +373,21 @@ TEST(KvAttend, TileRowsAreBitIdenticalToRowsAlone) {
           ASSERT_EQ(0, std::memcmp(a1.data(), a2.data(), a1.size() * 4))
               << K->isa << " " << to_string(t) << " hd " << hd << " rows " << nr;
           ASSERT_EQ(0, std::memcmp(l1.data(), l2.data(), l1.size() * 4));
+          // A span over the blocks (the prefill path) gives the same bits as
+          // the tile block by block.
+          if (const AttendSpanFn span = K->span_for_type(t)) {
+            std::vector<float> m3(n), l3(n), a3(n * size_t(hd));
+            for (int r = 0; r < nr; ++r)
+              attend_start(hd, &m3[size_t(r)], &l3[size_t(r)], &a3[size_t(r * hd)]);
+            std::vector<HeadBlock> hbs;
+            for (int blk = 0; blk * 32 < b.n_ctx; ++blk) hbs.push_back(b.head(blk, 0));
+            span(b.L, hbs.data(), int(hbs.size()), nr, ctx.data(), qp.data(), m3.data(), l3.data(),
+                 a3.data());
+            ASSERT_EQ(0, std::memcmp(a3.data(), a1.data(), a1.size() * 4))
+                << K->isa << " span " << to_string(t) << " hd " << hd << " rows " << nr;
+            ASSERT_EQ(0, std::memcmp(l3.data(), l1.data(), l1.size() * 4));
+            ASSERT_EQ(0, std::memcmp(m3.data(), m1.data(), m1.size() * 4));
+          }
           // And against the scalar oracle run row by row.
           for (int r = 0; r < nr; ++r) {
             float m = 0, l = 0;
