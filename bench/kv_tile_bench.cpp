@@ -117,9 +117,10 @@ void run(const AttendKernels& K, Arena& A, int nr, int reps) {
   // Spans of 16 blocks (a segment) per (layer, head), when the table has
   // them: the prefill path at depth, per block.
   double span_us = 0;
-  if (const AttendSpanFn span = K.span_for_type(L.type)) {
-    constexpr int kSpan = 16;
-    const size_t n_spans = std::max<size_t>(1, A.n_blocks / kSpan);
+  constexpr int kSpan = 16;
+  const AttendSpanFn span = K.span_for_type(L.type);
+  if (span && A.n_blocks >= size_t(kSpan)) {
+    const size_t n_spans = A.n_blocks / kSpan;
     std::vector<int> ctx(size_t(nr), kSpan * L.block_tokens);
     HeadBlock hbs[kSpan];
     span_us = 1e30;

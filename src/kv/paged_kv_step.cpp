@@ -145,10 +145,19 @@ void PagedKvImpl::attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int 
   // Without a window the tile kernels take every row of a block at once,
   // segment by segment (split-K's order). A sliding window (gemma3's local
   // layers) starts each token's scan at its own position: one token's rows
-  // at a time, through a view of the block shifted to that start.
+  // at a time, through a view of the block shifted to that start. Tokens
+  // whose window still reaches position 0 (p < window, causal) see exactly
+  // what a causal row sees and take the tiles too; which path a token takes
+  // depends on its position alone, so chunking, batching and decoding still
+  // give it the same bits.
   if (const AttendTileFn tile = kern->tile_for_type(L.type); tile && window <= 0) {
     attend_tiled(tile, s, layer, kvh, pos0, n_tok, group, q, q_stride, out, out_stride, horizon);
     return;
+  } else if (tile && horizon <= 0 && pos0 < window) {
+    const int whole = std::min(n_tok, window - pos0);  // tokens pos0 .. window - 1
+    attend_tiled(tile, s, layer, kvh, pos0, whole, group, q, q_stride, out, out_stride, horizon);
+    if (whole == n_tok) return;
+    q += whole * q_stride, out += whole * out_stride, pos0 += whole, n_tok -= whole;
   }
   const AttendBlockFn fn = kern->for_type(L.type);
   const AttendRowsFn rows_fn = kern->rows_for_type(L.type);
