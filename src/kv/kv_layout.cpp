@@ -16,6 +16,15 @@ size_t round64(size_t n) {
   return (n + 63) / 64 * 64;
 }
 
+// Rounds to nearest, ties to even (nearbyint in the default rounding mode)
+// for |v| < 2^22, every code here: adding and taking away 1.5 x 2^23 leaves
+// the rounded value. Inline on every target; generic x86-64 (no SSE4.1)
+// makes nearbyint a libm call per element, 0.4 % of a batch-16 decode step.
+inline float round_even(float v) {
+  constexpr float kShift = 12582912.0f;  // 1.5 x 2^23
+  return (v + kShift) - kShift;
+}
+
 float absmax(const float* x, int n) {
   float m = 0.0f;
   for (int i = 0; i < n; ++i) m = std::max(m, std::fabs(x[i]));
@@ -160,10 +169,10 @@ uint8_t fp8_encode(float f) {
   const uint32_t bits = f32_to_bits(f);
   const uint8_t sign = uint8_t((bits >> 24) & 0x80);
   const uint32_t ax = bits & 0x7fffffffu;
-  if (ax > 0x7f800000u) return 0x7f;          // NaN
-  if (ax >= 0x43e00000u) return sign | 0x7e;  // >= 448 (and inf): saturate
-  if (ax < 0x3c800000u) {                     // < 2^-6: subnormal steps of 2^-9
-    return sign | uint8_t(std::nearbyint(bits_to_f32(ax) * 512.0f));  // 8 is the smallest normal
+  if (ax > 0x7f800000u) return 0x7f;                              // NaN
+  if (ax >= 0x43e00000u) return sign | 0x7e;                      // >= 448 (and inf): saturate
+  if (ax < 0x3c800000u) {                                         // < 2^-6: subnormal steps of 2^-9
+    return sign | uint8_t(round_even(bits_to_f32(ax) * 512.0f));  // 8 is the smallest normal
   }
   // Keep 3 mantissa bits, round to nearest even; a carry bumps the exponent.
   const uint32_t r = ax + 0x7ffffu + ((ax >> 20) & 1u);
@@ -183,7 +192,7 @@ void encode_int8(const float* x, int n, int8_t* codes, float* scale) {
   }
   const float inv = 127.0f / m;
   for (int i = 0; i < n; ++i) {
-    codes[i] = int8_t(std::clamp(std::nearbyint(x[i] * inv), -127.0f, 127.0f));
+    codes[i] = int8_t(std::clamp(round_even(x[i] * inv), -127.0f, 127.0f));
   }
   *scale = m / 127.0f;
 }
@@ -192,9 +201,7 @@ void encode_int4(const float* x, int n, uint8_t* codes, float* scale) {
   const int half = n / 2;
   const float m = absmax(x, n);
   const float inv = m == 0.0f ? 0.0f : 7.0f / m;
-  auto q = [&](float v) {
-    return uint8_t(int(std::clamp(std::nearbyint(v * inv), -7.0f, 7.0f)) + 8);
-  };
+  auto q = [&](float v) { return uint8_t(int(std::clamp(round_even(v * inv), -7.0f, 7.0f)) + 8); };
   for (int j = 0; j < half; ++j) codes[j] = uint8_t(q(x[j]) | (q(x[j + half]) << 4));
   *scale = m / 7.0f;
 }

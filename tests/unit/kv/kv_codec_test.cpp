@@ -3,6 +3,7 @@
 // rounding bound, and the layout's sizes match the numbers in the report.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -65,6 +66,29 @@ TEST(KvCodec, Int8RoundTripWithinHalfStep) {
     for (int i = 0; i < n; ++i)
       EXPECT_LE(std::fabs(q[size_t(i)] * scale - x[size_t(i)]), 0.5001f * scale);
   }
+}
+
+// The int8 codes are nearbyint's (round half to even) exactly, ties
+// included: the codec rounds with an add-and-subtract of 1.5 x 2^23 instead
+// of a libm call.
+TEST(KvCodec, Int8CodesAreNearbyintsTiesIncluded) {
+  std::vector<float> x = {127.0f};  // the absmax: inv = 1, codes = nearbyint(x)
+  for (int k = -254; k <= 254; ++k) {
+    const float h = 0.5f * float(k);  // every half step: the ties
+    for (float v : {h, std::nextafter(h, 200.0f), std::nextafter(h, -200.0f)})
+      if (std::fabs(v) <= 127.0f) x.push_back(v);
+  }
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-127.0f, 127.0f);
+  for (int i = 0; i < 20000; ++i) x.push_back(u(rng));
+  const int n = int(x.size());
+  std::vector<int8_t> q(x.size());
+  float scale = 0;
+  encode_int8(x.data(), n, q.data(), &scale);
+  ASSERT_EQ(scale, 1.0f);
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(q[size_t(i)], int8_t(std::clamp(std::nearbyint(x[size_t(i)]), -127.0f, 127.0f)))
+        << "x=" << x[size_t(i)];
 }
 
 TEST(KvCodec, Int4RoundTripWithinHalfStepAndPacksHalves) {
