@@ -349,12 +349,12 @@ void tile_block(const KvLayout& L, const HeadBlock& hb, int nr, const int* n_tok
                               T != KvType::F16 ? ks : nullptr, hd8, n, s);
     }
     const float m_new = std::max(m_io[r], block_max);
-    // libm's expf, kept: the vector polynomial here (1 ulp from it) moved
-    // perplexity at c=4096 by -0.5% (14.4446 -> 14.3688 on GPL-3 +
-    // Apache-2.0, SmolLM2), as did expf in double (14.3769): this model's
-    // perplexity at depth swings by that much on ulps of the rescale (why
-    // is not pinned down), so the kernels keep the numbers they had.
-    const float corr = std::exp(m_io[r] - m_new);
+    // libm's expf (attend_rescale), kept: the vector polynomial here (1 ulp
+    // from it) moved perplexity at c=4096 by -0.5% (14.4446 -> 14.3688 on
+    // GPL-3 + Apache-2.0, SmolLM2), as did expf in double (14.3769): this
+    // model's perplexity at depth swings by that much on ulps of the rescale
+    // (why is not pinned down), so the kernels keep the numbers they had.
+    const float corr = attend_rescale(m_io[r], m_new);
     const __m256 mv = _mm256_set1_ps(m_new);
     __m256 sum = _mm256_setzero_ps();
     for (int t = 0; t < np; t += 8) {

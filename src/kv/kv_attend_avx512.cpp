@@ -499,7 +499,7 @@ void tile_block(const KvLayout& L, const HeadBlock& hb, int nr, const int* n_tok
         block_max = row_scores(qr, B.k.data(), hb.ks, J, n, s);
       }
       const float m_new = std::max(m_io[r], block_max);
-      corr[r - r0] = std::exp(m_io[r] - m_new);
+      corr[r - r0] = attend_rescale(m_io[r], m_new);
       const float sum = row_weights(s, hb.vs, m_new, n, B.p2.data() + size_t(r - r0) * size_t(p2s));
       l_io[r] = l_io[r] * corr[r - r0] + sum;
       m_io[r] = m_new;

@@ -374,7 +374,7 @@ void attend_tile_neon(const KvLayout& L, const HeadBlock& hb, int nr, const int*
       block_max = tile_scores_f32(B.q.data(), B.kf.data(), hd8, n, s);
     }
     const float m_new = std::max(m_io[r], block_max);
-    const float corr = std::exp(m_io[r] - m_new);
+    const float corr = attend_rescale(m_io[r], m_new);
     const float32x4_t mv = vdupq_n_f32(m_new);
     float32x4_t sum = vdupq_n_f32(0.0f);
     for (int t = 0; t < np; t += 4) {

@@ -13,6 +13,7 @@
 // operations of kernels::attention_f16's reference, token by token, so a
 // paged f16 cache gives bit-identical results to the contiguous one. The AVX2
 // kernels update the state once per block (scores, block max, one rescale).
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -76,6 +77,14 @@ const AttendKernels* attend_kernels_for(kernels::Isa isa);
 std::vector<const AttendKernels*> available_attend_kernels();
 // Chosen once: attend_kernels_for(kernels::active_isa()), scalar if null.
 const AttendKernels& active_attend_kernels();
+
+// The rescale of a row's state when its running max goes from m to m_new
+// (>= m): e^(m - m_new), libm's expf, and exactly 1 without a call when the
+// max held (expf(0) is 1): deep in a context the max rarely moves, and a call
+// per row and block was a tenth of a 64-row tile on AVX2.
+inline float attend_rescale(float m, float m_new) {
+  return m == m_new && m != -std::numeric_limits<float>::infinity() ? 1.0f : std::exp(m - m_new);
+}
 
 inline void attend_start(int head_dim, float* m, float* l, float* acc) {
   *m = -std::numeric_limits<float>::infinity();
