@@ -186,6 +186,12 @@ void add_serve_command(CLI::App& app) {
                   "long prompt); 0: always the full --step-tokens")
       ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
+  cmd->add_option("--yield-ms", o->sched.yield_ms,
+                  "a running forward pass pauses between layers for newly arrived short "
+                  "prompts (at most --step-tokens), which run whole first, when what is left "
+                  "of it would take longer than this; 0: passes never yield")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
   cmd->add_option("--pooled-slack", o->sched.pooled_slack,
                   "the same bound for embedding and rerank prompts beside decoding streams "
                   "(the smaller of the two applies to them)")

@@ -273,6 +273,18 @@ void Engine::step(const Batch& batch, StepOutput& out) {
   model_->forward(batch, *kv_, out, *pool_);
 }
 
+bool Engine::step(const Batch& batch, StepOutput& out, const YieldCheck& yield) {
+  return model_->forward(batch, *kv_, out, *pool_, &yield);
+}
+
+bool Engine::resume(const Batch& batch, StepOutput& out, const YieldCheck& yield) {
+  return model_->resume(batch, *kv_, out, *pool_, &yield);
+}
+
+bool Engine::paused() const {
+  return model_->paused();
+}
+
 void Engine::commit(SeqId seq, std::span<const int32_t> tokens) {
   kv_->commit(seq, tokens);
 }

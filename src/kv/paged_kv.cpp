@@ -333,6 +333,18 @@ void PagedKv::begin_layer(int layer) {
 void PagedKv::end_step() {
   impl_->end_step();
 }
+bool PagedKv::can_suspend() const {
+  return impl_->in_step && impl_->plan.empty();
+}
+void PagedKv::suspend_step() {
+  impl_->suspend_step();
+}
+void PagedKv::resume_step() {
+  impl_->resume_step();
+}
+bool PagedKv::suspended() const {
+  return impl_->suspended;
+}
 void PagedKv::write(SeqId seq, int layer, int pos, const float* k, const float* v) {
   impl_->write(seq, layer, pos, k, v);
 }

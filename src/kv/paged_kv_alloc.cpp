@@ -279,7 +279,7 @@ size_t PagedKvImpl::give_back(size_t bytes) {
 
 int64_t PagedKvImpl::available_blocks() const {
   int64_t a = usable_free_frames() + lru_dram.count + lru_pinned.count;
-  if (flash) {
+  if (flash && !suspended) {  // a suspended step reads its live blocks in place
     const int64_t slots = flash->free_slots() + lru_flash.count;
     a += std::max<int64_t>(0, std::min({spillable, stage_cap - streamed, slots}));
   }
@@ -368,7 +368,8 @@ void PagedKvImpl::obtain_frames(int64_t need, bool cached_only) {
       }
     } else if (!cached_only && (free_frame = take_free_frame(/*reclaim=*/true)) >= 0) {
       scratch_frames.push_back(free_frame);
-    } else if (!cached_only && flash && spillable > 0 && streamed + live_spills < stage_cap) {
+    } else if (!cached_only && !suspended && flash && spillable > 0 &&
+               streamed + live_spills < stage_cap) {
       const int32_t id = pick_spill_victim();
       if (id < 0) break;
       Block& b = blocks[size_t(id)];

@@ -131,6 +131,8 @@ struct PagedKvImpl {
   void begin_step(std::span<const SeqId> seqs);
   void begin_layer(int layer);
   void end_step();
+  void suspend_step();
+  void resume_step();
   void issue_layer(int layer);
   void write(SeqId id, int layer, int pos, const float* k, const float* v);
   void attend(SeqId id, int layer, int kvh, int pos0, int n_tok, int group, const float* q,
@@ -187,6 +189,11 @@ struct PagedKvImpl {
   bool in_step = false;
   int next_layer = 0;
   std::vector<SeqId> step_seqs;
+  // A step suspended between layers (suspend_step): its layer to resume
+  // at and its sequences; no live block is spilled meanwhile.
+  bool suspended = false;
+  int suspended_layer = 0;
+  std::vector<SeqId> suspended_seqs;
 
   KvStats st;
   KvEventSink* events = nullptr;  // prefix-index events (kv_events.h)

@@ -50,6 +50,26 @@ void PagedKvImpl::begin_step(std::span<const SeqId> ids) {
   next_layer = 0;
 }
 
+void PagedKvImpl::suspend_step() {
+  if (!in_step || !plan.empty() || suspended)
+    throw InvalidArgument("KV: suspend_step() outside a step, while streaming, or twice");
+  suspended = true;
+  suspended_layer = next_layer;
+  suspended_seqs.swap(step_seqs);
+  step_seqs.clear();
+  in_step = false;
+}
+
+void PagedKvImpl::resume_step() {
+  if (!suspended || in_step) throw InvalidArgument("KV: resume_step() without a suspended step");
+  suspended = false;
+  step_seqs.swap(suspended_seqs);
+  suspended_seqs.clear();
+  next_layer = suspended_layer;
+  plan.clear();
+  in_step = true;
+}
+
 void PagedKvImpl::issue_layer(int layer) {
   const int set = layer % sets;
   uint8_t* base = staging.data() + size_t(set) * size_t(stage_cap) * L.slice_bytes;

@@ -298,7 +298,10 @@ void Model::logits(const Batch& batch, StepOutput& out, TaskPool& pool) {
   }
 }
 
-void Model::forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPool& pool) {
+bool Model::forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPool& pool,
+                    const YieldCheck* yield) {
+  // One pass pauses at a time: those that run meanwhile do not yield.
+  if (paused_ && yield) throw InvalidArgument("a yielding forward pass while another is paused");
   const int T = batch.total_tokens();
   // Validate everything before touching any state.
   for (size_t i = 0; i < batch.entries.size(); ++i) {
@@ -342,21 +345,57 @@ void Model::forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPo
   }
   if (T > 0) {
     kv.begin_step(seqs);
-    struct EndStep {  // closes the step on every path (waits for flash reads in flight)
-      kv::PagedKv& kv;
-      ~EndStep() { kv.end_step(); }
-    } end_step{kv};
     embed(batch, ws_.x.data());
     if (cfg_.encoder) encoder_inputs(T, pool);
-    for (int l = 0; l < cfg_.n_layers; ++l) {
-      kv.begin_layer(l);
-      attention_block(l, batch, kv, pool);
-      ffn_block(l, batch, pool);
+  }
+  return run_layers(batch, kv, out, pool, 0, yield);
+}
+
+bool Model::resume(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPool& pool,
+                   const YieldCheck* yield) {
+  if (!paused_) throw InvalidArgument("resume() without a paused forward pass");
+  std::swap(ws_, paused_ws_);
+  paused_ = false;
+  kv.resume_step();
+  return run_layers(batch, kv, out, pool, paused_block_, yield);
+}
+
+// Blocks from `first` on (block 2l is layer l's attention, 2l + 1 its FFN),
+// then the commits and the logits; false when yield paused the pass after
+// a block (its workspace set aside in paused_ws_, the KV's step suspended).
+bool Model::run_layers(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPool& pool,
+                       int first, const YieldCheck* yield) {
+  if (batch.total_tokens() > 0) {
+    struct EndStep {  // closes the step on every path (waits for flash reads in flight)
+      kv::PagedKv& kv;
+      bool keep = false;  // paused: the step stays open, suspended
+      ~EndStep() {
+        if (!keep) kv.end_step();
+      }
+    } end_step{kv};
+    const int last = 2 * cfg_.n_layers - 1;
+    for (int b = first; b <= last; ++b) {
+      const int l = b / 2;
+      if (b % 2 == 0) {
+        kv.begin_layer(l);
+        attention_block(l, batch, kv, pool);
+      } else {
+        ffn_block(l, batch, pool);
+      }
+      if (yield && *yield && b < last && kv.can_suspend() && (*yield)(b)) {
+        kv.suspend_step();
+        end_step.keep = true;
+        std::swap(ws_, paused_ws_);
+        paused_ = true;
+        paused_block_ = b + 1;
+        return false;
+      }
     }
   }
   for (const BatchEntry& e : batch.entries)
     if (e.commit) kv.commit(e.seq, e.tokens);
   logits(batch, out, pool);
+  return true;
 }
 
 std::vector<float> Model::project_pooled(std::vector<float> v) const {

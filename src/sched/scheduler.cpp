@@ -11,6 +11,7 @@
 #include "sched_log.h"
 #include "sequence.h"
 #include "step_budget.h"
+#include "step_buffers.h"
 #include "tern/core/error.h"
 #include "tern/engine/engine.h"
 
@@ -30,6 +31,7 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
       costs_(std::make_unique<StepBudget>()),
       media_(std::make_unique<MediaFeed>(engine.config().d_model, engine.memory_budget(), metrics)),
       round_(std::make_unique<Round>()) {
+  aside_ = std::make_unique<StepBuffers>();
   if (opts_.max_batch < 1) throw InvalidArgument("max_batch must be at least 1");
   if (opts_.max_queue < 1) throw InvalidArgument("max_queue must be at least 1");
   if (opts_.step_tokens < opts_.max_batch)
@@ -37,6 +39,7 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions opts, Metrics& metrics)
                           ") must be at least max_batch (" + std::to_string(opts_.max_batch) + ")");
   if (opts_.kv_tokens < 0) throw InvalidArgument("kv_tokens must be >= 0");
   if (!(opts_.session_ttl_s >= 0)) throw InvalidArgument("session_ttl_s must be >= 0");
+  if (!(opts_.yield_ms >= 0)) throw InvalidArgument("yield_ms must be >= 0");
   if (opts_.draft) {
     if (const std::string why = vocabulary_mismatch(engine_.tokenizer(), opts_.draft->tokenizer());
         !why.empty())
@@ -167,6 +170,7 @@ SubmitStatus Scheduler::submit(Request r) {
     queue_.push_back(std::move(r));
     metrics_.queue_depth = int64_t(queue_.size());
     metrics_.requests_submitted += 1;
+    arrivals_.fetch_add(1, std::memory_order_relaxed);  // a running pass may yield to it
   }
   cv_.notify_one();
   return SubmitStatus::Accepted;
@@ -312,6 +316,8 @@ bool Scheduler::wait_for_work(std::vector<Request>& dropped) {
            media_->pending();
   });
   wake_ = false;
+  // What arrives after this look at the queue may make the step yield.
+  yield_seen_ = arrivals_.load(std::memory_order_relaxed);
   if (cancel_all_) {
     cancel_all_ = false;
     for (auto& r : queue_) r.stream->mark_cancelled();
@@ -336,8 +342,7 @@ bool Scheduler::wait_for_work(std::vector<Request>& dropped) {
 // budget and free KV blocks for the candidate's whole context (the prefix
 // cache may make it cheaper; preemption covers growth), and for a new
 // request with images their rows' bytes in the memory budget.
-void Scheduler::admit(Round& round) {
-  round.chosen.clear();
+AdmissionRoom Scheduler::admission_room() const {
   AdmissionRoom room;
   room.max_batch = opts_.max_batch;
   room.block_tokens = engine_.block_tokens();
@@ -346,6 +351,12 @@ void Scheduler::admit(Round& round) {
   room.kv_budget = opts_.kv_tokens;
   room.kv_used = kv_tokens_in_use();
   room.blocks = engine_.available_blocks();
+  return room;
+}
+
+void Scheduler::admit(Round& round) {
+  round.chosen.clear();
+  AdmissionRoom room = admission_room();
   for (;;) {
     snapshot(round);
     const std::optional<size_t> c = next_candidate(round.snap);

@@ -6,16 +6,24 @@
 #include <chrono>
 #include <iterator>
 
+#include "admission.h"
 #include "drafter.h"
 #include "media_feed.h"
 #include "model_drafter.h"
 #include "sched_log.h"
 #include "sequence.h"
 #include "step_budget.h"
+#include "step_buffers.h"
 #include "tern/engine/engine.h"
 #include "tern/sched/scheduler.h"
 
 namespace tern::sched {
+namespace {
+// A pass with decodes pauses for an arrival only when what is left of it is
+// predicted to take this many decode-only steps (should_yield).
+constexpr double kYieldBesideDecodes = 2.0;
+}  // namespace
+
 void Scheduler::run_step() {
   last_step_ms_ = 0;
   last_step_decodes_ = 0;
@@ -23,8 +31,12 @@ void Scheduler::run_step() {
   reserve_step();
   if (build_batch()) {
     const auto t0 = Clock::now();
-    if (forward()) {
-      observe_step(t0, Clock::now());
+    yielded_ms_ = 0;
+    if (forward(/*may_yield=*/true)) {
+      // The pauses are not the step's cost.
+      const auto paused = std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double, std::milli>(yielded_ms_));
+      observe_step(t0 + paused, Clock::now());
       emit_step();
     }
   }
@@ -46,6 +58,7 @@ void Scheduler::plan_step() {
     budget -= 1;
   }
   const size_t n_decode = plan_.size();
+  step_decodes_ = int(n_decode);
   if (opts_.draft_max > 0 && n_decode > 0 && n_decode <= size_t(opts_.spec_max_batch)) {
     // The step's guesses share draft_max: a verify of k guesses costs about a
     // k-token prefill chunk, so B sequences guessing draft_max each would
@@ -183,9 +196,17 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
   // waits on their first token, so the streams' gaps come first.
   StepRoom pooled(*costs_, std::min(room_ms, pooled_ms), kMinPrefillChunk);
   const bool whole = !engine_.config().causal;
+  // Nothing decodes and a short prompt waits: this step is the short
+  // prompts' alone (their first tokens come after a short pass, not after a
+  // full step_tokens chunk of a long prompt, which goes in the next step).
+  bool shorts_only = false;
+  if (n_decode == 0 && !paced)
+    for (size_t i = n_decode; i < plan_.size() && !shorts_only; ++i)
+      shorts_only = is_short(*plan_[i].first) && plan_[i].first->req.media.empty();
   size_t kept = n_decode;
   for (size_t i = n_decode; i < plan_.size() && budget > 0 && !probe; ++i) {
     Sequence& s = *plan_[i].first;
+    if (shorts_only && !is_short(s)) continue;
     int n = paced ? room.size(budget, s.pending(), s.in_kv, s.last_chunk, is_short(s))
                   : std::min(budget, s.pending());
     if (paced && s.embeds())
@@ -268,15 +289,172 @@ bool Scheduler::build_batch() {
   return !batch_.entries.empty();
 }
 
-bool Scheduler::forward() {
+bool Scheduler::forward(bool may_yield) {
   try {
-    engine_.step(batch_, out_);
+    if (!may_yield || opts_.yield_ms <= 0) {
+      engine_.step(batch_, out_);
+      return true;
+    }
+    const Engine::YieldCheck check = [this](int block) { return should_yield(block); };
+    struct InPass {  // marks the pass's sequences for the yield rounds
+      std::vector<Sequence*>& seqs;
+      explicit InPass(std::vector<Sequence*>& s) : seqs(s) {
+        for (Sequence* q : seqs) q->in_pass = true;
+      }
+      ~InPass() {
+        for (Sequence* q : seqs) q->in_pass = false;
+      }
+    } in_pass(entry_seq_);
+    pass_t0_ = Clock::now();
+    pass_first_block_ = 0;
+    pass_yielded_ = false;
+    outside_decodes_ = 0;
+    bool done = engine_.step(batch_, out_, check);
+    while (!done) {
+      const auto p0 = Clock::now();
+      yield_round();
+      const auto p1 = Clock::now();
+      yielded_ms_ += ms_between(p0, p1);
+      pass_t0_ = p1;
+      done = engine_.resume(batch_, out_, check);
+    }
     return true;
   } catch (const std::exception& e) {
     logger()->error("forward pass over {} sequences failed: {}", batch_.entries.size(), e.what());
     for (Sequence* s : entry_seq_) finish(*s, FinishReason::Error, e.what());
     return false;
   }
+}
+
+// After `block` (half a layer): pause when a request arrived that this pass
+// has not seen, or, in a pass without decodes, when the sequences decoding
+// outside it (admitted in an earlier pause) have waited a paced step's room
+// since their last step, and
+// what is left of the pass (its blocks so far at their pace) is worth more
+// than yield_ms. A pass with decodes pauses for arrivals once, and only
+// when what is left of it is worth kYieldBesideDecodes decode steps (a
+// paced step, at most itl_slack = 2 of them, does not pause): each pause
+// costs its streams one more pass (the weights read again) besides the
+// newcomers' prompts, and arrivals come in bursts (streams that finished
+// together asking again). With 8 streams and a 4096-token prompt
+// (bench/fairness.py), pausing paced steps too gave the short request 1.2-1.6x
+// its idle TTFT instead of 1.6-2.4x, but the streams' p99 gap 1.6-2.4x instead
+// of 1.45-1.8x. The yield round decides what can run.
+bool Scheduler::should_yield(int block) {
+  const uint64_t arrived = arrivals_.load(std::memory_order_relaxed);
+  const auto now = Clock::now();
+  const int done = block + 1 - pass_first_block_;
+  const int left = 2 * engine_.config().n_layers - block - 1;
+  if (done <= 0) return false;
+  const double rest = ms_between(pass_t0_, now) / done * left;
+  if (rest < opts_.yield_ms) return false;
+  // Beside a pass with decodes (a paced one) the newcomers wait for its end
+  // to decode; beside a long pass of prompts alone, they decode in pauses.
+  bool due = false;
+  if (outside_decodes_ > 0 && step_decodes_ == 0) {
+    const double room =
+        costs_->ready() ? costs_->room_ms(std::max(opts_.itl_slack, 1.5)) : opts_.yield_ms;
+    // Pause now when waiting for the next block would overshoot the room.
+    due = ms_between(outside_step_, now) + rest / left >= room;
+  }
+  bool newcomer = arrived != yield_seen_;
+  if (newcomer && step_decodes_ > 0)
+    newcomer = !pass_yielded_ && rest >= kYieldBesideDecodes * costs_->decode_ms();
+  if (!newcomer && !due) return false;
+  if (newcomer) pass_yielded_ = true;
+  yield_seen_ = arrived;
+  pass_first_block_ = block + 1;
+  return true;
+}
+
+void Scheduler::swap_step_buffers() {
+  StepBuffers& a = *aside_;
+  std::swap(batch_, a.batch);
+  std::swap(out_, a.out);
+  std::swap(entry_seq_, a.entry_seq);
+  std::swap(plan_, a.plan);
+  std::swap(runs_, a.runs);
+  std::swap(entry_runs_, a.entry_runs);
+}
+
+// The paused pass's sequences are left alone: the requests taken here are
+// new sequences, their KV room comes without preempting or spilling anyone
+// (the engine keeps the paused pass's blocks where they are), and nothing
+// is retired until the paused step has ended.
+void Scheduler::yield_round() {
+  std::vector<Request> admitted;
+  take_yield_requests(admitted);
+  const size_t first = running_.size();
+  start_sequences(admitted);
+  swap_step_buffers();
+  plan_.clear();
+  // A decode for every sequence outside the paused pass that decodes (what
+  // earlier pauses admitted; plain decodes, no guesses).
+  for (size_t i = 0; i < first; ++i) {
+    Sequence& s = *running_[i];
+    if (s.in_pass || s.done || !s.has_kv() || !s.decoding() || !s.req.media.empty() ||
+        s.req.stream->backlogged())
+      continue;
+    if (engine_.reserve(s.seq, 1).room != Engine::Room::Ok) continue;
+    plan_.push_back({&s, 1});
+  }
+  const size_t n_decode = plan_.size();
+  // Beside decodes (paused or here), a prompt goes only when its cost fits
+  // what a short prompt may take of a paced step (StepRoom); the others
+  // wait for the next step, where they are chunked.
+  const bool paced = (step_decodes_ > 0 || n_decode > 0) && opts_.itl_slack > 0 && costs_->ready();
+  const double room = StepRoom::kShortSteps * costs_->room_ms(opts_.itl_slack);
+  for (size_t i = first; i < running_.size(); ++i) {
+    Sequence& s = *running_[i];
+    if (s.done || !s.has_kv() || s.pending() < 1) continue;
+    const int n = s.pending();
+    if (paced && costs_->chunk_ms(n, s.in_kv) > room) continue;
+    if (engine_.reserve(s.seq, n).room != Engine::Room::Ok) continue;
+    s.last_chunk = n;
+    plan_.push_back({&s, n});
+  }
+  if (!plan_.empty()) {
+    metrics_.step_yields += 1;
+    metrics_.yield_prompts += plan_.size() - n_decode;
+  }
+  const auto t0 = Clock::now();
+  if (build_batch() && forward(/*may_yield=*/false)) {
+    metrics_.steps += 1;
+    metrics_.step_tokens += uint64_t(batch_.total_tokens());
+    emit_step();
+  }
+  if (logger()->should_log(spdlog::level::trace))
+    logger()->trace("yield: decode={} prompts={} tokens={} ms={:.2f}", n_decode,
+                    plan_.size() - n_decode, batch_.total_tokens(), ms_between(t0, Clock::now()));
+  outside_decodes_ = 0;
+  for (auto& [s, n] : plan_)
+    if (!s->done && s->decoding()) ++outside_decodes_;
+  outside_step_ = Clock::now();
+  swap_step_buffers();
+}
+
+// Under mu_: the queued requests a yield round can run whole: text-only
+// generations of at most step_tokens, not waiting for a sibling, in queue
+// order, while a batch slot, a KV sequence and (without spilling) their KV
+// blocks are free. None while preempted sequences wait for room.
+void Scheduler::take_yield_requests(std::vector<Request>& admitted) {
+  AdmissionRoom room = admission_room();
+  std::lock_guard lock(mu_);
+  if (!preempted_.empty() || stop_ || cancel_all_ || !accepting_) return;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    const Request& r = *it;
+    const int64_t n = int64_t(r.prompt.size());
+    if (r.stream->cancelled() || !r.media.empty() || r.after || r.pooling != Pooling::None ||
+        n > opts_.step_tokens || !room.fits(n)) {
+      ++it;
+      continue;
+    }
+    room.take(n);
+    admitted.push_back(std::move(*it));
+    it = queue_.erase(it);
+  }
+  metrics_.queue_depth = int64_t(queue_.size());
+  n_running_ += int64_t(admitted.size());
 }
 
 // The step's metrics, and its cost for the model that sizes the next steps'

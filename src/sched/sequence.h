@@ -75,6 +75,7 @@ class Sequence {
   int last_chunk = 0;           // the size of its last prefill chunk (a chunk at most doubles it)
   int n_generated = 0;          // tokens sampled
   bool done = false;            // finished: retire at this boundary
+  bool in_pass = false;         // an entry of the yielding pass now running (yield_round)
   int preemptions = 0;
   // Speculative decoding: this step's verify entry (the token to feed, then
   // the guesses; empty when it decodes plainly), how long the next guess

@@ -206,6 +206,12 @@ std::string render_metrics(const sched::Metrics& m, const HttpStats& http) {
          double(m.draft_accepted_tokens.load()));
   scalar(out, "tern_preemptions_total", "counter", "Sequences preempted to make KV room.",
          double(m.preemptions.load()));
+  scalar(out, "tern_step_yields_total", "counter",
+         "Steps paused between layers so that newly arrived short prompts run first.",
+         double(m.step_yields.load()));
+  scalar(out, "tern_yield_prompts_total", "counter",
+         "Short prompts that got their first token in another step's pause.",
+         double(m.yield_prompts.load()));
   scalar(out, "tern_kv_io_failures_total", "counter", "Requests whose KV a flash-tier error broke.",
          double(m.kv_io_failures.load()));
   scalar(out, "tern_vision_encodes_total", "counter",

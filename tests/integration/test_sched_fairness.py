@@ -83,3 +83,40 @@ def test_streams_progress_and_a_short_request_goes_first_during_a_long_prefill()
         for t in threads:
             t.join(timeout=60)
         assert requests.get(srv.url + "/health", timeout=10).status_code == 200
+
+
+def test_a_long_pass_yields_to_a_short_request_that_arrives_during_it():
+    """Issue 31, section 2: one long prompt in one forward pass (--step-tokens
+    covers it, nothing else runs); a short request sent while that pass runs
+    is admitted in a pause between two layers, answered first, and the long
+    answer is the same as the one the prompt gets alone."""
+    # No prefix cache: the long prompt's second run below recomputes it.
+    with TernServer("--max-batch", "4", "--ctx", "4096", "--step-tokens", "4096",
+                    "--no-prefix-cache") as srv:
+        long_prompt = "Summarise this. " + " ".join(f"w{i % 97}" for i in range(900))
+        long_events: list = []
+        long_out: dict = {}
+        lt = threading.Thread(target=stream, args=(srv.url, long_prompt, 4, long_events),
+                              kwargs={"out": long_out})
+        lt.start()
+        # Once the long prompt runs (its pass takes seconds), the short one arrives.
+        deadline = time.monotonic() + 60
+        while srv.metrics().get("tern_running_sequences", 0) < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        short_events: list = []
+        short_out: dict = {}
+        stream(srv.url, "Name a colour.", 2, short_events, out=short_out)
+        lt.join(timeout=600)
+
+        assert long_out.get("finish") == "length", long_out
+        assert long_out["usage"]["prompt_tokens"] > 2000, long_out["usage"]
+        assert short_out.get("finish") == "length" and short_events, short_out
+        assert short_events[0][0] < long_events[0][0], "the short request waited for the long pass"
+        m = srv.metrics()
+        assert m["tern_step_yields_total"] >= 1
+        assert m["tern_yield_prompts_total"] >= 1
+        # The paused and resumed pass computed what an uninterrupted one does
+        # (the same prompt again, alone, from scratch).
+        alone: list = []
+        stream(srv.url, long_prompt, 4, alone)
+        assert "".join(t for _, t in alone) == "".join(t for _, t in long_events)

@@ -145,6 +145,20 @@ class Engine {
   // when a sequence's flash tier failed. After a step, a sequence whose flash
   // reads failed has a non-empty kv().failure(seq) and must be ended.
   void step(const Batch& batch, StepOutput& out);
+  // A step that may pause between two blocks for another to run first (a
+  // layer is two blocks: 2l its attention, 2l + 1 its FFN): after each
+  // block but the last, yield(block) is asked (when the KV cache can suspend
+  // the step: nothing of it streams from flash), and true pauses it (false
+  // returned). Until resume() finishes it, step() may run other
+  // batches (over other sequences; reserve(), attach_prefix() and commit()
+  // work for them, but no live block spills to flash meanwhile, and none of
+  // the paused batch's sequences may be freed or changed). resume() takes
+  // the same batch and out and may pause again. The result is the same bits
+  // as an uninterrupted step.
+  using YieldCheck = std::function<bool(int block)>;
+  bool step(const Batch& batch, StepOutput& out, const YieldCheck& yield);
+  bool resume(const Batch& batch, StepOutput& out, const YieldCheck& yield);
+  bool paused() const;
   // Commits the first tokens of an entry that ran with commit = false: they
   // must be the tokens that entry wrote, from seq_len(seq) on.
   void commit(SeqId seq, std::span<const int32_t> tokens);

@@ -113,6 +113,18 @@ class PagedKv {
   void begin_step(std::span<const SeqId> seqs);
   void begin_layer(int layer);  // layers in order 0 .. n_layers-1
   void end_step();
+  // A step paused between layers so that another step can run first (the
+  // scheduler's yield to a newly arrived short prompt). Only a step that
+  // streams nothing from flash can be suspended (can_suspend()): every block
+  // it reads stays where it is. While suspended, reserve() and the other
+  // between-step calls work for other sequences, but no block of a live
+  // sequence is spilled to flash (the suspended step reads them in place);
+  // cached blocks are still evicted. resume_step() reopens the step at the
+  // layer after the last one begun.
+  bool can_suspend() const;
+  void suspend_step();
+  void resume_step();
+  bool suspended() const;
   // Encodes one token's K and V (kv_dim = n_kv_heads * head_dim floats each,
   // head-major) at pos, which must lie in [length, reserved).
   void write(SeqId seq, int layer, int pos, const float* k, const float* v);

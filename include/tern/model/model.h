@@ -85,7 +85,22 @@ class Model {
   // first, committing after) and writes the requested logits into out
   // (resized here). A sequence whose flash reads failed during the pass has
   // kv.failure(seq) set and garbage logits: the caller must check.
-  void forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPool& pool);
+  //
+  // With yield, the pass may pause between two blocks so that other passes
+  // run first: a layer is two blocks (2l: its attention, 2l + 1: its FFN),
+  // and after each block but the last, when the KV can suspend its step
+  // (kv::PagedKv::can_suspend), (*yield)(block) is asked; true pauses the
+  // pass: forward() returns false, the KV's step is suspended and
+  // the pass's activations are set aside. Other passes (over other
+  // sequences, without yield) may run meanwhile; resume() with the same
+  // batch and out finishes it (or pauses it again: false). The result is the
+  // same bits as an uninterrupted pass. True: done.
+  using YieldCheck = std::function<bool(int block)>;
+  bool forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPool& pool,
+               const YieldCheck* yield = nullptr);
+  bool resume(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPool& pool,
+              const YieldCheck* yield = nullptr);
+  bool paused() const { return paused_; }
 
   // An embedding's pooled vector (d_model) through the file's dense
   // projections (dense_3 . dense_2 . v, EmbeddingGemma's), as llama.cpp
@@ -107,6 +122,8 @@ class Model {
   // block reads x itself. Returns the rows to quantize.
   const float* block_input(const std::vector<float>& w, int T, TaskPool& pool);
   void logits(const Batch& batch, StepOutput& out, TaskPool& pool);
+  bool run_layers(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPool& pool, int first,
+                  const YieldCheck* yield);
   // When an entry runs an adapter: y_i = x W_i^T for every output, x being
   // the layer's quantized input (ws_.qa), with each entry's adapter term on
   // its rows; true then. False (nothing done) when no entry has an adapter:
@@ -129,6 +146,10 @@ class Model {
   kernels::PackedMatrix head_;     // (n_vocab, d_model); none for a model that only embeds
   std::optional<RankHead> rank_head_;
   Workspace ws_;
+  // A paused pass's activations and the block it resumes at (forward()).
+  Workspace paused_ws_;
+  bool paused_ = false;
+  int paused_block_ = 0;
 };
 
 }  // namespace tern

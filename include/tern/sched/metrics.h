@@ -54,6 +54,10 @@ struct Metrics {
   std::atomic<uint64_t> draft_accepted_tokens{0};
   std::atomic<uint64_t> steps{0};        // forward passes run
   std::atomic<uint64_t> step_tokens{0};  // tokens over all forward passes
+  // Steps paused between layers for newly arrived short prompts (the
+  // scheduler's yield), and the prompts that ran in those pauses.
+  std::atomic<uint64_t> step_yields{0};
+  std::atomic<uint64_t> yield_prompts{0};
 
   // Gauges, refreshed at every token boundary.
   std::atomic<int64_t> queue_depth{0};

@@ -30,7 +30,14 @@
 //      may spill to flash) and later re-admitted to recompute or reload it,
 //   4. runs one forward pass (Engine::step, kernels on the task pool); a
 //      sequence whose spilled KV could not be read is recomputed once, then
-//      failed with the I/O error, without affecting the others,
+//      failed with the I/O error, without affecting the others. The pass
+//      yields: when a short prompt arrives while the rest of the pass would
+//      still take a while (a long prefill chunk; beside decodes, only a pass
+//      longer than a paced step), it pauses after its current block (half
+//      a layer), the newcomers are admitted and their whole prompts run in
+//      a pass of their own (their first tokens go out), and the pass
+//      resumes where it stopped; in a pass of prompts alone, the newcomers
+//      then decode in further pauses at a paced step's pace (yield_round()),
 //   5. samples each sequence with its own Sampler, turns tokens into text
 //      (UTF-8 safe, stop strings held back) and pushes it to its Stream,
 //   6. retires finished sequences,
@@ -47,6 +54,7 @@
 // policy), media_feed.h (media rows and their encodes, steps 3 and 7),
 // step_budget.h (step 3's prefill share); scheduler_step.cpp reads steps 3-5
 // as plan -> reserve -> build the batch -> forward -> observe -> emit.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -100,6 +108,13 @@ struct SchedulerOptions {
   // idle (bench/embed_itl.py). Their throughput while streams decode is
   // what the room left gives; alone they run at the full step_tokens.
   double pooled_slack = 1.5;
+  // A running pass yields to newly arrived short prompts (at most
+  // step_tokens, text only, not embeddings) when what is left of it is
+  // predicted to take longer than this (ms; beside decodes, also at least
+  // two decode-only steps): it pauses after its current block (half a
+  // layer), they run whole in a pass of their own and get their first
+  // token, then it resumes. 0: passes never yield.
+  double yield_ms = 4.0;
   int64_t kv_tokens = 0;  // admit only while KV tokens in use + new prompt fit; 0: no limit
   // How long a finished request with a session key keeps its KV pinned in
   // DRAM (Request::session); 0: never pin.
@@ -190,7 +205,8 @@ class Scheduler {
   // Outside mu_: picks what is admitted now, preempting to make room.
   // Preempted sequences move to readmit_, new requests to round.chosen.
   void admit(Round& round);
-  void snapshot(Round& round) const;  // round.snap, for the admission policy
+  void snapshot(Round& round) const;     // round.snap, for the admission policy
+  AdmissionRoom admission_room() const;  // what admission may hand out now
   // Reserves a new request's media bytes (MediaFeed::reserve) and checks its
   // KV still fits after the rows took their room. False: it waits.
   bool charge_media(Request& r, int64_t tokens, AdmissionRoom& room);
@@ -209,7 +225,17 @@ class Scheduler {
   void forget_drafts();  // draft KV of sequences no longer running is freed
   void reserve_step();   // KV room for plan_, oldest first
   bool build_batch();    // batch_ from plan_; false: empty
-  bool forward();        // false: the pass failed (and so did its sequences)
+  // false: the pass failed (and so did its sequences). may_yield: the pass
+  // may pause for a yield_round().
+  bool forward(bool may_yield);
+  // Whether the running pass should pause after `block` (Engine::YieldCheck).
+  bool should_yield(int block);
+  // During a paused pass: admits the short prompts that arrived
+  // (take_yield_requests) and runs them whole, with a decode for every
+  // sequence outside the paused pass that decodes, in a pass of their own.
+  void yield_round();
+  void take_yield_requests(std::vector<Request>& admitted);
+  void swap_step_buffers();  // the paused pass's buffers <-> the yield round's
   // The step's metrics and its cost for the model (t0, t1: the forward pass).
   void observe_step(Clock::time_point t0, Clock::time_point t1);
   void trace_step(Clock::time_point t0) const;
@@ -269,6 +295,19 @@ class Scheduler {
   std::deque<std::unique_ptr<Sequence>> preempted_;
   std::vector<std::unique_ptr<Sequence>> readmit_;  // preempted ones take_work admitted
   uint64_t next_order_ = 0;                         // admission counter
+  // Yielding (should_yield): submit() counts arrivals; a pass yields for
+  // arrivals it has not seen, when what is left of it is worth the pause.
+  std::atomic<uint64_t> arrivals_{0};
+  uint64_t yield_seen_ = 0;
+  Clock::time_point pass_t0_{};       // when the pass (or its resumed part) started
+  int pass_first_block_ = 0;          // and at which block (half a layer)
+  bool pass_yielded_ = false;         // the pass paused for arrivals already
+  int step_decodes_ = 0;              // decode entries of the step being run
+  int outside_decodes_ = 0;           // sequences decoding outside the paused pass
+  Clock::time_point outside_step_{};  // when their last step (a yield round's) ended
+  double yielded_ms_ = 0;             // time the step spent paused (not its cost)
+  struct StepBuffers;                 // a paused pass's batch and outputs (scheduler_step.cpp)
+  std::unique_ptr<StepBuffers> aside_;
   Batch batch_;  // reused every step: no allocation in steady state
   StepOutput out_;
   std::vector<Sequence*> entry_seq_;                          // (batch entries) whose entry it is

@@ -1,0 +1,225 @@
+// Steps that yield (issue 31, section 2): a forward pass paused between
+// layers while another pass runs gives the same bits as one run straight
+// through, and the scheduler uses it so that a short prompt arriving during
+// a long prefill pass gets its first token before that pass ends.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collector.h"
+#include "tern/engine/engine.h"
+#include "tern/kv/paged_kv.h"
+#include "tern/sched/scheduler.h"
+#include "tern/tokenizer/tokenizer.h"
+#include "testutil.h"
+#include "tiny_engine.h"
+
+namespace tern::sched {
+namespace {
+
+using testutil::Collector;
+
+std::vector<int32_t> tokens_of(int n, int salt) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) t[size_t(i)] = 3 + (i * 7 + salt * 13) % 128;
+  return t;
+}
+
+std::unique_ptr<Engine> load_engine() {
+  EngineOptions o = testutil::tiny_engine_options(1024, 8);
+  o.prefix_reuse = false;
+  return Engine::load(o);
+}
+
+// A's prefill pauses after block `at` (2l: layer l's attention, 2l + 1 its
+// FFN); B's prefill and one decode run in the pause; A resumes. Every logit equals the
+// uninterrupted runs', and A's KV too (its next decode step's logits).
+TEST(StepYield, APausedPassGivesTheBitsOfOneRunStraightThrough) {
+  const auto a_prompt = tokens_of(300, 1), b_prompt = tokens_of(40, 2);
+  for (int at : {0, 3, 6, 10}) {
+    SCOPED_TRACE("paused after block " + std::to_string(at));
+    // Straight through: A, then B, each alone.
+    std::vector<float> a_ref, b_ref, a_next_ref;
+    {
+      const auto e = load_engine();
+      const SeqId a = e->new_sequence(), b = e->new_sequence();
+      StepOutput out;
+      Batch ba;
+      ba.entries.push_back({a, a_prompt, LogitsMode::Last});
+      e->step(ba, out);
+      a_ref.assign(out.last(0).begin(), out.last(0).end());
+      Batch bb;
+      bb.entries.push_back({b, b_prompt, LogitsMode::Last});
+      e->step(bb, out);
+      b_ref.assign(out.last(0).begin(), out.last(0).end());
+      const std::vector<int32_t> next{5};
+      Batch bn;
+      bn.entries.push_back({a, next, LogitsMode::Last});
+      e->step(bn, out);
+      a_next_ref.assign(out.last(0).begin(), out.last(0).end());
+    }
+    const auto e = load_engine();
+    const SeqId a = e->new_sequence(), b = e->new_sequence();
+    StepOutput out_a, out_b;
+    Batch ba;
+    ba.entries.push_back({a, a_prompt, LogitsMode::Last});
+    int asked = 0;
+    const Engine::YieldCheck pause_at = [&](int block) {
+      ++asked;
+      return block == at;
+    };
+    ASSERT_FALSE(e->step(ba, out_a, pause_at));
+    EXPECT_TRUE(e->paused());
+    EXPECT_TRUE(e->kv().suspended());
+    // In the pause: another sequence gets room, prefills and decodes.
+    ASSERT_EQ(e->reserve(b, int(b_prompt.size()) + 1).room, Engine::Room::Ok);
+    Batch bb;
+    bb.entries.push_back({b, b_prompt, LogitsMode::Last});
+    e->step(bb, out_b);
+    EXPECT_EQ(std::vector<float>(out_b.last(0).begin(), out_b.last(0).end()), b_ref);
+    const std::vector<int32_t> b_next{9};
+    Batch bn;
+    bn.entries.push_back({b, b_next, LogitsMode::Last});
+    e->step(bn, out_b);
+    // A yielding pass cannot start while one is paused.
+    EXPECT_THROW(e->step(bn, out_b, pause_at), InvalidArgument);
+    const Engine::YieldCheck never = [&](int) {
+      ++asked;
+      return false;
+    };
+    ASSERT_TRUE(e->resume(ba, out_a, never));
+    EXPECT_FALSE(e->paused());
+    EXPECT_FALSE(e->kv().suspended());
+    EXPECT_EQ(std::vector<float>(out_a.last(0).begin(), out_a.last(0).end()), a_ref);
+    EXPECT_EQ(e->seq_len(a), int(a_prompt.size()));
+    const std::vector<int32_t> next{5};
+    Batch an;
+    an.entries.push_back({a, next, LogitsMode::Last});
+    e->step(an, out_a);
+    EXPECT_EQ(std::vector<float>(out_a.last(0).begin(), out_a.last(0).end()), a_next_ref);
+    EXPECT_EQ(asked, 2 * e->config().n_layers - 1);  // after every block but the last
+  }
+}
+
+TEST(StepYield, ResumeWithoutAPausedPassIsAnError) {
+  const auto e = load_engine();
+  const SeqId a = e->new_sequence();
+  const auto prompt = tokens_of(8, 3);
+  Batch b;
+  b.entries.push_back({a, prompt, LogitsMode::Last});
+  StepOutput out;
+  EXPECT_THROW(e->resume(b, out, [](int) { return false; }), InvalidArgument);
+  EXPECT_THROW(e->kv().resume_step(), InvalidArgument);
+}
+
+// While a step is suspended, another sequence gets room only without
+// spilling the live blocks the paused pass reads in place (cached blocks
+// may still go); once the step ended, the same reservation spills one.
+TEST(StepYield, NoLiveBlockSpillsWhileAStepIsSuspended) {
+  EngineOptions o = testutil::tiny_engine_options(1024, 8);
+  o.prefix_reuse = false;
+  o.kv_dram_mb = 1;  // 13 blocks of 32 tokens
+  o.kv_flash_mb = 64;
+  o.kv_flash_dir = test::temp_path("yield-flash");
+  const auto e = Engine::load(o);
+  const SeqId a = e->new_sequence(), b = e->new_sequence();
+  const auto a_prompt = tokens_of(12 * 32, 6), b_prompt = tokens_of(40, 7);
+  const std::span<const int32_t> a_all(a_prompt);
+  StepOutput out;
+  // A's first 8 blocks are in (full: they could spill), its last 4 come in
+  // the pass that pauses, reading the first 8 in place.
+  Batch b1;
+  b1.entries.push_back({a, a_all.first(8 * 32), LogitsMode::None});
+  e->step(b1, out);
+  ASSERT_EQ(e->reserve(a, 4 * 32).room, Engine::Room::Ok);
+  Batch ba;
+  ba.entries.push_back({a, a_all.subspan(8 * 32), LogitsMode::Last});
+  ASSERT_FALSE(e->step(ba, out, [](int block) { return block == 1; }));
+  // Two blocks for B: one is free, the other would spill one of A's first 8.
+  EXPECT_LT(e->available_blocks(), 2);
+  EXPECT_EQ(e->reserve(b, int(b_prompt.size())).room, Engine::Room::Full);
+  ASSERT_TRUE(e->resume(ba, out, [](int) { return false; }));
+  EXPECT_EQ(e->seq_len(a), int(a_prompt.size()));
+  EXPECT_GE(e->available_blocks(), 2);  // A's full blocks may spill now
+  EXPECT_EQ(e->reserve(b, int(b_prompt.size())).room, Engine::Room::Ok);
+  EXPECT_GE(e->cache_stats().blocks_spilled, 1);
+}
+
+Request make_request(const Engine& e, const std::string& id, std::vector<int32_t> prompt,
+                     int max_tokens, const Collector& c) {
+  Request r;
+  r.id = id;
+  r.client = id;
+  r.prompt = std::move(prompt);
+  r.params.temperature = 0;
+  r.params.max_tokens = max_tokens;
+  r.params.ignore_eos = true;
+  r.stream = c.stream();
+  (void)e;
+  return r;
+}
+
+// One long prompt in one pass (step_tokens covers it); a short request sent
+// while that pass runs gets its first token first, in a pass of its own, and
+// both texts equal their runs alone.
+TEST(StepYield, AShortPromptArrivingDuringALongPassGoesFirst) {
+  const auto e = load_engine();
+  const auto long_prompt = tokens_of(1000, 4), short_prompt = tokens_of(12, 5);
+  constexpr int kLongOut = 6, kShortOut = 4;
+  std::string long_alone, short_alone;
+  {
+    Metrics m;
+    SchedulerOptions o;
+    o.max_batch = 4;
+    o.step_tokens = 1024;
+    o.yield_ms = 0;  // off: the reference
+    Scheduler s(*e, o, m);
+    s.start();
+    Collector cl, cs;
+    ASSERT_EQ(s.submit(make_request(*e, "long", long_prompt, kLongOut, cl)),
+              SubmitStatus::Accepted);
+    cl.wait();
+    ASSERT_EQ(s.submit(make_request(*e, "short", short_prompt, kShortOut, cs)),
+              SubmitStatus::Accepted);
+    cs.wait();
+    long_alone = cl.text();
+    short_alone = cs.text();
+  }
+  Metrics m;
+  SchedulerOptions o;
+  o.max_batch = 4;
+  o.step_tokens = 1024;
+  o.yield_ms = 1e-6;  // any pass with layers left yields to an arrival
+  Scheduler s(*e, o, m);
+  s.start();
+  Collector cl, cs;
+  using SteadyClock = std::chrono::steady_clock;
+  const auto t_long = SteadyClock::now();
+  ASSERT_EQ(s.submit(make_request(*e, "long", long_prompt, kLongOut, cl)), SubmitStatus::Accepted);
+  // The long prompt is admitted (it counts as running before its pass),
+  // then the short one arrives while its pass runs.
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
+  while (m.running.load() < 1 && SteadyClock::now() < deadline) std::this_thread::yield();
+  const auto t_short = SteadyClock::now();
+  ASSERT_EQ(s.submit(make_request(*e, "short", short_prompt, kShortOut, cs)),
+            SubmitStatus::Accepted);
+  const Finish fs = cs.wait(), fl = cl.wait();
+  EXPECT_EQ(fs.reason, FinishReason::Length);
+  EXPECT_EQ(fl.reason, FinishReason::Length);
+  EXPECT_GE(m.step_yields.load(), 1u);
+  EXPECT_EQ(m.yield_prompts.load(), 1u);
+  using Ms = std::chrono::duration<double, std::milli>;
+  const double short_first = Ms(t_short - t_long).count() + fs.timings.ttft_ms;
+  EXPECT_LT(short_first, fl.timings.ttft_ms)
+      << "the short prompt waited for the long pass (short TTFT " << fs.timings.ttft_ms
+      << " ms, long " << fl.timings.ttft_ms << " ms)";
+  EXPECT_EQ(cs.text(), short_alone);
+  EXPECT_EQ(cl.text(), long_alone);
+}
+
+}  // namespace
+}  // namespace tern::sched
