@@ -198,11 +198,14 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
   const bool whole = !engine_.config().causal;
   // Nothing decodes and a short prompt waits: this step is the short
   // prompts' alone (their first tokens come after a short pass, not after a
-  // full step_tokens chunk of a long prompt, which goes in the next step).
+  // full step_tokens chunk of a long prompt, which goes in the next step;
+  // never two such steps in a row, so short prompts that keep coming
+  // without decoding cannot starve a long one).
   bool shorts_only = false;
-  if (n_decode == 0 && !paced)
+  if (n_decode == 0 && !paced && !last_shorts_only_)
     for (size_t i = n_decode; i < plan_.size() && !shorts_only; ++i)
       shorts_only = is_short(*plan_[i].first) && plan_[i].first->req.media.empty();
+  last_shorts_only_ = shorts_only;
   size_t kept = n_decode;
   for (size_t i = n_decode; i < plan_.size() && budget > 0 && !probe; ++i) {
     Sequence& s = *plan_[i].first;

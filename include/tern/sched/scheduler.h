@@ -303,6 +303,7 @@ class Scheduler {
   int pass_first_block_ = 0;          // and at which block (half a layer)
   bool pass_yielded_ = false;         // the pass paused for arrivals already
   int step_decodes_ = 0;              // decode entries of the step being run
+  bool last_shorts_only_ = false;     // the last step was short prompts' alone (plan_prefill)
   int outside_decodes_ = 0;           // sequences decoding outside the paused pass
   Clock::time_point outside_step_{};  // when their last step (a yield round's) ended
   double yielded_ms_ = 0;             // time the step spent paused (not its cost)
