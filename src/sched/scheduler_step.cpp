@@ -315,7 +315,11 @@ bool Scheduler::forward(bool may_yield) {
     bool done = engine_.step(batch_, out_, check);
     while (!done) {
       const auto p0 = Clock::now();
-      yield_round();
+      try {  // whatever happens in the pause, the paused pass resumes
+        yield_round();
+      } catch (const std::exception& e) {
+        logger()->error("a step's pause failed: {}", e.what());
+      }
       const auto p1 = Clock::now();
       yielded_ms_ += ms_between(p0, p1);
       pass_t0_ = p1;
@@ -390,6 +394,10 @@ void Scheduler::yield_round() {
   const size_t first = running_.size();
   start_sequences(admitted);
   swap_step_buffers();
+  struct SwapBack {  // the paused pass gets its buffers back on every path
+    Scheduler& s;
+    ~SwapBack() { s.swap_step_buffers(); }
+  } swap_back{*this};
   plan_.clear();
   // A decode for every sequence outside the paused pass that decodes (what
   // earlier pauses admitted; plain decodes, no guesses).
@@ -433,7 +441,6 @@ void Scheduler::yield_round() {
   for (auto& [s, n] : plan_)
     if (!s->done && s->decoding()) ++outside_decodes_;
   outside_step_ = Clock::now();
-  swap_step_buffers();
 }
 
 // Under mu_: the queued requests a yield round can run whole: text-only
