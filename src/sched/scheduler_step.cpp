@@ -393,6 +393,7 @@ void Scheduler::yield_round() {
   take_yield_requests(admitted);
   const size_t first = running_.size();
   start_sequences(admitted);
+  update_gauges();  // they count as running before their first token, as at a boundary
   swap_step_buffers();
   struct SwapBack {  // the paused pass gets its buffers back on every path
     Scheduler& s;
