@@ -445,21 +445,24 @@ void Scheduler::yield_round() {
 }
 
 // Under mu_: the queued requests a yield round can run whole: text-only
-// generations of at most step_tokens, not waiting for a sibling, in queue
-// order, while a batch slot, a KV sequence and (without spilling) their KV
-// blocks are free. None while preempted sequences wait for room.
+// generations, not waiting for a sibling, in queue order, while their
+// prompts come to at most step_tokens in all (the pause's pass, and its
+// workspace, stay within a step's size) and a batch slot, a KV sequence and
+// (without spilling) their KV blocks are free. None while preempted sequences wait for room.
 void Scheduler::take_yield_requests(std::vector<Request>& admitted) {
   AdmissionRoom room = admission_room();
   std::lock_guard lock(mu_);
   if (!preempted_.empty() || stop_ || cancel_all_ || !accepting_) return;
+  int64_t tokens = 0;  // a pause's pass is bounded like a step: step_tokens of prompts
   for (auto it = queue_.begin(); it != queue_.end();) {
     const Request& r = *it;
     const int64_t n = int64_t(r.prompt.size());
     if (r.stream->cancelled() || !r.media.empty() || r.after || r.pooling != Pooling::None ||
-        n > opts_.step_tokens || !room.fits(n)) {
+        tokens + n > opts_.step_tokens || !room.fits(n)) {
       ++it;
       continue;
     }
+    tokens += n;
     room.take(n);
     admitted.push_back(std::move(*it));
     it = queue_.erase(it);
