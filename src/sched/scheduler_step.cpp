@@ -31,12 +31,9 @@ void Scheduler::run_step() {
   reserve_step();
   if (build_batch()) {
     const auto t0 = Clock::now();
-    yielded_ms_ = 0;
+    yielded_ = {};
     if (forward(/*may_yield=*/true)) {
-      // The pauses are not the step's cost.
-      const auto paused = std::chrono::duration_cast<Clock::duration>(
-          std::chrono::duration<double, std::milli>(yielded_ms_));
-      observe_step(t0 + paused, Clock::now());
+      observe_step(t0 + yielded_, Clock::now());  // the pauses are not the step's cost
       emit_step();
     }
   }
@@ -321,7 +318,7 @@ bool Scheduler::forward(bool may_yield) {
         logger()->error("a step's pause failed: {}", e.what());
       }
       const auto p1 = Clock::now();
-      yielded_ms_ += ms_between(p0, p1);
+      yielded_ += p1 - p0;
       pass_t0_ = p1;
       done = engine_.resume(batch_, out_, check);
     }
@@ -336,9 +333,8 @@ bool Scheduler::forward(bool may_yield) {
 // After `block` (half a layer): pause when a request arrived that this pass
 // has not seen, or, in a pass without decodes, when the sequences decoding
 // outside it (admitted in an earlier pause) have waited a paced step's room
-// since their last step, and
-// what is left of the pass (its blocks so far at their pace) is worth more
-// than yield_ms. A pass with decodes pauses for arrivals once, and only
+// since their last step, and what is left of the pass (its blocks so far at
+// their pace) is worth more than yield_ms. A pass with decodes pauses for arrivals once, and only
 // when what is left of it is worth kYieldBesideDecodes decode steps (a
 // paced step, at most itl_slack = 2 of them, does not pause): each pause
 // costs its streams one more pass (the weights read again) besides the
@@ -392,8 +388,10 @@ void Scheduler::yield_round() {
   std::vector<Request> admitted;
   take_yield_requests(admitted);
   const size_t first = running_.size();
-  start_sequences(admitted);
-  update_gauges();  // they count as running before their first token, as at a boundary
+  if (!admitted.empty()) {
+    start_sequences(admitted);
+    update_gauges();  // they count as running before their first token, as at a boundary
+  }
   swap_step_buffers();
   struct SwapBack {  // the paused pass gets its buffers back on every path
     Scheduler& s;
@@ -447,8 +445,9 @@ void Scheduler::yield_round() {
 // Under mu_: the queued requests a yield round can run whole: text-only
 // generations, not waiting for a sibling, in queue order, while their
 // prompts come to at most step_tokens in all (the pause's pass, and its
-// workspace, stay within a step's size) and a batch slot, a KV sequence and
-// (without spilling) their KV blocks are free. None while preempted sequences wait for room.
+// workspace, stay within a step's size) and a batch slot, a KV sequence
+// and (without spilling) their KV blocks are free. None while preempted
+// sequences wait for room.
 void Scheduler::take_yield_requests(std::vector<Request>& admitted) {
   AdmissionRoom room = admission_room();
   std::lock_guard lock(mu_);

@@ -306,7 +306,7 @@ class Scheduler {
   bool last_shorts_only_ = false;     // the last step was short prompts' alone (plan_prefill)
   int outside_decodes_ = 0;           // sequences decoding outside the paused pass
   Clock::time_point outside_step_{};  // when their last step (a yield round's) ended
-  double yielded_ms_ = 0;             // time the step spent paused (not its cost)
+  Clock::duration yielded_{};         // time the step spent paused (not its cost)
   struct StepBuffers;                 // a paused pass's batch and outputs (scheduler_step.cpp)
   std::unique_ptr<StepBuffers> aside_;
   Batch batch_;  // reused every step: no allocation in steady state
