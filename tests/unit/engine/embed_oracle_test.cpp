@@ -91,8 +91,14 @@ const nlohmann::json& golden() {
 struct Bound {
   double each, mean;  // every vector's cosine, and their mean, at least
 };
+// Gemma's vectors move by a few 1e-4 of cosine with the last bits of any
+// step before its int8 activation rounding (Gemma's activations are large),
+// so the bound holds for every kernel table, not one: the worst vector
+// (`last`, 11 tokens) is 0.99373 on the AVX2 kernels and 0.99449 on the
+// scalar ones (AMD EPYC Zen 3, 11-28), above 0.994 on AVX-512 VNNI (Zen 4);
+// the means are 0.99791 / 0.99794.
 Bound bound_for(const std::string& model) {
-  return model.starts_with("gemma") ? Bound{0.994, 0.997} : Bound{0.998, 0.9995};
+  return model.starts_with("gemma") ? Bound{0.993, 0.997} : Bound{0.998, 0.9995};
 }
 
 TEST(EmbedOracle, MatchesLlamaEmbedding) {

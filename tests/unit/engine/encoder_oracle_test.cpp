@@ -86,9 +86,13 @@ std::vector<float> embed(Engine& e, const std::vector<int32_t>& tokens, Pooling 
 // to int8 than BERT's: EmbeddingGemma lands at 0.9983-0.9996 (the 2-token
 // prompts, inside every window, as far off as the long ones: rounding, not
 // the symmetric window, which takes them to 0.22-0.94 when it is wrong), as
-// tern's Gemma 3 decoder embeddings do (embed_oracle_test.cpp).
+// tern's Gemma 3 decoder embeddings do (embed_oracle_test.cpp). That range
+// is the AVX-512 VNNI kernels' (Zen 4); the same cases give 0.99750 at worst
+// on the AVX2 kernels and 0.99782 on the scalar ones (AMD EPYC Zen 3, 11-28):
+// the last bits of each table's attention and norms, amplified by the int8
+// rounding after them. The bound holds for every table.
 double min_cosine(const std::string& arch) {
-  return arch == "gemma-embedding" ? 0.998 : 0.999;
+  return arch == "gemma-embedding" ? 0.997 : 0.999;
 }
 
 class EncoderOracle : public ::testing::TestWithParam<std::string> {};
