@@ -1,5 +1,6 @@
 #include "tern/vision/audio.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,7 @@
 extern "C" {
 #include <libavutil/channel_layout.h>
 #include <libavutil/opt.h>
+#include <libavutil/samplefmt.h>
 #include <libswresample/swresample.h>
 }
 #endif
@@ -48,8 +50,10 @@ class Resampler {
     if (dec->ch_layout.nb_channels <= 0)
       fail(MediaErrorKind::Invalid, "the stream has no channels");
     if (dec->ch_layout.nb_channels > 64) fail(MediaErrorKind::Invalid, "too many channels");
-    if (dec->sample_rate <= 0 || dec->sample_rate > 768000)
-      fail(MediaErrorKind::Invalid, "bad sample rate " + std::to_string(dec->sample_rate));
+    if (dec->sample_rate < kMinRate || dec->sample_rate > kMaxRate)
+      fail(MediaErrorKind::Invalid, "the sample rate, " + std::to_string(dec->sample_rate) +
+                                        " Hz, is outside [" + std::to_string(kMinRate) + ", " +
+                                        std::to_string(kMaxRate) + "]");
     if (dec->ch_layout.order == AV_CHANNEL_ORDER_UNSPEC)
       av_channel_layout_default(&in, dec->ch_layout.nb_channels);
     else if (av_channel_layout_copy(&in, &dec->ch_layout) < 0)
@@ -57,6 +61,11 @@ class Resampler {
     channels_ = in.nb_channels;
     in_rate_ = dec->sample_rate;
     in_format_ = dec->sample_fmt;
+    bytes_per_sample_ = av_get_bytes_per_sample(dec->sample_fmt);
+    planar_ = av_sample_fmt_is_planar(dec->sample_fmt) != 0;
+    if (bytes_per_sample_ <= 0)
+      fail(MediaErrorKind::Unsupported, "cannot convert this sample format");
+    slice_ = int(std::max<int64_t>(1, int64_t(kSliceOut) * in_rate_ / rate_));
     SwrContext* s = nullptr;
     const int err = swr_alloc_set_opts2(&s, &in, AV_SAMPLE_FMT_FLTP, rate_, &in, dec->sample_fmt,
                                         dec->sample_rate, 0, nullptr);
@@ -66,13 +75,24 @@ class Resampler {
       fail(MediaErrorKind::Unsupported, "cannot convert this sample format");
   }
 
-  // False once the clip is over max_samples (decoding can stop).
+  // False once the clip is over max_samples (decoding can stop). The frame
+  // goes in slices of at most slice_ input samples, so that one conversion
+  // makes about kSliceOut samples a channel whatever the two rates and the
+  // frame's length (a long frame at a low rate would otherwise expand into
+  // gigabytes before the length check), and the check runs after each.
   bool push(const AVFrame* f) {
     if (f->sample_rate != in_rate_ || f->format != in_format_ ||
         f->ch_layout.nb_channels != channels_)
       fail(MediaErrorKind::Invalid, "the sample format changes inside the clip");
-    convert(const_cast<const uint8_t**>(f->extended_data), f->nb_samples);
-    return out_.size() <= max_;
+    in_ptrs_.resize(size_t(channels_));
+    const size_t stride = size_t(bytes_per_sample_) * size_t(planar_ ? 1 : channels_);
+    for (int at = 0; at < f->nb_samples; at += slice_) {
+      for (int c = 0; c < channels_; ++c)
+        in_ptrs_[size_t(c)] = f->extended_data[planar_ ? c : 0] + size_t(at) * stride;
+      convert(in_ptrs_.data(), std::min(slice_, f->nb_samples - at));
+      if (out_.size() > max_) return false;
+    }
+    return true;
   }
 
   std::vector<float> finish() {
@@ -100,11 +120,17 @@ class Resampler {
     }
   }
 
+  static constexpr int kMinRate = 1000, kMaxRate = 768000;
+  static constexpr int kSliceOut = 4096;
+
   std::unique_ptr<SwrContext, SwrFree> swr_;
   int rate_, channels_ = 0, in_rate_ = 0, in_format_ = -1;
+  int bytes_per_sample_ = 0, slice_ = 1;
+  bool planar_ = false;
   size_t max_;
   std::vector<float> planes_;
   std::vector<uint8_t*> ptrs_;
+  std::vector<const uint8_t*> in_ptrs_;
   std::vector<float> out_;
 };
 

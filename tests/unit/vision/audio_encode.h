@@ -36,7 +36,9 @@ inline float tone(int i, int rate) {
 
 // The tone encoded as `f` for `seconds`; empty when libavcodec lacks the
 // encoder or a call fails.
-inline std::vector<uint8_t> encode(const Format& f, double seconds, int channels = 1) {
+// `frame_size` > 0 asks the encoder for frames of that many samples.
+inline std::vector<uint8_t> encode(const Format& f, double seconds, int channels = 1,
+                                   int frame_size = 0) {
   const AVCodec* codec = avcodec_find_encoder_by_name(f.encoder);
   if (!codec) return {};
   AVFormatContext* oc = nullptr;
@@ -48,6 +50,7 @@ inline std::vector<uint8_t> encode(const Format& f, double seconds, int channels
   av_channel_layout_default(&enc->ch_layout, channels);
   enc->time_base = AVRational{1, f.rate};
   enc->bit_rate = 128000;
+  if (frame_size > 0) enc->frame_size = frame_size;
   if (oc->oformat->flags & AVFMT_GLOBALHEADER) enc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
   bool ok = avcodec_open2(enc, codec, nullptr) >= 0 &&
             avcodec_parameters_from_context(st->codecpar, enc) >= 0;

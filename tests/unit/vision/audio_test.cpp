@@ -6,9 +6,12 @@
 #include "tern/vision/audio.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
+#include <functional>
 
 #include "audio_encode.h"
 #include "media_test_util.h"
@@ -46,6 +49,17 @@ double rms_error(const AudioClip& a, float gain) {
   return best;
 }
 
+// The kind of MediaError `fn` throws (a test failure when it throws none).
+MediaErrorKind kind(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const MediaError& e) {
+    return e.kind();
+  }
+  ADD_FAILURE() << "no MediaError";
+  return MediaErrorKind::Fetch;
+}
+
 TEST(Audio, DecodesEveryListedFormatTo16kMono) {
   for (const audio_clips::Format& f : {kWav, kWav44, kFlac, kMp3, kOpus, kVorbis}) {
     const Bytes clip = make_clip(f, 1.0);
@@ -81,15 +95,6 @@ TEST(Audio, TheSameSoundInTwoLosslessFormatsHasOneHash) {
 
 TEST(Audio, LimitsAndBadInputAreMediaErrors) {
   const Bytes clip = make_clip(kWav, 2.0);
-  auto kind = [](const std::function<void()>& fn) {
-    try {
-      fn();
-    } catch (const MediaError& e) {
-      return e.kind();
-    }
-    ADD_FAILURE() << "no MediaError";
-    return MediaErrorKind::Fetch;
-  };
   EXPECT_EQ(kind([&] { decode_audio(clip, {.max_seconds = 1.5}, {}); }), MediaErrorKind::TooLarge);
   EXPECT_NO_THROW(decode_audio(clip, {.max_seconds = 2.5}, {}));
   MediaPolicy small;
@@ -106,6 +111,114 @@ TEST(Audio, LimitsAndBadInputAreMediaErrors) {
   const Bytes png = encode_png(test_pattern(8, 8));
   EXPECT_EQ(kind([&] { decode_audio(png, {}, {}); }), MediaErrorKind::Invalid);
   EXPECT_EQ(kind([&] { decode_audio(clip, {.sample_rate = 10}, {}); }), MediaErrorKind::Invalid);
+}
+
+// FLAC's checksums (CRC-8 of a frame header, CRC-16 of a frame; MSB first).
+template <typename T>
+T flac_crc(const uint8_t* p, size_t n, T poly) {
+  constexpr int kTop = int(sizeof(T)) * 8 - 1;
+  T crc = 0;
+  for (size_t i = 0; i < n; ++i) {
+    crc = T(crc ^ T(T(p[i]) << (kTop - 7)));
+    for (int b = 0; b < 8; ++b) crc = T((crc >> kTop) & 1 ? T(crc << 1) ^ poly : T(crc << 1));
+  }
+  return crc;
+}
+
+// A FLAC clip of `seconds` of the tone made at 16 kHz, then relabelled as
+// `rate` Hz with no stated length: STREAMINFO's rate is rewritten and its
+// sample count zeroed, and each frame header says "the rate in STREAMINFO"
+// (its checksums redone). The decoder then hands out the same frames at
+// `rate` and nothing tells the demuxer how long the clip is.
+Bytes relabelled_flac(uint32_t rate, int channels, double seconds, int frame_size) {
+  Bytes b = audio_clips::encode(kFlac, seconds, channels, frame_size);
+  if (b.size() < 42 || std::memcmp(b.data(), "fLaC", 4) != 0) return {};
+  uint8_t* si = b.data() + 8;  // STREAMINFO follows "fLaC" and its block header
+  si[10] = uint8_t(rate >> 12);
+  si[11] = uint8_t(rate >> 4);
+  si[12] = uint8_t((si[12] & 0x0f) | ((rate & 0xf) << 4));
+  si[13] &= 0xf0;
+  std::memset(si + 14, 0, 4);
+  size_t p = 4;  // past the metadata blocks
+  for (bool last = false; !last && p + 4 <= b.size();) {
+    last = (b[p] & 0x80) != 0;
+    p += 4 + ((size_t(b[p + 1]) << 16) | (size_t(b[p + 2]) << 8) | b[p + 3]);
+  }
+  // Frame starts: a sync code, then a header whose CRC-8 holds, with frame
+  // numbers 0, 1, 2, ... (16 kHz, so no rate bytes; blocking is fixed).
+  std::vector<size_t> starts;
+  for (size_t q = p; q + 6 < b.size(); ++q) {
+    if (b[q] != 0xff || b[q + 1] != 0xf8 || (b[q + 2] & 0x0f) != 5) continue;
+    size_t h = q + 4;
+    uint32_t number = b[h];
+    int extra = 0;
+    if (number >= 0xc0) {
+      extra = number >= 0xe0 ? 2 : 1;
+      number &= extra == 2 ? 0x0f : 0x1f;
+    }
+    if (h + 1 + size_t(extra) + 3 > b.size()) break;
+    for (int k = 1; k <= extra; ++k) number = (number << 6) | (b[h + size_t(k)] & 0x3f);
+    h += 1 + size_t(extra);
+    const int bs = b[q + 2] >> 4;
+    h += bs == 6 ? 1 : bs == 7 ? 2 : 0;
+    if (h >= b.size() || number != starts.size() ||
+        flac_crc<uint8_t>(b.data() + q, h - q, 0x07) != b[h])
+      continue;
+    starts.push_back(q);
+  }
+  if (starts.empty()) return {};
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const size_t q = starts[k], end = k + 1 < starts.size() ? starts[k + 1] : b.size();
+    size_t h = q + 4;
+    h += b[h] >= 0xe0 ? 3 : b[h] >= 0xc0 ? 2 : 1;
+    const int bs = b[q + 2] >> 4;
+    h += bs == 6 ? 1 : bs == 7 ? 2 : 0;
+    b[q + 2] &= 0xf0;  // rate: see STREAMINFO
+    b[h] = flac_crc<uint8_t>(b.data() + q, h - q, 0x07);
+    const uint16_t crc = flac_crc<uint16_t>(b.data() + q, end - q - 2, 0x8005);
+    b[end - 2] = uint8_t(crc >> 8);
+    b[end - 1] = uint8_t(crc);
+  }
+  return b;
+}
+
+long peak_rss_kib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+// A clip at a rate far below the output's expands many times when
+// resampled. A fuzzed clip (a long frame at a few Hz, no stated length) took
+// the fuzzer past 2 GB in one frame, before any length check could run:
+// rates below 1 kHz are refused, and a frame goes through the resampler in
+// slices, the length checked after each.
+TEST(Audio, LowRatesAreRefusedOrResampledInBoundedSlices) {
+  const Bytes sane = relabelled_flac(16000, 1, 0.5, 0);
+  ASSERT_FALSE(sane.empty()) << "could not relabel the FLAC clip";
+  // Relabelled at its own rate, the clip still decodes (and to the same sound).
+  const AudioClip same = decode_audio(sane, {}, {});
+  EXPECT_NEAR(same.seconds(), 0.5, 0.05);
+  EXPECT_EQ(to_hex(pcm_hash(same)), to_hex(pcm_hash(decode_audio(make_clip(kFlac, 0.5), {}, {}))));
+
+  // 1 kHz, 8 channels, frames of 65535 samples (FLAC's longest), resampled
+  // to 192 kHz: one frame is 12.6 M samples a channel, 400 MB of planes
+  // converted at once. In slices, the clip is refused at the limit with a
+  // few MB in use.
+  const Bytes slow = relabelled_flac(1000, 8, 4.2, 65535);
+  ASSERT_FALSE(slow.empty());
+  const long before = peak_rss_kib();
+  EXPECT_EQ(kind([&] { decode_audio(slow, {.sample_rate = 192000, .max_seconds = 2.0}, {}); }),
+            MediaErrorKind::TooLarge);
+  EXPECT_LT(peak_rss_kib() - before, 64 * 1024) << "KiB of peak RSS to refuse the clip";
+  // With room for it, the slow clip decodes whole: 1 kHz -> 16 kHz.
+  const AudioClip whole = decode_audio(slow, {.max_seconds = 70.0}, {});
+  EXPECT_NEAR(whole.seconds(), 65.535 * 4.2 / 4.096, 0.5);
+
+  // Below 1 kHz, a clip is refused as it opens.
+  const Bytes one_hz = relabelled_flac(1, 8, 0.5, 0);
+  ASSERT_FALSE(one_hz.empty());
+  EXPECT_EQ(kind([&] { decode_audio(one_hz, {}, {}); }), MediaErrorKind::Invalid);
 }
 
 }  // namespace
