@@ -134,6 +134,37 @@ class Resampler {
   std::vector<float> out_;
 };
 
+// A RIFF WAVE file's chunks, before FFmpeg reads them: each one other than
+// the samples ("data", whose size streaming writers leave 0 or unknown, and
+// then the samples run to the end) must fit in the bytes there are. FFmpeg allocates what a LIST
+// chunk states before reading it (see detail::cap_av_allocations); a 2 KB file that says 250 MB is
+// refused here instead.
+void check_wav_chunks(std::span<const uint8_t> b) {
+  if (b.size() < 12 || std::memcmp(b.data(), "RIFF", 4) != 0 ||
+      std::memcmp(b.data() + 8, "WAVE", 4) != 0)
+    return;  // not RIFF WAVE: the demuxers decide
+  auto le32 = [&](size_t at) {
+    return uint32_t(b[at]) | uint32_t(b[at + 1]) << 8 | uint32_t(b[at + 2]) << 16 |
+           uint32_t(b[at + 3]) << 24;
+  };
+  for (size_t at = 12; at + 8 <= b.size();) {
+    const uint64_t size = le32(at + 4), left = b.size() - (at + 8);
+    const bool data = std::memcmp(b.data() + at, "data", 4) == 0;
+    if (data && (size == 0 || size > left)) return;  // the samples run to the end
+    if (size > left) {
+      std::string id;
+      for (size_t i = 0; i < 4; ++i) {
+        const char c = char(b[at + i]);
+        id += c >= 0x20 && c < 0x7f ? c : '?';
+      }
+      fail(MediaErrorKind::Invalid, "corrupt WAV: its '" + id + "' chunk states " +
+                                        std::to_string(size) + " bytes, and " +
+                                        std::to_string(left) + " follow it");
+    }
+    at += 8 + size + (size & 1);  // chunks are padded to an even size
+  }
+}
+
 #endif  // TERN_HAVE_LIBAV
 
 }  // namespace
@@ -161,7 +192,9 @@ AudioClip decode_audio(std::span<const uint8_t> bytes, const AudioOptions& opts,
     fail(MediaErrorKind::TooLarge, "the clip is " + std::to_string(bytes.size()) +
                                        " bytes, over the limit of " +
                                        std::to_string(policy.max_bytes));
-  detail::AvInput in(bytes, "audio", "an audio clip", kFormats, AVMEDIA_TYPE_AUDIO);
+  check_wav_chunks(bytes);
+  detail::AvInput in(bytes, "audio", "an audio clip", kFormats, AVMEDIA_TYPE_AUDIO,
+                     policy.max_pixels);
   const double stated = in.header_seconds();
   if (stated > opts.max_seconds)
     fail(MediaErrorKind::TooLarge, "the clip is " + seconds_text(stated) +

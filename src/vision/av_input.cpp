@@ -3,7 +3,12 @@
 #ifdef TERN_HAVE_LIBAV
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <new>
+
+extern "C" {
+#include <libavutil/mem.h>
+}
 
 namespace tern::vision::detail {
 
@@ -47,6 +52,18 @@ int64_t MemoryReader::seek(void* opaque, int64_t offset, int whence) {
   return to;
 }
 
+void cap_av_allocations(int64_t max_pixels) {
+  constexpr int64_t kFloor = int64_t(64) << 20, kSlack = int64_t(16) << 20;
+  const int64_t px = std::clamp<int64_t>(max_pixels, 0, int64_t(1) << 40);
+  const auto want = size_t(std::max(kFloor, px * 8 + kSlack));
+  static std::mutex mu;
+  static size_t cap = 0;
+  const std::lock_guard<std::mutex> lock(mu);
+  if (want <= cap) return;
+  cap = want;
+  av_max_alloc(cap);
+}
+
 void IoFree::operator()(AVIOContext* io) const {
   if (!io) return;
   av_freep(&io->buffer);
@@ -58,9 +75,10 @@ void AvInput::fail(MediaErrorKind kind, const std::string& what) const {
 }
 
 AvInput::AvInput(std::span<const uint8_t> bytes, const char* noun, const char* a_noun,
-                 const char* formats, AVMediaType type)
+                 const char* formats, AVMediaType type, int64_t max_pixels)
     : noun_(noun), reader_{bytes} {
   av_log_set_level(AV_LOG_QUIET);  // errors reach the caller as MediaError
+  cap_av_allocations(max_pixels);
   constexpr int kBuf = 1 << 16;
   auto* buf = static_cast<uint8_t*>(av_malloc(kBuf));
   if (!buf) throw std::bad_alloc();

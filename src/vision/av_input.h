@@ -24,6 +24,16 @@ namespace tern::vision::detail {
 
 std::string av_text(int err);  // FFmpeg's text for an error code
 
+// FFmpeg sizes some buffers from numbers in the file before it checks them
+// against the data: Debian's libavformat 59 zero-fills a WAV LIST entry's
+// stated size, up to 2 GB, for a 2 KB file. No buffer FFmpeg needs for a
+// clip within the limits is larger than one plane of the largest frame
+// allowed (max_pixels at 8 bytes a pixel, 64-bit RGBA), so av_malloc is
+// capped there (process-wide: av_max_alloc; it only ever grows, to the
+// largest policy seen, and never below 64 MiB). Then such a file fails to
+// open (ENOMEM) instead of taking the memory.
+void cap_av_allocations(int64_t max_pixels);
+
 struct FrameFree {
   void operator()(AVFrame* f) const { av_frame_free(&f); }
 };
@@ -48,9 +58,10 @@ struct MemoryReader {
 class AvInput {
  public:
   // noun: "video" or "audio" (error texts); formats: FFmpeg's demuxer names,
-  // comma-separated; a_noun: "a video", "an audio clip".
+  // comma-separated; a_noun: "a video", "an audio clip"; max_pixels: the
+  // largest frame the policy lets through (cap_av_allocations).
   AvInput(std::span<const uint8_t> bytes, const char* noun, const char* a_noun, const char* formats,
-          AVMediaType type);
+          AVMediaType type, int64_t max_pixels);
   AvInput(const AvInput&) = delete;
   AvInput& operator=(const AvInput&) = delete;
 

@@ -41,7 +41,7 @@ struct SwsFree {
 class Clip {
  public:
   Clip(std::span<const uint8_t> bytes, const MediaPolicy& policy)
-      : in_(bytes, "video", "a video", kFormats, AVMEDIA_TYPE_VIDEO) {
+      : in_(bytes, "video", "a video", kFormats, AVMEDIA_TYPE_VIDEO, policy.max_pixels) {
     const AVCodecParameters* par = in_.stream()->codecpar;
     if (par->width <= 0 || par->height <= 0)
       fail(MediaErrorKind::Invalid, "the video stream has no frame size");

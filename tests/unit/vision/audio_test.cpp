@@ -14,6 +14,10 @@
 #include <functional>
 
 #include "audio_encode.h"
+
+extern "C" {
+#include <libavutil/mem.h>
+}
 #include "media_test_util.h"
 
 namespace tern::vision::testing {
@@ -219,6 +223,46 @@ TEST(Audio, LowRatesAreRefusedOrResampledInBoundedSlices) {
   const Bytes one_hz = relabelled_flac(1, 8, 0.5, 0);
   ASSERT_FALSE(one_hz.empty());
   EXPECT_EQ(kind([&] { decode_audio(one_hz, {}, {}); }), MediaErrorKind::Invalid);
+}
+
+// A fuzzed 1.7 KB WAV (fuzz/crashes/audio/wav-list-2gb) states a 2.4 GB
+// LIST chunk holding a 1.8 GB entry, and Debian's libavformat zero-filled
+// that much before reading it. Chunks that run past the end of the file are
+// refused before FFmpeg sees them, and FFmpeg's allocations are capped
+// whatever the file says.
+TEST(Audio, WavChunksMustFitAndFfmpegAllocationsAreCapped) {
+  Bytes wav = make_clip(kWav, 0.2);
+  ASSERT_GT(wav.size(), 44u);
+  // Insert a LIST chunk after "fmt ": fitting, it decodes as before.
+  const size_t fmt_end = 12 + 8 + 16;
+  ASSERT_EQ(std::memcmp(wav.data() + 12, "fmt ", 4), 0);
+  const std::string info = std::string("LIST") + '\x12' + std::string(3, '\0') + "INFOISFT" +
+                           '\x06' + std::string(3, '\0') + std::string("tern!\0", 6);
+  wav.insert(wav.begin() + fmt_end, info.begin(), info.end());
+  const AudioClip a = decode_audio(wav, {}, {});
+  EXPECT_NEAR(a.seconds(), 0.2, 0.02);
+  // Stating more than the file holds (as the fuzzed file did) is refused.
+  Bytes bad = wav;
+  bad[fmt_end + 4] = 0x1a;
+  bad[fmt_end + 7] = 0x92;  // 0x9200001a bytes
+  const long before = peak_rss_kib();
+  try {
+    decode_audio(bad, {}, {});
+    ADD_FAILURE() << "decoded a WAV whose LIST chunk runs past the end";
+  } catch (const MediaError& e) {
+    EXPECT_EQ(e.kind(), MediaErrorKind::Invalid);
+    EXPECT_NE(std::string(e.what()).find("'LIST' chunk states 2449473562 bytes"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(peak_rss_kib() - before, 16 * 1024);
+  // The cap, for any other path that trusts a size: decoding has set it to
+  // the default policy's largest frame (32 M pixels at 8 bytes, and slack).
+  void* big = av_malloc(size_t(512) << 20);
+  EXPECT_EQ(big, nullptr);
+  av_free(big);
+  void* frame = av_malloc(size_t(128) << 20);
+  EXPECT_NE(frame, nullptr);
+  av_free(frame);
 }
 
 }  // namespace
