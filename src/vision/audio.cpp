@@ -135,10 +135,10 @@ class Resampler {
 };
 
 // A RIFF WAVE file's chunks, before FFmpeg reads them: each one other than
-// the samples ("data", whose size streaming writers leave 0 or unknown, and
-// then the samples run to the end) must fit in the bytes there are. FFmpeg allocates what a LIST
-// chunk states before reading it (see detail::cap_av_allocations); a 2 KB file that says 250 MB is
-// refused here instead.
+// the samples must fit in the bytes there are ("data" may state 0 or more
+// than follows, as streaming writers leave it: the samples run to the end).
+// FFmpeg allocates what a LIST chunk states before reading it (see
+// detail::cap_av_allocations); a 2 KB file that says 250 MB is refused here.
 void check_wav_chunks(std::span<const uint8_t> b) {
   if (b.size() < 12 || std::memcmp(b.data(), "RIFF", 4) != 0 ||
       std::memcmp(b.data() + 8, "WAVE", 4) != 0)
