@@ -62,18 +62,49 @@ void AttentionPlan::plan(const Batch& batch, const std::vector<int>& tok_pos, co
   if (part_.size() < part) part_.resize(part);
 }
 
+// A block's cost: its query rows times the positions they attend (the
+// first row's, as planned; a local layer's window caps it).
+std::pair<size_t, size_t> AttentionPlan::part_blocks(int p, int n) const {
+  if (n <= 1) return {0, blocks_.size()};
+  auto cost = [&](size_t i) {  // i in run order (latest first)
+    const Block& b = blocks_[blocks_.size() - 1 - i];
+    int ctx = b.horizon > 0 ? b.horizon : b.pos0 + b.n_tok;
+    if (s_.window > 0) ctx = std::min(ctx, s_.window + b.n_tok);
+    return double(b.n_tok) * double(ctx);
+  };
+  double total = 0;
+  for (size_t i = 0; i < blocks_.size(); ++i) total += cost(i);
+  // Part q starts at the first block whose cost so far reaches q / n of it.
+  auto start = [&](int q) {
+    if (q <= 0) return size_t(0);
+    if (q >= n) return blocks_.size();
+    const double at = total * double(q) / double(n);
+    double sum = 0;
+    size_t i = 0;
+    while (i < blocks_.size() && sum + 0.5 * cost(i) < at) sum += cost(i++);
+    return i;
+  };
+  return {start(p), start(p + 1)};
+}
+
 void AttentionPlan::run(const Batch& batch, int layer, const std::vector<int>& tok_pos,
-                        kv::PagedKv& kv, const float* q, float* attn, TaskPool& pool) {
+                        kv::PagedKv& kv, const float* q, float* attn, TaskPool& pool, int part,
+                        int n_parts) {
   const int nkv = s_.n_kv_heads, group = s_.group, hd = s_.head_dim;
   const int qd = nkv * group * hd;
   const size_t part_stride = size_t(group) * size_t(hd + 2);
-  const int64_t n_block_tasks = int64_t(blocks_.size()) * nkv;
+  const auto [b0, b1] = part_blocks(part, n_parts);
+  const int64_t n_block_tasks = int64_t(b1 - b0) * nkv;
+  const bool splits_here = part == std::max(n_parts, 1) - 1;
   int64_t n_split_tasks = 0;
-  for (const Split& sp : splits_) n_split_tasks += int64_t(sp.n_seg) * nkv;
+  if (splits_here)
+    for (const Split& sp : splits_) n_split_tasks += int64_t(sp.n_seg) * nkv;
+  if (n_block_tasks + n_split_tasks == 0) return;
   pool.run(n_block_tasks + n_split_tasks, [&](int64_t task, int) {
     if (task < n_block_tasks) {
       const int kvh = int(task % nkv);
-      const Block& bt = blocks_[blocks_.size() - 1 - size_t(task / nkv)];  // latest first
+      const size_t i = b0 + size_t(task / nkv);
+      const Block& bt = blocks_[blocks_.size() - 1 - i];  // latest first
       const size_t at = size_t(bt.t0) * qd + size_t(kvh) * group * hd;
       kv.attend(batch.entries[size_t(bt.entry)].seq, layer, kvh, bt.pos0, bt.n_tok, group, q + at,
                 qd, attn + at, qd, s_.window, bt.horizon);
@@ -93,7 +124,7 @@ void AttentionPlan::run(const Batch& batch, int layer, const std::vector<int>& t
     kv.attend_segment(batch.entries[size_t(sp.entry)].seq, layer, kvh, tok_pos[size_t(sp.t0)],
                       sp.n_tok, group, q + at, qd, seg, st, st + rows, st + 2 * rows);
   });
-  if (!splits_.empty()) merge_splits(attn, pool);
+  if (splits_here && !splits_.empty()) merge_splits(attn, pool);
 }
 
 // Folds each split token's segment states in segment order, per KV head.

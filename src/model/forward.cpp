@@ -122,7 +122,9 @@ void Model::encoder_inputs(int T, TaskPool& pool) {
   });
 }
 
-void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool& pool) {
+// Layer l's attention up to the queries' plan: q, k and v, RoPE, K and V
+// written to the cache.
+void Model::attention_in(int l, const Batch& batch, kv::PagedKv& kv, TaskPool& pool) {
   const LayerWeights& L = layers_[size_t(l)];
   const ModelConfig& c = cfg_;
   const int T = batch.total_tokens();
@@ -180,10 +182,14 @@ void Model::attention_block(int l, const Batch& batch, kv::PagedKv& kv, TaskPool
                     .window = c.layer_window(l),
                     .causal = c.causal},
                    kv);
-  w.attn_plan.run(batch, l, w.tok_pos, kv, w.q.data(), w.attn.data(), pool);
+}
 
-  // x += attn @ Wo
-  kernels::quantize_activations(w.attn.data(), T, qd, w.qa, pool);
+// x += attn @ Wo, once every part of the attention ran.
+void Model::attention_out(int l, const Batch& batch, TaskPool& pool) {
+  const LayerWeights& L = layers_[size_t(l)];
+  const int T = batch.total_tokens();
+  Workspace& w = ws_;
+  kernels::quantize_activations(w.attn.data(), T, cfg_.q_dim(), w.qa, pool);
   if (!lora_linear(l, batch, {{LoraSlot::O, &L.wo, w.tmp.data()}}, pool)) {
     kernels::matmul(L.wo, w.qa, w.tmp.data(), pool);
   }
@@ -348,7 +354,29 @@ bool Model::forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPo
     embed(batch, ws_.x.data());
     if (cfg_.encoder) encoder_inputs(T, pool);
   }
-  return run_layers(batch, kv, out, pool, 0, yield);
+  return run_layers(batch, kv, out, pool, 0, yield ? attention_parts(T) : 1, yield);
+}
+
+// A yielding pass cuts each layer's attention into parts of about an FFN
+// block's cost, so that its pause points are no further apart at depth than
+// at the start: a 512-token chunk at depth 4096 of SmolLM2 spent ~70 ms in
+// one attention block against ~15 ms in the FFN on a 2-vCPU Zen 3, and a
+// newcomer waited for the whole block. Attention's cost is the query rows
+// times the positions they attend (QK and PV: 2 q_dim MACs a pair), at
+// kAttentionMacCost times a weight MAC's time (the int8 GEMM runs at 2.5-3x
+// the attention tiles' MAC rate on AVX2); the FFN's, 3 (gated) or 2 d_ff
+// d_model MACs a token. A pass of under 64 tokens a part is not cut (a
+// decode step's parts would cost more in joins than they save).
+int Model::attention_parts(int T) const {
+  constexpr double kAttentionMacCost = 2.5;
+  constexpr int kMaxParts = 8, kMinTokensPerPart = 64;
+  const int most = std::min(kMaxParts, T / kMinTokensPerPart);
+  if (most <= 1) return 1;
+  double attended = 0;  // positions attended, summed over the queries
+  for (int t = 0; t < T; ++t) attended += double(ws_.tok_pos[size_t(t)] + 1);
+  const double attn = kAttentionMacCost * attended * 2.0 * double(cfg_.q_dim());
+  const double ffn = double(T) * (cfg_.gated_ffn ? 3.0 : 2.0) * double(cfg_.d_ff) * cfg_.d_model;
+  return std::clamp(int(std::ceil(attn / ffn)), 1, most);
 }
 
 bool Model::resume(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPool& pool,
@@ -357,14 +385,17 @@ bool Model::resume(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPoo
   std::swap(ws_, paused_ws_);
   paused_ = false;
   kv.resume_step();
-  return run_layers(batch, kv, out, pool, paused_block_, yield);
+  return run_layers(batch, kv, out, pool, paused_block_, paused_parts_, yield);
 }
 
-// Blocks from `first` on (block 2l is layer l's attention, 2l + 1 its FFN),
-// then the commits and the logits; false when yield paused the pass after
-// a block (its workspace set aside in paused_ws_, the KV's step suspended).
+// Blocks from `first` on, then the commits and the logits; false when yield
+// paused the pass after a block (its workspace set aside in paused_ws_, the
+// KV's step suspended). A layer is parts + 1 blocks: its attention in
+// `parts` (the first computes q, k, v and writes the KV; the last applies
+// Wo), then its FFN. A pass resumed inside a layer's attention does not
+// begin the layer again: its KV step kept the layer it was at.
 bool Model::run_layers(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPool& pool,
-                       int first, const YieldCheck* yield) {
+                       int first, int parts, const YieldCheck* yield) {
   if (batch.total_tokens() > 0) {
     struct EndStep {  // closes the step on every path (waits for flash reads in flight)
       kv::PagedKv& kv;
@@ -373,21 +404,28 @@ bool Model::run_layers(const Batch& batch, kv::PagedKv& kv, StepOutput& out, Tas
         if (!keep) kv.end_step();
       }
     } end_step{kv};
-    const int last = 2 * cfg_.n_layers - 1;
-    for (int b = first; b <= last; ++b) {
-      const int l = b / 2;
-      if (b % 2 == 0) {
-        kv.begin_layer(l);
-        attention_block(l, batch, kv, pool);
+    const int per_layer = parts + 1;
+    const int n_blocks = per_layer * cfg_.n_layers;
+    for (int b = first; b < n_blocks; ++b) {
+      const int l = b / per_layer, j = b % per_layer;
+      if (j < parts) {
+        if (j == 0) {
+          kv.begin_layer(l);
+          attention_in(l, batch, kv, pool);
+        }
+        ws_.attn_plan.run(batch, l, ws_.tok_pos, kv, ws_.q.data(), ws_.attn.data(), pool, j,
+                          parts);
+        if (j == parts - 1) attention_out(l, batch, pool);
       } else {
         ffn_block(l, batch, pool);
       }
-      if (yield && *yield && b < last && kv.can_suspend() && (*yield)(b)) {
+      if (yield && *yield && b + 1 < n_blocks && kv.can_suspend() && (*yield)(b, n_blocks)) {
         kv.suspend_step();
         end_step.keep = true;
         std::swap(ws_, paused_ws_);
         paused_ = true;
         paused_block_ = b + 1;
+        paused_parts_ = parts;
         return false;
       }
     }

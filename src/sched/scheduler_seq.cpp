@@ -306,7 +306,7 @@ void Scheduler::finish_embedding(Sequence& s) {
 void Scheduler::retire_finished() {
   auto it =
       std::remove_if(running_.begin(), running_.end(), [&](const std::unique_ptr<Sequence>& s) {
-        if (!s->done) return false;
+        if (!s->done || s->in_pass) return false;
         const bool pin = !s->req.session.empty() && !s->embeds();
         if (s->has_kv()) engine_.free_sequence(s->seq, pin ? opts_.session_ttl_s : 0.0);
         return true;

@@ -146,8 +146,9 @@ class Engine {
   // reads failed has a non-empty kv().failure(seq) and must be ended.
   void step(const Batch& batch, StepOutput& out);
   // A step that may pause between two blocks for another to run first (a
-  // layer is two blocks: 2l its attention, 2l + 1 its FFN): after each
-  // block but the last, yield(block) is asked (when the KV cache can suspend
+  // layer is its attention, in one part or several for a long pass at
+  // depth, then its FFN; n_blocks in all): after each block but the last,
+  // yield(block, n_blocks) is asked (when the KV cache can suspend
   // the step: nothing of it streams from flash), and true pauses it (false
   // returned). Until resume() finishes it, step() may run other
   // batches (over other sequences; reserve(), attach_prefix() and commit()
@@ -155,7 +156,7 @@ class Engine {
   // the paused batch's sequences may be freed or changed). resume() takes
   // the same batch and out and may pause again. The result is the same bits
   // as an uninterrupted step.
-  using YieldCheck = std::function<bool(int block)>;
+  using YieldCheck = std::function<bool(int block, int n_blocks)>;
   bool step(const Batch& batch, StepOutput& out, const YieldCheck& yield);
   bool resume(const Batch& batch, StepOutput& out, const YieldCheck& yield);
   bool paused() const;

@@ -1,6 +1,6 @@
 #pragma once
 // How one layer's attention over a batch is cut into task-pool tasks, and
-// running them. Model::attention_block computes q, k and v, writes K and V to
+// running them. Model::attention_in computes q, k and v, writes K and V to
 // the cache, then hands the queries here: attn[t] = softmax(q_t . K) V per
 // query head, each token against its own sequence's KV (causally, within a
 // sliding window on local layers, bidirectionally across a media run).
@@ -17,6 +17,7 @@
 //     2-token chunk at depth 4096 was n_kv_heads long tasks: 3 on 2 workers
 //     for SmolLM2, one worker idle a third of the time.)
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "tern/model/batch.h"
@@ -44,9 +45,15 @@ class AttentionPlan {
             const kv::PagedKv& kv);
 
   // Runs the planned tasks on the pool: q and attn are (tokens, q_dim) with
-  // q_dim = n_kv_heads * group * head_dim; q pre-scaled.
+  // q_dim = n_kv_heads * group * head_dim; q pre-scaled. With n_parts > 1,
+  // only part `part` of them: the blocks (latest first) cut into n_parts
+  // runs of about equal cost (query rows x context), the split-K tokens and
+  // their merges in the last part. Running parts 0 .. n_parts - 1, in any
+  // order and with anything in between that leaves q, attn and the layer's
+  // KV alone, gives the same bits as one run: every task writes rows of
+  // attn no other task does (a step pauses between parts: Model::forward).
   void run(const Batch& batch, int layer, const std::vector<int>& tok_pos, kv::PagedKv& kv,
-           const float* q, float* attn, TaskPool& pool);
+           const float* q, float* attn, TaskPool& pool, int part = 0, int n_parts = 1);
 
   size_t block_tasks() const { return blocks_.size(); }  // per KV head
   size_t split_tokens() const { return splits_.size(); }
@@ -62,6 +69,8 @@ class AttentionPlan {
     size_t off;                   // of their partial states in part_
   };
   void merge_splits(float* attn, TaskPool& pool);
+  // The blocks (in run order, latest first) of part p of n: [first, end).
+  std::pair<size_t, size_t> part_blocks(int p, int n) const;
 
   Shape s_;
   std::vector<Block> blocks_;

@@ -87,15 +87,16 @@ class Model {
   // kv.failure(seq) set and garbage logits: the caller must check.
   //
   // With yield, the pass may pause between two blocks so that other passes
-  // run first: a layer is two blocks (2l: its attention, 2l + 1: its FFN),
-  // and after each block but the last, when the KV can suspend its step
-  // (kv::PagedKv::can_suspend), (*yield)(block) is asked; true pauses the
+  // run first: a layer is its attention, in one or more parts (more for a
+  // long pass at depth: attention_parts), then its FFN, n_blocks in all;
+  // after each block but the last, when the KV can suspend its step
+  // (kv::PagedKv::can_suspend), (*yield)(block, n_blocks) is asked; true pauses the
   // pass: forward() returns false, the KV's step is suspended and
   // the pass's activations are set aside. Other passes (over other
   // sequences, without yield) may run meanwhile; resume() with the same
   // batch and out finishes it (or pauses it again: false). The result is the
   // same bits as an uninterrupted pass. True: done.
-  using YieldCheck = std::function<bool(int block)>;
+  using YieldCheck = std::function<bool(int block, int n_blocks)>;
   bool forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPool& pool,
                const YieldCheck* yield = nullptr);
   bool resume(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPool& pool,
@@ -111,7 +112,11 @@ class Model {
   Model() = default;
   void embed(const Batch& batch, float* x) const;
   void encoder_inputs(int T, TaskPool& pool);  // type and position rows, LayerNorm
-  void attention_block(int layer, const Batch& batch, kv::PagedKv& kv, TaskPool& pool);
+  // A layer's attention: attention_in (q, k, v, RoPE, the KV written, the
+  // plan), ws_.attn_plan's parts, attention_out (Wo, the residual).
+  void attention_in(int layer, const Batch& batch, kv::PagedKv& kv, TaskPool& pool);
+  void attention_out(int layer, const Batch& batch, TaskPool& pool);
+  int attention_parts(int T) const;  // a yielding pass's parts a layer (ws_.tok_pos set)
   void ffn_block(int layer, const Batch& batch, TaskPool& pool);
   // x (T, d) += post_norm ? rmsnorm(y + bias) * post_norm : y + bias (bias
   // may be empty); then, for an encoder, x = layernorm(x) * ln_w + ln_b.
@@ -123,7 +128,7 @@ class Model {
   const float* block_input(const std::vector<float>& w, int T, TaskPool& pool);
   void logits(const Batch& batch, StepOutput& out, TaskPool& pool);
   bool run_layers(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPool& pool, int first,
-                  const YieldCheck* yield);
+                  int parts, const YieldCheck* yield);
   // When an entry runs an adapter: y_i = x W_i^T for every output, x being
   // the layer's quantized input (ws_.qa), with each entry's adapter term on
   // its rows; true then. False (nothing done) when no entry has an adapter:
@@ -150,6 +155,7 @@ class Model {
   Workspace paused_ws_;
   bool paused_ = false;
   int paused_block_ = 0;
+  int paused_parts_ = 1;  // its attention parts a layer
 };
 
 }  // namespace tern

@@ -228,8 +228,9 @@ class Scheduler {
   // false: the pass failed (and so did its sequences). may_yield: the pass
   // may pause for a yield_round().
   bool forward(bool may_yield);
-  // Whether the running pass should pause after `block` (Engine::YieldCheck).
-  bool should_yield(int block);
+  // Whether the running pass should pause after `block` of n_blocks
+  // (Engine::YieldCheck).
+  bool should_yield(int block, int n_blocks);
   // During a paused pass: admits the short prompts that arrived
   // (take_yield_requests) and runs them whole, with a decode for every
   // sequence outside the paused pass that decodes, in a pass of their own.
@@ -258,7 +259,7 @@ class Scheduler {
   void emit_token(Sequence& s, int32_t token);
   void finish(Sequence& s, FinishReason reason, std::string error = {}, std::string detail = {});
   void finish_embedding(Sequence& s);
-  void retire_finished();
+  void retire_finished();  // those done, but none in a paused pass (Sequence::in_pass)
   void update_gauges();
   int64_t kv_tokens_in_use() const;
 

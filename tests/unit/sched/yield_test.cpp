@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,15 +30,25 @@ std::vector<int32_t> tokens_of(int n, int salt) {
   return t;
 }
 
+// One plain step of `tokens` for seq: its last position's logits.
+std::vector<float> step_last(Engine& e, SeqId seq, std::span<const int32_t> tokens) {
+  StepOutput out;
+  Batch b;
+  b.entries.push_back({seq, tokens, LogitsMode::Last});
+  e.step(b, out);
+  return {out.last(0).begin(), out.last(0).end()};
+}
+
 std::unique_ptr<Engine> load_engine() {
   EngineOptions o = testutil::tiny_engine_options(1024, 8);
   o.prefix_reuse = false;
   return Engine::load(o);
 }
 
-// A's prefill pauses after block `at` (2l: layer l's attention, 2l + 1 its
-// FFN); B's prefill and one decode run in the pause; A resumes. Every logit equals the
-// uninterrupted runs', and A's KV too (its next decode step's logits).
+// A's prefill pauses after block `at` (2l: layer l's attention, in one part
+// at this length, 2l + 1 its FFN); B's prefill and one decode run in the
+// pause; A resumes. Every logit equals the uninterrupted runs', and A's KV
+// too (its next decode step's logits).
 TEST(StepYield, APausedPassGivesTheBitsOfOneRunStraightThrough) {
   const auto a_prompt = tokens_of(300, 1), b_prompt = tokens_of(40, 2);
   for (int at : {0, 3, 6, 10}) {
@@ -47,20 +58,9 @@ TEST(StepYield, APausedPassGivesTheBitsOfOneRunStraightThrough) {
     {
       const auto e = load_engine();
       const SeqId a = e->new_sequence(), b = e->new_sequence();
-      StepOutput out;
-      Batch ba;
-      ba.entries.push_back({a, a_prompt, LogitsMode::Last});
-      e->step(ba, out);
-      a_ref.assign(out.last(0).begin(), out.last(0).end());
-      Batch bb;
-      bb.entries.push_back({b, b_prompt, LogitsMode::Last});
-      e->step(bb, out);
-      b_ref.assign(out.last(0).begin(), out.last(0).end());
-      const std::vector<int32_t> next{5};
-      Batch bn;
-      bn.entries.push_back({a, next, LogitsMode::Last});
-      e->step(bn, out);
-      a_next_ref.assign(out.last(0).begin(), out.last(0).end());
+      a_ref = step_last(*e, a, a_prompt);
+      b_ref = step_last(*e, b, b_prompt);
+      a_next_ref = step_last(*e, a, std::vector<int32_t>{5});
     }
     const auto e = load_engine();
     const SeqId a = e->new_sequence(), b = e->new_sequence();
@@ -68,8 +68,10 @@ TEST(StepYield, APausedPassGivesTheBitsOfOneRunStraightThrough) {
     Batch ba;
     ba.entries.push_back({a, a_prompt, LogitsMode::Last});
     int asked = 0;
-    const Engine::YieldCheck pause_at = [&](int block) {
+    int blocks = 0;
+    const Engine::YieldCheck pause_at = [&](int block, int n_blocks) {
       ++asked;
+      blocks = n_blocks;
       return block == at;
     };
     ASSERT_FALSE(e->step(ba, out_a, pause_at));
@@ -87,7 +89,7 @@ TEST(StepYield, APausedPassGivesTheBitsOfOneRunStraightThrough) {
     e->step(bn, out_b);
     // A yielding pass cannot start while one is paused.
     EXPECT_THROW(e->step(bn, out_b, pause_at), InvalidArgument);
-    const Engine::YieldCheck never = [&](int) {
+    const Engine::YieldCheck never = [&](int, int) {
       ++asked;
       return false;
     };
@@ -101,7 +103,92 @@ TEST(StepYield, APausedPassGivesTheBitsOfOneRunStraightThrough) {
     an.entries.push_back({a, next, LogitsMode::Last});
     e->step(an, out_a);
     EXPECT_EQ(std::vector<float>(out_a.last(0).begin(), out_a.last(0).end()), a_next_ref);
-    EXPECT_EQ(asked, 2 * e->config().n_layers - 1);  // after every block but the last
+    // After every block but the last; a 300-token pass from position 0 has
+    // its attention in one part: a layer is two blocks.
+    EXPECT_EQ(blocks, 2 * e->config().n_layers);
+    EXPECT_EQ(asked, blocks - 1);
+  }
+}
+
+// A long chunk at depth cuts each layer's attention into parts (a pause
+// point between them): pausing after any block, inside a layer's attention
+// too, and more than once, gives the bits of one pass straight through
+// (which runs the attention whole), and the same KV.
+TEST(StepYield, APassPausedInsideALayersAttentionGivesTheSameBits) {
+  const auto prefix = tokens_of(640, 8), chunk = tokens_of(256, 9);
+  const std::vector<int32_t> next{7};
+  std::vector<float> ref, next_ref;
+  auto prefill = [&](Engine& e, SeqId a) {
+    StepOutput out;
+    Batch b;
+    b.entries.push_back({a, prefix, LogitsMode::None});
+    e.step(b, out);
+  };
+  {
+    const auto e = load_engine();
+    const SeqId a = e->new_sequence();
+    prefill(*e, a);
+    ref = step_last(*e, a, chunk);
+    next_ref = step_last(*e, a, next);
+  }
+  int per_layer = 0;
+  {  // how many blocks a layer is in this pass
+    const auto e = load_engine();
+    const SeqId a = e->new_sequence();
+    prefill(*e, a);
+    StepOutput out;
+    Batch b;
+    b.entries.push_back({a, chunk, LogitsMode::Last});
+    int n = 0;
+    ASSERT_TRUE(e->step(b, out, [&](int, int n_blocks) {
+      n = n_blocks;
+      return false;
+    }));
+    EXPECT_EQ(std::vector<float>(out.last(0).begin(), out.last(0).end()), ref);
+    ASSERT_EQ(n % e->config().n_layers, 0);
+    per_layer = n / e->config().n_layers;
+  }
+  ASSERT_GE(per_layer, 3);  // at least two attention parts, then the FFN
+  // Pauses inside layer 0's and layer 2's attention, after an FFN, and twice.
+  const std::vector<std::vector<int>> cases = {
+      {0}, {1}, {per_layer - 2}, {per_layer - 1}, {2 * per_layer + 1}, {1, per_layer + 1}};
+  for (const auto& at : cases) {
+    SCOPED_TRACE("paused after block " + std::to_string(at.front()) + " (of " +
+                 std::to_string(at.size()) + ")");
+    const auto e = load_engine();
+    const SeqId a = e->new_sequence(), b = e->new_sequence();
+    prefill(*e, a);
+    StepOutput out, out_b;
+    Batch ba;
+    ba.entries.push_back({a, chunk, LogitsMode::Last});
+    size_t pauses = 0;
+    const Engine::YieldCheck pause_at = [&](int block, int) {
+      return pauses < at.size() && block == at[pauses];
+    };
+    bool done = e->step(ba, out, pause_at);
+    while (!done) {
+      ++pauses;
+      // In the pause: another sequence prefills (its own layers' attention
+      // whole) and decodes.
+      if (pauses == 1) {
+        const auto b_prompt = tokens_of(30, 10);
+        ASSERT_EQ(e->reserve(b, int(b_prompt.size())).room, Engine::Room::Ok);
+        Batch bb;
+        bb.entries.push_back({b, b_prompt, LogitsMode::Last});
+        e->step(bb, out_b);
+      }
+      ASSERT_EQ(e->reserve(b, 1).room, Engine::Room::Ok);
+      Batch bn;
+      bn.entries.push_back({b, next, LogitsMode::Last});
+      e->step(bn, out_b);
+      done = e->resume(ba, out, pause_at);
+    }
+    EXPECT_EQ(pauses, at.size());
+    EXPECT_EQ(std::vector<float>(out.last(0).begin(), out.last(0).end()), ref);
+    Batch an;
+    an.entries.push_back({a, next, LogitsMode::Last});
+    e->step(an, out);
+    EXPECT_EQ(std::vector<float>(out.last(0).begin(), out.last(0).end()), next_ref);
   }
 }
 
@@ -112,7 +199,7 @@ TEST(StepYield, ResumeWithoutAPausedPassIsAnError) {
   Batch b;
   b.entries.push_back({a, prompt, LogitsMode::Last});
   StepOutput out;
-  EXPECT_THROW(e->resume(b, out, [](int) { return false; }), InvalidArgument);
+  EXPECT_THROW(e->resume(b, out, [](int, int) { return false; }), InvalidArgument);
   EXPECT_THROW(e->kv().resume_step(), InvalidArgument);
 }
 
@@ -138,11 +225,11 @@ TEST(StepYield, NoLiveBlockSpillsWhileAStepIsSuspended) {
   ASSERT_EQ(e->reserve(a, 4 * 32).room, Engine::Room::Ok);
   Batch ba;
   ba.entries.push_back({a, a_all.subspan(8 * 32), LogitsMode::Last});
-  ASSERT_FALSE(e->step(ba, out, [](int block) { return block == 1; }));
+  ASSERT_FALSE(e->step(ba, out, [](int block, int) { return block == 1; }));
   // Two blocks for B: one is free, the other would spill one of A's first 8.
   EXPECT_LT(e->available_blocks(), 2);
   EXPECT_EQ(e->reserve(b, int(b_prompt.size())).room, Engine::Room::Full);
-  ASSERT_TRUE(e->resume(ba, out, [](int) { return false; }));
+  ASSERT_TRUE(e->resume(ba, out, [](int, int) { return false; }));
   EXPECT_EQ(e->seq_len(a), int(a_prompt.size()));
   EXPECT_GE(e->available_blocks(), 2);  // A's full blocks may spill now
   EXPECT_EQ(e->reserve(b, int(b_prompt.size())).room, Engine::Room::Ok);
@@ -219,6 +306,42 @@ TEST(StepYield, AShortPromptArrivingDuringALongPassGoesFirst) {
       << " ms, long " << fl.timings.ttft_ms << " ms)";
   EXPECT_EQ(cs.text(), short_alone);
   EXPECT_EQ(cl.text(), long_alone);
+}
+
+// With room for one short request beside the long one (max_batch 2), a
+// second short request that arrives in the same long pass, after the first
+// finished in a pause, gets the first one's batch slot in the next pause:
+// what a pause ran and finished is retired there, not at the pass's end.
+TEST(StepYield, ASecondShortPromptInOneLongPassTakesTheFirstsSlot) {
+  const auto e = load_engine();
+  const auto long_prompt = tokens_of(1000, 11);
+  Metrics m;
+  SchedulerOptions o;
+  o.max_batch = 2;
+  o.step_tokens = 1024;
+  o.yield_ms = 1e-6;
+  Scheduler s(*e, o, m);
+  s.start();
+  Collector cl, c1, c2;
+  using SteadyClock = std::chrono::steady_clock;
+  const auto t_long = SteadyClock::now();
+  ASSERT_EQ(s.submit(make_request(*e, "long", long_prompt, 2, cl)), SubmitStatus::Accepted);
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
+  while (m.running.load() < 1 && SteadyClock::now() < deadline) std::this_thread::yield();
+  // One token each: the first finishes in its pause, and the second is sent
+  // as soon as it has.
+  ASSERT_EQ(s.submit(make_request(*e, "short1", tokens_of(12, 12), 1, c1)), SubmitStatus::Accepted);
+  const Finish f1 = c1.wait();
+  const auto t2 = SteadyClock::now();
+  ASSERT_EQ(s.submit(make_request(*e, "short2", tokens_of(12, 13), 1, c2)), SubmitStatus::Accepted);
+  const Finish f2 = c2.wait(), fl = cl.wait();
+  EXPECT_EQ(f1.reason, FinishReason::Length);
+  EXPECT_EQ(f2.reason, FinishReason::Length);
+  EXPECT_EQ(fl.reason, FinishReason::Length);
+  EXPECT_EQ(m.yield_prompts.load(), 2u);
+  using Ms = std::chrono::duration<double, std::milli>;
+  EXPECT_LT(Ms(t2 - t_long).count() + f2.timings.ttft_ms, fl.timings.ttft_ms)
+      << "the second short prompt waited for the long pass";
 }
 
 }  // namespace
