@@ -111,9 +111,10 @@ struct SchedulerOptions {
   // A running pass yields to newly arrived short prompts (at most
   // step_tokens, text only, not embeddings) when what is left of it is
   // predicted to take longer than this (ms; beside decodes, also at least
-  // two decode-only steps): it pauses after its current block (half a
-  // layer), they run whole in a pass of their own and get their first
-  // token, then it resumes. 0: passes never yield.
+  // two decode-only steps): it pauses after its current block (a layer's
+  // FFN or a part of its attention: Model::forward), they run whole in a
+  // pass of their own and get their first token, then it resumes. 0:
+  // passes never yield.
   double yield_ms = 4.0;
   int64_t kv_tokens = 0;  // admit only while KV tokens in use + new prompt fit; 0: no limit
   // How long a finished request with a session key keeps its KV pinned in
