@@ -413,8 +413,7 @@ bool Model::run_layers(const Batch& batch, kv::PagedKv& kv, StepOutput& out, Tas
           kv.begin_layer(l);
           attention_in(l, batch, kv, pool);
         }
-        ws_.attn_plan.run(batch, l, ws_.tok_pos, kv, ws_.q.data(), ws_.attn.data(), pool, j,
-                          parts);
+        ws_.attn_plan.run(batch, l, ws_.tok_pos, kv, ws_.q.data(), ws_.attn.data(), pool, j, parts);
         if (j == parts - 1) attention_out(l, batch, pool);
       } else {
         ffn_block(l, batch, pool);
