@@ -359,9 +359,9 @@ bool Model::forward(const Batch& batch, kv::PagedKv& kv, StepOutput& out, TaskPo
 
 // A yielding pass cuts each layer's attention into parts of about an FFN
 // block's cost, so that its pause points are no further apart at depth than
-// at the start: a 512-token chunk at depth 4096 of SmolLM2 spent ~70 ms in
-// one attention block against ~15 ms in the FFN on a 2-vCPU Zen 3, and a
-// newcomer waited for the whole block. Attention's cost is the query rows
+// at the start: a 512-token chunk at depth 2048-3584 of SmolLM2 spent
+// 40-55 ms in one attention block against ~15 ms in the FFN on a 2-vCPU
+// Zen 3, and a newcomer waited for the whole block. Attention's cost is the query rows
 // times the positions they attend (QK and PV: 2 q_dim MACs a pair), at
 // kAttentionMacCost times a weight MAC's time (the int8 GEMM runs at 2.5-3x
 // the attention tiles' MAC rate on AVX2); the FFN's, 3 (gated) or 2 d_ff
