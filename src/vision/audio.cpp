@@ -134,21 +134,26 @@ class Resampler {
   std::vector<float> out_;
 };
 
-// A RIFF WAVE file's chunks, before FFmpeg reads them: each one other than
-// the samples must fit in the bytes there are ("data" may state 0 or more
-// than follows, as streaming writers leave it: the samples run to the end).
-// FFmpeg allocates what a LIST chunk states before reading it (see
-// detail::cap_av_allocations); a 2 KB file that says 250 MB is refused here.
+// A WAVE file's chunks, before FFmpeg reads them: each one other than the
+// samples must fit in the bytes there are ("data" may state 0, 0xffffffff or
+// more than follows, as streaming writers and RF64 / BW64 files, whose real
+// data size is in their ds64 chunk, leave it: the samples run to the end).
+// FFmpeg's wav demuxer reads RIFF, big-endian RIFX, RF64 and BW64 files and
+// takes every other chunk's 32-bit size as it stands; it allocates what a
+// LIST chunk states before reading it (see detail::cap_av_allocations): a
+// 2 KB file that says 250 MB is refused here.
 void check_wav_chunks(std::span<const uint8_t> b) {
-  if (b.size() < 12 || std::memcmp(b.data(), "RIFF", 4) != 0 ||
-      std::memcmp(b.data() + 8, "WAVE", 4) != 0)
-    return;  // not RIFF WAVE: the demuxers decide
-  auto le32 = [&](size_t at) {
-    return uint32_t(b[at]) | uint32_t(b[at + 1]) << 8 | uint32_t(b[at + 2]) << 16 |
-           uint32_t(b[at + 3]) << 24;
+  if (b.size() < 12 || std::memcmp(b.data() + 8, "WAVE", 4) != 0) return;
+  const bool big_endian = std::memcmp(b.data(), "RIFX", 4) == 0;
+  if (!big_endian && std::memcmp(b.data(), "RIFF", 4) != 0 &&
+      std::memcmp(b.data(), "RF64", 4) != 0 && std::memcmp(b.data(), "BW64", 4) != 0)
+    return;  // not a WAVE file: the demuxers decide
+  auto size32 = [&](size_t at) {
+    const uint32_t b0 = b[at], b1 = b[at + 1], b2 = b[at + 2], b3 = b[at + 3];
+    return big_endian ? b0 << 24 | b1 << 16 | b2 << 8 | b3 : b0 | b1 << 8 | b2 << 16 | b3 << 24;
   };
   for (size_t at = 12; at + 8 <= b.size();) {
-    const uint64_t size = le32(at + 4), left = b.size() - (at + 8);
+    const uint64_t size = size32(at + 4), left = b.size() - (at + 8);
     const bool data = std::memcmp(b.data() + at, "data", 4) == 0;
     if (data && (size == 0 || size > left)) return;  // the samples run to the end
     if (size > left) {
