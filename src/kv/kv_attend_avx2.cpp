@@ -179,6 +179,18 @@ void decode_keys_i16(const uint8_t* base, size_t row_bytes, int n, int n8, int h
         o[half + j] = int16_t(int(row[j] >> 4) - 8);
       }
       j = hd;
+    } else if (hd == 64) {  // the usual head: one token's codes in four widening loads
+      const __m128i* src = reinterpret_cast<const __m128i*>(row);
+      __m256i* dst = reinterpret_cast<__m256i*>(o);
+      const __m256i c0 = _mm256_cvtepi8_epi16(_mm_loadu_si128(src));
+      const __m256i c1 = _mm256_cvtepi8_epi16(_mm_loadu_si128(src + 1));
+      const __m256i c2 = _mm256_cvtepi8_epi16(_mm_loadu_si128(src + 2));
+      const __m256i c3 = _mm256_cvtepi8_epi16(_mm_loadu_si128(src + 3));
+      _mm256_storeu_si256(dst, c0);
+      _mm256_storeu_si256(dst + 1, c1);
+      _mm256_storeu_si256(dst + 2, c2);
+      _mm256_storeu_si256(dst + 3, c3);
+      j = hd;
     } else {
       for (; j + 16 <= hd; j += 16)
         _mm256_storeu_si256(
