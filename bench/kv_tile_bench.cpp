@@ -41,22 +41,19 @@ struct Arena {
   AlignedBuffer<uint8_t> mem;
   explicit Arena(size_t mib) : n_blocks(std::max<size_t>(1, (mib << 20) / L.block_bytes)) {
     mem = AlignedBuffer<uint8_t>(n_blocks * L.block_bytes);
+    // Real rows: random normal keys and values through the codecs, so
+    // every code and scale is one the engine writes.
     std::mt19937 rng(1);
-    for (size_t i = 0; i + 4 <= mem.size(); i += 4) {
-      const uint32_t x = rng();
-      std::memcpy(mem.data() + i, &x, 4);
-    }
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<float> k(size_t(L.head_dim)), v(size_t(L.head_dim));
     for (size_t b = 0; b < n_blocks; ++b)
       for (int l = 0; l < L.n_layers; ++l)
-        for (int h = 0; h < L.n_kv_heads; ++h) {
-          uint8_t* head = slice(b, l) + size_t(h) * L.head_bytes;
-          float* ks = reinterpret_cast<float*>(head + L.off_ks);
-          float* vs = reinterpret_cast<float*>(head + L.off_vs);
-          for (int t = 0; t < L.block_tokens; ++t) ks[t] = vs[t] = 0.01f;
-          uint8_t* v = head + L.off_v;
-          for (size_t i = 0; i < size_t(L.block_tokens) * L.v_row; ++i)
-            if ((v[i] & 0x7f) == 0x7f) v[i] = 0;  // no fp8 NaN codes
-        }
+        for (int h = 0; h < L.n_kv_heads; ++h)
+          for (int t = 0; t < L.block_tokens; ++t) {
+            for (float& x : k) x = d(rng);
+            for (float& x : v) x = d(rng);
+            encode_token(L, k.data(), v.data(), slice(b, l) + size_t(h) * L.head_bytes, t);
+          }
   }
   uint8_t* slice(size_t b, int l) {
     return mem.data() + b * L.block_bytes + size_t(l) * L.slice_bytes;
