@@ -183,7 +183,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--itl-slack", o->sched.itl_slack,
                   "while streams decode, size each step's prefill share so the step takes at "
                   "most this multiple of a decode-only step (their inter-token latency during a "
-                  "long prompt); 0: always the full --step-tokens")
+                  "long prompt; a prompt longer than --step-tokens runs in passes of its own and "
+                  "the streams decode in their pauses at that pace); 0: always the full "
+                  "--step-tokens")
       ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
   cmd->add_option("--yield-ms", o->sched.yield_ms,

@@ -37,6 +37,7 @@ void Scheduler::run_step() {
       emit_step();
     }
   }
+  if (step_decodes_ > 0) outside_step_ = Clock::now();  // the streams' last step (should_yield)
   park_preempted();
 }
 
@@ -46,6 +47,8 @@ void Scheduler::run_step() {
 // paused: it keeps its KV and resumes after the drain.
 void Scheduler::plan_step() {
   plan_.clear();
+  pulled_decodes_ = 0;
+  if (plan_long_pass()) return;
   int budget = opts_.step_tokens;
   for (auto& s : running_) {
     s->verify.clear();
@@ -70,6 +73,49 @@ void Scheduler::plan_step() {
     plan_model_drafts(budget);
   }
   plan_prefill(n_decode, budget);
+}
+
+// A long prompt beside decoding streams runs in a pass of its own, and the
+// streams decode in its pauses (should_yield: one decode step each time they
+// have waited the room itl_slack gives), instead of steps that carry the
+// streams plus a prompt share sized to the same room. Deep in a long prompt
+// that share is a few tokens, and each chunk reads the context's whole KV
+// for them (a 2-token chunk at depth 3584 paid 6.3 ms of attention a token
+// against 3.0 in chunks of 8 or more on a 2-vCPU Zen 3), so the prompt went
+// at half its own pace per ms of room; its own pass takes chunks of about
+// kLongPassRooms rooms, which pause between blocks (an FFN or a part of a
+// layer's attention, a few ms). Only when every prompt waiting is long, text
+// and not pooled, and every stream can decode in a pause (no media); with a
+// short prompt waiting, paced steps run it first.
+bool Scheduler::plan_long_pass() {
+  constexpr double kLongPassRooms = 12;
+  if (opts_.yield_ms <= 0 || opts_.itl_slack <= 1.0 || !costs_->ready() || media_->pending() ||
+      !engine_.config().causal)
+    return false;
+  Sequence* longest = nullptr;
+  int n_decode = 0;
+  for (auto& s : running_) {
+    if (s->done) continue;
+    if (s->prefilling()) {
+      if (s->embeds() || !s->req.media.empty() ||
+          s->pending() + s->prompt_computed <= opts_.step_tokens)
+        return false;
+      if (!longest) longest = s.get();  // admission order: the oldest
+    } else if (s->decoding()) {
+      if (!s->req.media.empty()) return false;
+      if (!s->req.stream->backlogged()) ++n_decode;
+    }
+  }
+  if (!longest || n_decode == 0) return false;
+  const int most = std::min(opts_.step_tokens, longest->pending());
+  const int n = std::clamp(
+      costs_->chunk_tokens(kLongPassRooms * costs_->room_ms(opts_.itl_slack), longest->in_kv, most),
+      std::min(kMinPrefillChunk, most), most);
+  longest->last_chunk = n;
+  plan_.push_back({longest, n});
+  step_decodes_ = 0;
+  pulled_decodes_ = n_decode;
+  return true;
 }
 
 // A decoding sequence's guesses for this step (its verify entry: the token
@@ -310,7 +356,8 @@ bool Scheduler::forward(bool may_yield) {
     pass_t0_ = Clock::now();
     pass_first_block_ = 0;
     pass_yielded_ = false;
-    outside_decodes_ = 0;
+    outside_decodes_ = pulled_decodes_;  // they decode in this pass's pauses
+    outside_prefill_ = false;
     bool done = engine_.step(batch_, out_, check);
     while (!done) {
       const auto p0 = Clock::now();
@@ -353,8 +400,10 @@ bool Scheduler::should_yield(int block, int n_blocks) {
   if (rest < opts_.yield_ms) return false;
   // Beside a pass with decodes (a paced one) the newcomers wait for its end
   // to decode; beside a long pass of prompts alone, they decode in pauses.
-  bool due = false;
-  if (outside_decodes_ > 0 && step_decodes_ == 0) {
+  // A short prompt that a pause began and could not finish goes on in the
+  // next block's pause: its request waits on it, and the streams with it.
+  bool due = outside_prefill_ && step_decodes_ == 0;
+  if (!due && outside_decodes_ > 0 && step_decodes_ == 0) {
     const double room =
         costs_->ready() ? costs_->room_ms(std::max(opts_.itl_slack, 1.5)) : opts_.yield_ms;
     // Pause now when waiting for the next block would overshoot the room.
@@ -414,18 +463,33 @@ void Scheduler::yield_round() {
     plan_.push_back({&s, 1});
   }
   const size_t n_decode = plan_.size();
-  // Beside decodes (paused or here), a prompt goes only when its cost fits
-  // what a short prompt may take of a paced step (StepRoom); the others
-  // wait for the next step, where they are chunked.
+  // Beside decodes (paused or here), prompts get a paced step's room
+  // (StepRoom: a short prompt whole within kShortSteps rooms, the others the
+  // chunk that fits): the newcomers admitted here and, in a long prompt's
+  // own pass (plan_long_pass, whose pauses are the streams' steps), what
+  // earlier pauses admitted and did not finish, short ones only. Beside a
+  // paced pass, a newcomer that does not go whole waits for the next step.
   const bool paced = (step_decodes_ > 0 || n_decode > 0) && opts_.itl_slack > 0 && costs_->ready();
-  const double room = StepRoom::kShortSteps * costs_->room_ms(opts_.itl_slack);
-  for (size_t i = first; i < running_.size(); ++i) {
+  StepRoom room(*costs_, costs_->room_ms(opts_.itl_slack), kMinPrefillChunk);
+  int budget = opts_.step_tokens;
+  const size_t from = step_decodes_ == 0 && pulled_decodes_ > 0 ? 0 : first;
+  for (size_t i = from; i < running_.size() && budget > 0; ++i) {
     Sequence& s = *running_[i];
-    if (s.done || !s.has_kv() || s.pending() < 1) continue;
-    const int n = s.pending();
-    if (paced && costs_->chunk_ms(n, s.in_kv) > room) continue;
+    if (s.in_pass || s.done || !s.has_kv() || s.pending() < 1) continue;
+    const bool whole_short = s.pending() + s.prompt_computed <= opts_.step_tokens;
+    // (a long one waiting behind the pass's gets passes of its own after it)
+    if (i < first && (!s.prefilling() || !whole_short || s.embeds() || !s.req.media.empty()))
+      continue;
+    int n = std::min(budget, s.pending());
+    if (paced) {
+      n = room.size(n, s.pending(), s.in_kv, s.last_chunk, whole_short);
+      if (step_decodes_ > 0 && n < s.pending()) n = 0;
+    }
+    if (n == 0) continue;
     if (engine_.reserve(s.seq, n).room != Engine::Room::Ok) continue;
+    if (paced) room.take(n, s.in_kv);
     s.last_chunk = n;
+    budget -= n;
     plan_.push_back({&s, n});
   }
   if (!plan_.empty()) {
@@ -442,8 +506,12 @@ void Scheduler::yield_round() {
     logger()->trace("yield: decode={} prompts={} tokens={} ms={:.2f}", n_decode,
                     plan_.size() - n_decode, batch_.total_tokens(), ms_between(t0, Clock::now()));
   outside_decodes_ = 0;
-  for (auto& [s, n] : plan_)
+  outside_prefill_ = false;
+  for (auto& [s, n] : plan_) {
     if (!s->done && s->decoding()) ++outside_decodes_;
+    if (!s->done && s->prefilling() && s->pending() + s->prompt_computed <= opts_.step_tokens)
+      outside_prefill_ = true;
+  }
   outside_step_ = Clock::now();
 }
 

@@ -37,7 +37,9 @@
 //      a layer), the newcomers are admitted and their whole prompts run in
 //      a pass of their own (their first tokens go out), and the pass
 //      resumes where it stopped; in a pass of prompts alone, the newcomers
-//      then decode in further pauses at a paced step's pace (yield_round()),
+//      then decode in further pauses at a paced step's pace (yield_round()).
+//      A long prompt beside decoding streams gets such passes of its own,
+//      the streams decoding in their pauses (plan_long_pass()),
 //   5. samples each sequence with its own Sampler, turns tokens into text
 //      (UTF-8 safe, stop strings held back) and pushes it to its Stream,
 //   6. retires finished sequences,
@@ -99,8 +101,11 @@ struct SchedulerOptions {
   // prefilled); at least kMinPrefillChunk tokens a step, so prompts always
   // progress, and a prompt of at most step_tokens may go whole in one step
   // when it costs no more than three steps' share (its first token then
-  // comes one step after it arrives). 0: off (the whole step_tokens budget
-  // every step).
+  // comes one step after it arrives). While every prompt waiting is long
+  // (more than step_tokens in all), the prompt runs in passes of its own
+  // instead, and the streams decode in their pauses once they have waited
+  // the same room (Scheduler::plan_long_pass). 0: off (the whole step_tokens
+  // budget every step).
   double itl_slack = 2.0;
   // The same bound for embedding and rerank prompts beside decodes (the
   // smaller of the two applies to them): no stream waits on their first
@@ -221,6 +226,7 @@ class Scheduler {
   void run_step();
   void plan_step();                                // plan_: decodes, then prefill chunks
   void plan_prefill(size_t n_decode, int budget);  // plan_step's prefill chunks
+  bool plan_long_pass();                           // or a long prompt's own pass
   int plan_draft(Sequence& s, int budget);         // a decoding sequence's guesses
   void plan_model_drafts(int& budget);             // the draft model's, in one pass
   void forget_drafts();  // draft KV of sequences no longer running is freed
@@ -307,6 +313,8 @@ class Scheduler {
   int step_decodes_ = 0;              // decode entries of the step being run
   bool last_shorts_only_ = false;     // the last step was short prompts' alone (plan_prefill)
   int outside_decodes_ = 0;           // sequences decoding outside the paused pass
+  int pulled_decodes_ = 0;            // streams left to its pauses (plan_long_pass)
+  bool outside_prefill_ = false;      // a pause left a short prompt half prefilled
   Clock::time_point outside_step_{};  // when their last step (a yield round's) ended
   Clock::duration yielded_{};         // time the step spent paused (not its cost)
   struct StepBuffers;                 // a paused pass's batch and outputs (scheduler_step.cpp)

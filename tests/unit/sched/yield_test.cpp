@@ -344,5 +344,69 @@ TEST(StepYield, ASecondShortPromptInOneLongPassTakesTheFirstsSlot) {
       << "the second short prompt waited for the long pass";
 }
 
+// A long prompt that arrives while streams decode runs in passes of its own
+// (Scheduler::plan_long_pass), and the streams decode in those passes'
+// pauses, not in steps that carry a sliver of the prompt: the yield rounds
+// run their decodes, and every answer is the one it gets alone.
+TEST(StepYield, ALongPromptBesideStreamsRunsAloneWithTheStreamsInItsPauses) {
+  const auto e = load_engine();
+  const auto long_prompt = tokens_of(900, 21);
+  constexpr int kStreams = 2, kStreamOut = 400, kLongOut = 3;
+  std::vector<std::string> alone(kStreams);
+  std::string long_alone;
+  {
+    Metrics m;
+    SchedulerOptions o;
+    o.max_batch = 4;
+    o.step_tokens = 64;
+    o.yield_ms = 0;  // off: the reference
+    Scheduler s(*e, o, m);
+    s.start();
+    for (int i = 0; i < kStreams; ++i) {
+      Collector c;
+      ASSERT_EQ(
+          s.submit(make_request(*e, "s" + std::to_string(i), tokens_of(10, 30 + i), kStreamOut, c)),
+          SubmitStatus::Accepted);
+      c.wait();
+      alone[size_t(i)] = c.text();
+    }
+    Collector cl;
+    ASSERT_EQ(s.submit(make_request(*e, "long", long_prompt, kLongOut, cl)),
+              SubmitStatus::Accepted);
+    cl.wait();
+    long_alone = cl.text();
+  }
+  Metrics m;
+  SchedulerOptions o;
+  o.max_batch = 4;
+  o.step_tokens = 64;  // the 900-token prompt is long
+  o.yield_ms = 1e-6;
+  o.itl_slack = 2;
+  Scheduler s(*e, o, m);
+  s.start();
+  Collector cs[kStreams], cl;
+  for (int i = 0; i < kStreams; ++i)
+    ASSERT_EQ(s.submit(make_request(*e, "s" + std::to_string(i), tokens_of(10, 30 + i), kStreamOut,
+                                    cs[i])),
+              SubmitStatus::Accepted);
+  // The streams decode (decode-only steps teach the cost model their cost)
+  // before the long prompt arrives.
+  using SteadyClock = std::chrono::steady_clock;
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(60);
+  while (m.generated_tokens.load() < 8 * kStreams && SteadyClock::now() < deadline)
+    std::this_thread::yield();
+  ASSERT_EQ(s.submit(make_request(*e, "long", long_prompt, kLongOut, cl)), SubmitStatus::Accepted);
+  EXPECT_EQ(cl.wait().reason, FinishReason::Length);
+  for (int i = 0; i < kStreams; ++i) {
+    EXPECT_EQ(cs[i].wait().reason, FinishReason::Length);
+    EXPECT_EQ(cs[i].text(), alone[size_t(i)]) << "stream " << i;
+  }
+  EXPECT_EQ(cl.text(), long_alone);
+  // Without a long prompt's own passes, a pass beside decodes pauses only for
+  // an arrival (none came here).
+  EXPECT_GE(m.step_yields.load(), 2u);
+  EXPECT_EQ(m.yield_prompts.load(), 0u);
+}
+
 }  // namespace
 }  // namespace tern::sched
