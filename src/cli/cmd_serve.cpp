@@ -183,11 +183,13 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--itl-slack", o->sched.itl_slack,
                   "while streams decode, size each step's prefill share so the step takes at "
                   "most this multiple of a decode-only step (their inter-token latency during a "
-                  "long prompt; a prompt longer than --step-tokens runs in passes of its own and "
-                  "the streams decode in their pauses at that pace); 0: always the full "
-                  "--step-tokens")
+                  "long prompt); 0: always the full --step-tokens")
       ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
+  cmd->add_flag("--long-prompt-passes", o->sched.long_prompt_passes,
+                "beside decoding streams, a prompt longer than --step-tokens runs in passes of "
+                "its own and the streams decode in their pauses at the --itl-slack pace (instead "
+                "of steps that carry a share of it)");
   cmd->add_option("--yield-ms", o->sched.yield_ms,
                   "a running forward pass pauses between layers for newly arrived short "
                   "prompts (at most --step-tokens), which run whole first, when what is left "

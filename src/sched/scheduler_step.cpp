@@ -89,8 +89,8 @@ void Scheduler::plan_step() {
 // short prompt waiting, paced steps run it first.
 bool Scheduler::plan_long_pass() {
   constexpr double kLongPassRooms = 12;
-  if (opts_.yield_ms <= 0 || opts_.itl_slack <= 1.0 || !costs_->ready() || media_->pending() ||
-      !engine_.config().causal)
+  if (!opts_.long_prompt_passes || opts_.yield_ms <= 0 || opts_.itl_slack <= 1.0 ||
+      !costs_->ready() || media_->pending() || !engine_.config().causal)
     return false;
   Sequence* longest = nullptr;
   int n_decode = 0;
@@ -500,6 +500,10 @@ void Scheduler::yield_round() {
   if (build_batch() && forward(/*may_yield=*/false)) {
     metrics_.steps += 1;
     metrics_.step_tokens += uint64_t(batch_.total_tokens());
+    // A pause's step is a step like any other to the cost model: in a long
+    // prompt's own passes it is the streams' only one, and their decode cost
+    // follows them (more streams, deeper contexts) from here.
+    observe_costs(ms_between(t0, Clock::now()));
     emit_step();
   }
   if (logger()->should_log(spdlog::level::trace))
@@ -552,6 +556,12 @@ void Scheduler::observe_step(Clock::time_point t0, Clock::time_point t1) {
   metrics_.steps += 1;
   metrics_.step_tokens += uint64_t(batch_.total_tokens());
   metrics_.step_duration.observe(seconds_between(t0, t1));
+  observe_costs(last_step_ms_);
+}
+
+// The step cost model learns from the step just run (batch_, before its
+// tokens are emitted) that took `ms`.
+void Scheduler::observe_costs(double ms) {
   int decodes = 0, guessed = 0;
   bool prefill = false;
   for (size_t i = 0; i < batch_.entries.size(); ++i) {
@@ -568,11 +578,11 @@ void Scheduler::observe_step(Clock::time_point t0, Clock::time_point t1) {
   // What a guess costs: a step of decodes and verifies only, over the
   // decode-only step's time (DraftLength weighs it against what guesses yield).
   if (guessed > 0 && !prefill && costs_->decode_ms() > 0) {
-    const double v = std::max(0.0, last_step_ms_ - costs_->decode_ms()) / guessed;
+    const double v = std::max(0.0, ms - costs_->decode_ms()) / guessed;
     verify_token_ms_ = verify_token_ms_ > 0 ? 0.8 * verify_token_ms_ + 0.2 * v : v;
   }
   last_step_decodes_ = decodes;
-  costs_->observe(decodes, last_step_ms_, runs_.empty());
+  costs_->observe(decodes, ms, runs_.empty());
 }
 
 void Scheduler::trace_step(Clock::time_point t0) const {

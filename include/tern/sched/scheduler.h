@@ -38,8 +38,9 @@
 //      a pass of their own (their first tokens go out), and the pass
 //      resumes where it stopped; in a pass of prompts alone, the newcomers
 //      then decode in further pauses at a paced step's pace (yield_round()).
-//      A long prompt beside decoding streams gets such passes of its own,
-//      the streams decoding in their pauses (plan_long_pass()),
+//      With long_prompt_passes, a long prompt beside decoding streams gets
+//      such passes of its own, the streams decoding in their pauses
+//      (plan_long_pass()),
 //   5. samples each sequence with its own Sampler, turns tokens into text
 //      (UTF-8 safe, stop strings held back) and pushes it to its Stream,
 //   6. retires finished sequences,
@@ -101,12 +102,18 @@ struct SchedulerOptions {
   // prefilled); at least kMinPrefillChunk tokens a step, so prompts always
   // progress, and a prompt of at most step_tokens may go whole in one step
   // when it costs no more than three steps' share (its first token then
-  // comes one step after it arrives). While every prompt waiting is long
-  // (more than step_tokens in all), the prompt runs in passes of its own
-  // instead, and the streams decode in their pauses once they have waited
-  // the same room (Scheduler::plan_long_pass). 0: off (the whole step_tokens
-  // budget every step).
+  // comes one step after it arrives). 0: off (the whole step_tokens budget
+  // every step).
   double itl_slack = 2.0;
+  // While every prompt waiting beside decoding streams is long (more than
+  // step_tokens in all, text), it runs in passes of its own and the streams
+  // decode in their pauses once they have waited itl_slack's room
+  // (Scheduler::plan_long_pass; needs yield_ms > 0). Off by default: on a
+  // 2-vCPU Zen 3 it took a 4096-token prompt among 8 streams in 24-27 s
+  // instead of 40-44 at the same stream gaps, and cut the heavy mix's p99
+  // gap 91-437 -> 42-53 ms, but the heavy mix's median TTFT went 2.4-3.0 ->
+  // 3.9-5.2 s (bench/RESULTS.md).
+  bool long_prompt_passes = false;
   // The same bound for embedding and rerank prompts beside decodes (the
   // smaller of the two applies to them): no stream waits on their first
   // token, so they take less of a step and the streams' p99 stays within 2x
@@ -246,6 +253,7 @@ class Scheduler {
   void swap_step_buffers();  // the paused pass's buffers <-> the yield round's
   // The step's metrics and its cost for the model (t0, t1: the forward pass).
   void observe_step(Clock::time_point t0, Clock::time_point t1);
+  void observe_costs(double ms);  // the cost model's part of it (and a pause's)
   void trace_step(Clock::time_point t0) const;
   void emit_step();  // KV positions advance, tokens are sampled and streamed
   void emit_verified(Sequence& s, int entry);  // a verify entry's tokens and KV

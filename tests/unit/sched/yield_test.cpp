@@ -382,6 +382,7 @@ TEST(StepYield, ALongPromptBesideStreamsRunsAloneWithTheStreamsInItsPauses) {
   o.step_tokens = 64;  // the 900-token prompt is long
   o.yield_ms = 1e-6;
   o.itl_slack = 2;
+  o.long_prompt_passes = true;
   Scheduler s(*e, o, m);
   s.start();
   Collector cs[kStreams], cl;
