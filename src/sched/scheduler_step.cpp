@@ -75,6 +75,10 @@ void Scheduler::plan_step() {
   plan_prefill(n_decode, budget);
 }
 
+bool Scheduler::short_prompt(const Sequence& s) const {
+  return s.pending() + s.prompt_computed <= opts_.step_tokens;
+}
+
 // A long prompt beside decoding streams runs in a pass of its own, and the
 // streams decode in its pauses (should_yield: one decode step each time they
 // have waited the room itl_slack gives), instead of steps that carry the
@@ -97,9 +101,7 @@ bool Scheduler::plan_long_pass() {
   for (auto& s : running_) {
     if (s->done) continue;
     if (s->prefilling()) {
-      if (s->embeds() || !s->req.media.empty() ||
-          s->pending() + s->prompt_computed <= opts_.step_tokens)
-        return false;
+      if (s->embeds() || !s->req.media.empty() || short_prompt(*s)) return false;
       if (!longest) longest = s.get();  // admission order: the oldest
     } else if (s->decoding()) {
       if (!s->req.media.empty()) return false;
@@ -208,9 +210,7 @@ void Scheduler::plan_prefill(size_t n_decode, int budget) {
   // rerank prompt never is: no stream waits on its first token, and the
   // whole-prompt allowance (up to three steps' room in one step) would
   // stretch the running streams' gaps for each of a big request's inputs.
-  const auto is_short = [quick = opts_.step_tokens](const Sequence& s) {
-    return !s.embeds() && s.pending() + s.prompt_computed <= quick;
-  };
+  const auto is_short = [this](const Sequence& s) { return !s.embeds() && short_prompt(s); };
   std::sort(plan_.begin() + long(n_decode), plan_.end(), [&](const auto& a, const auto& b) {
     if (a.second != b.second) return a.second < b.second;
     const bool qa = is_short(*a.first), qb = is_short(*b.first);
@@ -476,7 +476,7 @@ void Scheduler::yield_round() {
   for (size_t i = from; i < running_.size() && budget > 0; ++i) {
     Sequence& s = *running_[i];
     if (s.in_pass || s.done || !s.has_kv() || s.pending() < 1) continue;
-    const bool whole_short = s.pending() + s.prompt_computed <= opts_.step_tokens;
+    const bool whole_short = short_prompt(s);
     // (a long one waiting behind the pass's gets passes of its own after it)
     if (i < first && (!s.prefilling() || !whole_short || s.embeds() || !s.req.media.empty()))
       continue;
@@ -513,8 +513,7 @@ void Scheduler::yield_round() {
   outside_prefill_ = false;
   for (auto& [s, n] : plan_) {
     if (!s->done && s->decoding()) ++outside_decodes_;
-    if (!s->done && s->prefilling() && s->pending() + s->prompt_computed <= opts_.step_tokens)
-      outside_prefill_ = true;
+    if (!s->done && s->prefilling() && short_prompt(*s)) outside_prefill_ = true;
   }
   outside_step_ = Clock::now();
 }

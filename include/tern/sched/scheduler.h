@@ -234,11 +234,13 @@ class Scheduler {
   void plan_step();                                // plan_: decodes, then prefill chunks
   void plan_prefill(size_t n_decode, int budget);  // plan_step's prefill chunks
   bool plan_long_pass();                           // or a long prompt's own pass
-  int plan_draft(Sequence& s, int budget);         // a decoding sequence's guesses
-  void plan_model_drafts(int& budget);             // the draft model's, in one pass
-  void forget_drafts();  // draft KV of sequences no longer running is freed
-  void reserve_step();   // KV room for plan_, oldest first
-  bool build_batch();    // batch_ from plan_; false: empty
+  // A prompt whose whole prefill, done and to do, is at most step_tokens.
+  bool short_prompt(const Sequence& s) const;
+  int plan_draft(Sequence& s, int budget);  // a decoding sequence's guesses
+  void plan_model_drafts(int& budget);      // the draft model's, in one pass
+  void forget_drafts();                     // draft KV of sequences no longer running is freed
+  void reserve_step();                      // KV room for plan_, oldest first
+  bool build_batch();                       // batch_ from plan_; false: empty
   // false: the pass failed (and so did its sequences). may_yield: the pass
   // may pause for a yield_round().
   bool forward(bool may_yield);
