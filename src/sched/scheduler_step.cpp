@@ -467,12 +467,13 @@ void Scheduler::yield_round() {
   // (StepRoom: a short prompt whole within kShortSteps rooms, the others the
   // chunk that fits): the newcomers admitted here and, in a long prompt's
   // own pass (plan_long_pass, whose pauses are the streams' steps), what
-  // earlier pauses admitted and did not finish, short ones only. Beside a
-  // paced pass, a newcomer that does not go whole waits for the next step.
+  // earlier pauses admitted and did not finish, short ones only. Beside any
+  // other pass, a newcomer that does not go whole waits for the next step.
   const bool paced = (step_decodes_ > 0 || n_decode > 0) && opts_.itl_slack > 0 && costs_->ready();
   StepRoom room(*costs_, costs_->room_ms(opts_.itl_slack), kMinPrefillChunk);
   int budget = opts_.step_tokens;
-  const size_t from = step_decodes_ == 0 && pulled_decodes_ > 0 ? 0 : first;
+  const bool long_pass = step_decodes_ == 0 && pulled_decodes_ > 0;
+  const size_t from = long_pass ? 0 : first;
   for (size_t i = from; i < running_.size() && budget > 0; ++i) {
     Sequence& s = *running_[i];
     if (s.in_pass || s.done || !s.has_kv() || s.pending() < 1) continue;
@@ -483,7 +484,7 @@ void Scheduler::yield_round() {
     int n = std::min(budget, s.pending());
     if (paced) {
       n = room.size(n, s.pending(), s.in_kv, s.last_chunk, whole_short);
-      if (step_decodes_ > 0 && n < s.pending()) n = 0;
+      if (!long_pass && n < s.pending()) n = 0;  // only a long pass's pauses go on with it
     }
     if (n == 0) continue;
     if (engine_.reserve(s.seq, n).room != Engine::Room::Ok) continue;
