@@ -4,9 +4,15 @@ composed its steps while a long prompt was prefilled beside decoding
 streams: per depth band of the prompt, the chunk sizes, the step times, and
 each step's time over the decode-only steps (probes) around it, which
 cancels the machine's load (what the itl-slack budget holds to <= slack).
+With --split, where a whole run's time went instead (any load, e.g. the
+heavy mix of bench/serve.py): prompt steps (at least --big prompt tokens),
+the mixed steps of streams with a few prompt tokens, decode-only steps, and
+the pauses of passes that yield. Entries marked "v" in the log are a
+decoding sequence's verify entry (its token and guesses), not a prompt.
 
     TERN_LOG_LEVEL=trace python bench/fairness.py --tern   # prints the log's path
     python bench/step_trace.py /tmp/serve-tern-XXXX.log [--min-prompt 1000]
+    python bench/step_trace.py /tmp/serve-tern-XXXX.log --split
 """
 from __future__ import annotations
 
@@ -15,18 +21,25 @@ import re
 import statistics
 import sys
 
+PAUSE = re.compile(r"yield: decode=(\d+) prompts=(\d+) tokens=(\d+) ms=([\d.]+)")
 STEP = re.compile(r"step decode=(\d+) ctx=(\d+) prefill=\[(.*)\] ms=([\d.]+) gap=([\d.]+)"
                   r"(?: model: decode=([\d.]+) a=([\d.]+) b=([\d.]+) c=([\d.]+))?")
 
 
-def parse(path: str) -> list[dict]:
+def parse(path: str, pauses: list | None = None) -> list[dict]:
     steps = []
     for line in open(path, errors="replace"):
+        if pauses is not None and (p := PAUSE.search(line)):
+            pauses.append(float(p[4]))
+            continue
         m = STEP.search(line)
         if not m:
             continue
-        chunks = [tuple(map(int, p.split("@"))) for p in m[3].split()]
-        steps.append({"decodes": int(m[1]), "chunks": chunks, "ms": float(m[4]),
+        entries = m[3].split()
+        chunks = [tuple(map(int, p.split("@"))) for p in entries if not p.startswith("v")]
+        verify = [tuple(map(int, p[1:].split("@"))) for p in entries if p.startswith("v")]
+        steps.append({"decodes": int(m[1]), "chunks": chunks, "verify": verify,
+                      "ms": float(m[4]),
                       "gap": float(m[5]), "model_decode": float(m[6] or 0),
                       "theta": tuple(float(x) for x in m.group(7, 8, 9)) if m[7] else None})
     return steps
@@ -37,13 +50,47 @@ def pct(v: list[float], p: float) -> float:
     return v[min(len(v) - 1, int(p / 100 * len(v)))] if v else float("nan")
 
 
+def split(steps: list[dict], pauses: list[float], big: int) -> None:
+    rows = {"prompt steps": [0, 0.0, 0, 0], "mixed steps": [0, 0.0, 0, 0],
+            "decode-only steps": [0, 0.0, 0, 0]}
+    for s in steps:
+        prompt = sum(n for n, _ in s["chunks"])
+        guessed = sum(n for n, _ in s["verify"])
+        key = ("prompt steps" if prompt >= big else
+               "mixed steps" if prompt or guessed else "decode-only steps")
+        r = rows[key]
+        r[0] += 1
+        r[1] += s["ms"]
+        r[2] += prompt
+        r[3] += s["decodes"] + guessed
+    total = sum(r[1] for r in rows.values()) + sum(pauses)
+    print(f"{'':18} {'steps':>6} {'s':>7} {'share':>6} {'prompt tok':>10} {'ms/prompt tok':>13} "
+          f"{'decode+verify tok':>17}")
+    for k, (n, ms, prompt, dec) in rows.items():
+        per = f"{ms / prompt:13.2f}" if prompt else f"{'-':>13}"
+        print(f"{k:18} {n:6d} {ms / 1000:7.2f} {ms / total:6.1%} {prompt:10d} {per} {dec:17d}")
+    print(f"{'pauses':18} {len(pauses):6d} {sum(pauses) / 1000:7.2f} {sum(pauses) / total:6.1%}")
+    print(f"{'all':18} {'':6} {total / 1000:7.2f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("log")
     ap.add_argument("--min-prompt", type=int, default=1000,
                     help="a chunk this deep (depth + n) belongs to the long prompt")
     ap.add_argument("--band", type=int, default=512)
+    ap.add_argument("--split", action="store_true", help="the whole run's time by kind of step")
+    ap.add_argument("--big", type=int, default=100,
+                    help="--split: a step with this many prompt tokens is a prompt step")
     args = ap.parse_args()
+    if args.split:
+        pauses: list[float] = []
+        steps = parse(args.log, pauses)
+        if not steps:
+            print("no steps in this log (run tern with TERN_LOG_LEVEL=trace)")
+            return 1
+        split(steps, pauses, args.big)
+        return 0
     steps = parse(args.log)
     deep = [i for i, s in enumerate(steps)
             if s["decodes"] and any(n + d >= args.min_prompt for n, d in s["chunks"])]

@@ -593,8 +593,9 @@ void Scheduler::trace_step(Clock::time_point t0) const {
     if (n == 1 && entry_seq_[i]->decoding()) {
       ++dec;
       dec_ctx += entry_seq_[i]->in_kv;
-    } else {
-      fmt::format_to(std::back_inserter(pre), " {}@{}", n, entry_seq_[i]->in_kv);
+    } else {  // "v": a decoding sequence's verify entry (its token and guesses)
+      fmt::format_to(std::back_inserter(pre), " {}{}@{}", entry_seq_[i]->decoding() ? "v" : "", n,
+                     entry_seq_[i]->in_kv);
     }
   }
   const auto th = costs_->coefficients();
