@@ -112,7 +112,9 @@ struct SchedulerOptions {
   // 2-vCPU Zen 3 it took a 4096-token prompt among 8 streams in 24-27 s
   // instead of 40-44 at the same stream gaps, and cut the heavy mix's p99
   // gap 91-437 -> 42-53 ms, but the heavy mix's median TTFT went 2.4-3.0 ->
-  // 3.9-5.2 s (bench/RESULTS.md).
+  // 3.9-5.2 s: its short-lived streams decode in steps of their own (611
+  // pauses, 19 % of a run) instead of riding in steps with prompt tokens
+  // (bench/RESULTS.md).
   bool long_prompt_passes = false;
   // The same bound for embedding and rerank prompts beside decodes (the
   // smaller of the two applies to them): no stream waits on their first
