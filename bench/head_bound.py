@@ -17,6 +17,7 @@ use. Numbers and verdict: bench/RESULTS.md.
 Reads the GGUF itself (the tensor `token_embd.weight`, Q8_0), numpy only.
 """
 import json
+import mmap
 import struct
 import subprocess
 import sys
@@ -27,7 +28,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 M = sys.argv[1] if len(sys.argv) > 1 else str(REPO / 'models' / 'gemma-3-270m-it-Q4_K_M.gguf')
 def read_gguf_tensor(path, want):
-    f = open(path, 'rb'); b = f.read(1 << 24)
+    # The whole file mapped, so a header of any size (a big vocabulary) parses.
+    b = mmap.mmap(open(path, 'rb').fileno(), 0, access=mmap.ACCESS_READ)
     o = 4
     ver, nt, nkv = struct.unpack_from('<IQQ', b, o); o += 20
     def rstr(o):
