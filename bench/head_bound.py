@@ -29,7 +29,8 @@ REPO = Path(__file__).resolve().parents[1]
 M = sys.argv[1] if len(sys.argv) > 1 else str(REPO / 'models' / 'gemma-3-270m-it-Q4_K_M.gguf')
 def read_gguf_tensor(path, want):
     # The whole file mapped, so a header of any size (a big vocabulary) parses.
-    b = mmap.mmap(open(path, 'rb').fileno(), 0, access=mmap.ACCESS_READ)
+    with open(path, 'rb') as f:
+        b = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     o = 4
     ver, nt, nkv = struct.unpack_from('<IQQ', b, o); o += 20
     def rstr(o):
