@@ -21,6 +21,7 @@
 #include "tern/core/task_pool.h"
 #include "tern/kernels/ops.h"
 #include "tern/kv/paged_kv.h"
+#include "tern/model/lora.h"
 #include "tern/model/model.h"
 
 namespace tern::cli {
@@ -61,8 +62,10 @@ double run_prefill(Engine& e, int pp, int chunk) {
   return pp / sec;
 }
 
-// `batch` sequences decode `tg` tokens each, one batched forward pass per step.
-double run_decode(Engine& e, int tg, int batch_size) {
+// `batch` sequences decode `tg` tokens each, one batched forward pass per step;
+// with adapters given, sequence i runs with adapters[i % size] (the rows of a
+// multi-LoRA batch, each adapter's low-rank terms beside the base weights).
+double run_decode(Engine& e, int tg, int batch_size, std::span<const LoraSelection> adapters) {
   const auto toks = bench_tokens(tg * batch_size + 1, e.n_vocab());
   std::vector<SeqId> seqs;
   for (int i = 0; i < batch_size; ++i) seqs.push_back(e.new_sequence());
@@ -70,8 +73,10 @@ double run_decode(Engine& e, int tg, int batch_size) {
   Batch batch;
   batch.entries.resize(size_t(batch_size));
   // One warm-up token per sequence (not timed): the first step sizes buffers.
-  for (int i = 0; i < batch_size; ++i)
+  for (int i = 0; i < batch_size; ++i) {
     batch.entries[size_t(i)] = {seqs[size_t(i)], {&toks[size_t(i)], 1}, LogitsMode::Last};
+    if (!adapters.empty()) batch.entries[size_t(i)].lora = adapters[size_t(i) % adapters.size()];
+  }
   e.step(batch, out);
   const auto t0 = Clock::now();
   for (int step = 0; step < tg; ++step) {
@@ -413,7 +418,8 @@ struct BenchOpts {
   bool json = false;
   int depth = 0;  // > 0: the depth test replaces the others
   bool drop_cache = false;
-  bool pp_at_depth = false;  // --pp given with --depth: also time the prefill at depth
+  bool pp_at_depth = false;        // --pp given with --depth: also time the prefill at depth
+  std::vector<std::string> loras;  // decode test: sequence i runs with adapter i % size
 };
 
 // The depth test for each batch size, with the KV configuration as printed.
@@ -473,9 +479,17 @@ void add_bench_command(CLI::App& app) {
          "greedy decode steps from there, with KV placement and flash counters; with --pp "
          "given, also time the prefill of --pp more tokens at that depth")
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--lora", o->loras,
+                  "decode test: LoRA adapter files (repeatable or comma list); sequence i of a "
+                  "batch runs with adapter i % count, at scale 1")
+      ->delimiter(',')
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--drop-cache", o->drop_cache,
                 "depth test: drop the spill file from the page cache before every decode step");
   cmd->callback([o, cmd] {
+    if (!o->loras.empty() && o->depth > 0) {
+      throw InvalidArgument("--lora applies to the decode test, not to --depth");
+    }
     o->pp_at_depth = o->depth > 0 && cmd->count("--pp") > 0 && o->pp > 0;
     int max_b = 1;
     for (int b : o->batches) max_b = std::max(max_b, b);
@@ -491,12 +505,15 @@ void add_bench_command(CLI::App& app) {
                             std::to_string(engine->n_ctx()));
     }
     const ModelConfig& c = engine->config();
+    std::vector<LoraSelection> adapters;
+    for (const std::string& f : o->loras) adapters.push_back({LoraAdapter::load(f, c), 1.0f});
     nlohmann::json j;
     j["model"] = c.name;
     j["threads"] = engine->pool().size();
     j["kernels"] = kernels::kernel_isa();
     j["load_s"] = load_s;
     j["dispatch_us"] = dispatch_us(engine->pool());
+    j["lora_adapters"] = o->loras.size();
     // Decode reads every repacked weight once per step; prefill's work is the
     // linear layers' multiply-accumulates (the output head runs once per prompt).
     const double layer_macs =
@@ -524,9 +541,15 @@ void add_bench_command(CLI::App& app) {
     }
     if (o->depth == 0 && o->tg > 0) {
       for (int b : o->batches) {
-        const double tps = best([&] { return run_decode(*engine, o->tg, b); });
+        const double tps = best([&] { return run_decode(*engine, o->tg, b, adapters); });
         j["decode"].push_back({{"batch", b}, {"tokens", o->tg}, {"tokens_per_s", tps}});
-        if (!o->json) std::printf("decode   tg%-4d batch %-3d %8.1f t/s\n", o->tg, b, tps);
+        if (!o->json) {
+          std::printf("decode   tg%-4d batch %-3d %8.1f t/s", o->tg, b, tps);
+          if (!adapters.empty())
+            std::printf("  (%zu LoRA adapters, row i on adapter i %% %zu)", adapters.size(),
+                        adapters.size());
+          std::printf("\n");
+        }
       }
     }
     j["memory"] = memory_report(engine->model().file().path());

@@ -51,3 +51,25 @@ def test_embed_itl_smoke():
                         "--tokens", "24"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "p99 ratio B/A" in r.stdout
+
+
+def test_bench_decode_with_lora_adapters(tmp_path):
+    # `tern bench --lora`: batch rows spread over adapters made by gen-lora
+    model = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+    files = []
+    for seed in (1, 2):
+        f = tmp_path / f"a{seed}.gguf"
+        g = subprocess.run([TERN, "gen-lora", "--base", model, "--rank", "8", "--seed", str(seed),
+                            "--out", str(f)], capture_output=True, text=True, timeout=600)
+        assert g.returncode == 0, g.stderr
+        files.append(str(f))
+    r = subprocess.run([TERN, "bench", "-m", model, "--pp", "0", "--tg", "4", "--batch", "3", "-r", "1",
+                        "--json", "--lora", ",".join(files)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    assert j["lora_adapters"] == 2
+    assert j["decode"][0]["batch"] == 3 and j["decode"][0]["tokens_per_s"] > 0
+    # Refused before the model loads: the depth test takes no adapters.
+    r = subprocess.run([TERN, "bench", "-m", model, "--depth", "64", "--tg", "2", "--lora", files[0]],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode != 0 and "--lora applies to the decode test" in r.stderr
