@@ -2,6 +2,7 @@
 seconds, on the real binary and model, and must finish without an error."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -73,3 +74,43 @@ def test_bench_decode_with_lora_adapters(tmp_path):
     r = subprocess.run([TERN, "bench", "-m", model, "--depth", "64", "--tg", "2", "--lora", files[0]],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode != 0 and "--lora applies to the decode test" in r.stderr
+
+
+def test_fairness_and_step_trace_smoke(tmp_path):
+    # bench/fairness.py (issue 31 section 2): streams' ITL and a short
+    # request's TTFT while a long prompt prefills; its trace log read by
+    # bench/step_trace.py, both per depth band and split by kind of step.
+    out = tmp_path / "fair.json"
+    env = dict(os.environ, TERN_LOG_LEVEL="trace", TMPDIR=str(tmp_path))
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "fairness.py"), "--tern", "-t", "2",
+                        "--streams", "2", "--reply-tokens", "16", "--long-prompt-tokens", "600",
+                        "--ctx-per-slot", "1024", "--settle", "0.5", "--window", "1",
+                        "--short-every", "1", "--short-max", "2", "--json", str(out)],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["server"] == "tern" and row["long_prefill_s"] > 0
+    assert row["itl_base_p99_ms"] > 0 and row["itl_during_p99_ms"] > 0 and row["gaps_during"] > 0
+    assert row["short_ttft_idle_ms"] > 0 and len(row["short_ttft_during_all_ms"]) >= 1
+    m = re.search(r"tern's log: (\S+)", r.stdout + r.stderr)
+    assert m, r.stdout + r.stderr
+    t = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "step_trace.py"), m.group(1),
+                        "--min-prompt", "500"], capture_output=True, text=True, timeout=120)
+    assert t.returncode == 0, t.stdout + t.stderr
+    assert re.search(r"^\d+ steps while the long prompt was prefilled", t.stdout, re.M), t.stdout
+    s = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "step_trace.py"), m.group(1),
+                        "--split"], capture_output=True, text=True, timeout=120)
+    assert s.returncode == 0, s.stdout + s.stderr
+    mixed = re.search(r"^mixed steps\s+(\d+)\s+([\d.]+)", s.stdout, re.M)
+    assert mixed and int(mixed.group(1)) > 0, s.stdout
+
+
+def test_lora_benchmark_smoke():
+    # bench/lora.py (issue 31 section 4): throughput over 0, 1 and 2 adapters
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "lora.py"), "-t", "2", "--rank", "4",
+                        "-n", "2", "--max-tokens", "4", "--adapters", "1,2"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rows = re.findall(r"^\s+(\d+)\s+([\d.]+)\s+([\d.]+)x", r.stdout, re.M)
+    assert [int(n) for n, _, _ in rows] == [0, 1, 2], r.stdout
+    assert all(float(tok) > 0 for _, tok, _ in rows), r.stdout
